@@ -1,0 +1,37 @@
+"""Errors raised by tfprof.
+
+    TfprofError                      root: the CLI turns any of these into one line and exit code 2
+    ├── InputError (+ValueError)     a file the user gave cannot be used
+    │   ├── InputNotFoundError       (+FileNotFoundError) no such file or directory
+    │   └── ProfileFormatError       the file is not what it was passed as, or is damaged
+    ├── OptionError (+ValueError)    an unknown option or a bad option value
+    └── OutputError (+OSError)       an output path cannot be written
+
+Messages name the file or option in backticks and say what to do.
+"""
+
+from __future__ import annotations
+
+
+class TfprofError(Exception):
+    """Root of every error tfprof raises on purpose."""
+
+
+class InputError(TfprofError, ValueError):
+    """An input file cannot be used."""
+
+
+class InputNotFoundError(InputError, FileNotFoundError):
+    """An input path does not exist."""
+
+
+class ProfileFormatError(InputError):
+    """An input file is damaged or is not of the kind it was passed as."""
+
+
+class OptionError(TfprofError, ValueError):
+    """An unknown option, or an option with a bad value."""
+
+
+class OutputError(TfprofError, OSError):
+    """An output path cannot be written."""

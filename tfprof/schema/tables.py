@@ -1,0 +1,372 @@
+"""The column contract: one Arrow schema per table, each column documented with its unit.
+
+Every reader in ``tfprof.ingest`` produces exactly these tables; every query reads them. The
+documentation in ``docs/SCHEMA.md`` is generated from this module (``tools/gen_schema_doc.py``)
+and a test checks that it is up to date.
+
+Conventions
+-----------
+* Join keys carry the same name everywhere: ``node_id``, ``step``, ``device``.
+* ``node_id`` is tfprof's own node id: the insertion order of the node (GraphDef order, then
+  nodes first seen in RunMetadata), the key of ``ProfileProto.nodes``.
+* Device strings are lower-cased, as tfprof stores them.
+* Repeated strings are Arrow dictionaries (``pl.Categorical`` in polars).
+* Rows are in the table's ``sort_key`` order (``TABLES[name].sort_key``); the order of rows that
+  tie on the key is the order of the source records and is meaningful (e.g. the order of
+  exec intervals within one device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+DICT = pa.dictionary(pa.int32(), pa.string())
+
+
+def _f(name: str, type_: pa.DataType, doc: str, *, nullable: bool = False, unit: str = "") -> pa.Field:
+    meta = {"doc": doc}
+    if unit:
+        meta["unit"] = unit
+    return pa.field(name, type_, nullable=nullable, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of the profile: its schema, its grain (what one row is) and its sort key."""
+
+    name: str
+    grain: str
+    doc: str
+    schema: pa.Schema
+    sort_key: tuple[str, ...]
+
+
+NODE_ID = _f("node_id", pa.int64(), "tfprof node id (insertion order; key of ProfileProto.nodes)")
+STEP = _f("step", pa.int64(), "step id (the i-th --run_meta_path file is step i)")
+
+NODES = Table(
+    "nodes",
+    "one graph node",
+    "Every node tfprof knows: GraphDef nodes in file order, then nodes first seen in RunMetadata "
+    "(for those, `op` equals the name, as in tfprof).",
+    pa.schema(
+        [
+            NODE_ID,
+            _f("name", pa.string(), "node name, unique"),
+            _f("op", DICT, "NodeDef op type (e.g. MatMul); for RunMetadata-only nodes the node name"),
+            _f(
+                "shape",
+                pa.list_(pa.int64()),
+                "the `shape` attr as tfprof stores it: scalar -> [1], unknown dims -1, "
+                "no attr or unknown rank -> []",
+            ),
+            _f(
+                "params",
+                pa.int64(),
+                "parameters: product of `shape` when every dim >= 0, else 0",
+                unit="count",
+            ),
+            _f("float_ops", pa.int64(), "static float operations from the op log (0 if none)", unit="flops"),
+            _f(
+                "canonical_device",
+                DICT,
+                "first canonical device (…/device:cpu:0, …/gpu:0) seen in RunMetadata; null if never run",
+                nullable=True,
+            ),
+            _f("host_device", DICT, "canonical_device with gpu:N replaced by cpu:0", nullable=True),
+        ]
+    ),
+    ("node_id",),
+)
+
+NODE_INPUTS = Table(
+    "node_inputs",
+    "one input edge of a node",
+    "Inputs in NodeDef order. Control inputs (`^x`) are inputs like any other, as in tfprof.",
+    pa.schema(
+        [
+            NODE_ID,
+            _f("input_idx", pa.int32(), "position of the input in NodeDef.input"),
+            _f("input_name", pa.string(), "producer node name (`^` and `:slot` removed)"),
+            _f("input_id", pa.int64(), "producer node_id; null when no such node exists", nullable=True),
+            _f(
+                "output_slot",
+                pa.int32(),
+                "producer output slot as tfprof resolves it: per producer *name*, the last slot "
+                "seen wins (spec 2.1.4 quirk)",
+            ),
+        ]
+    ),
+    ("node_id", "input_idx"),
+)
+
+NODE_TYPES = Table(
+    "node_types",
+    "one (node, op type) pair",
+    "The op types used by account_type_regexes: the op, the canonical device, op-log types "
+    "such as _trainable_variables, and _checkpoint_variables. Sorted byte-wise per node.",
+    pa.schema([NODE_ID, _f("op_type", DICT, "an op type of the node")]),
+    ("node_id", "op_type"),
+)
+
+OUTPUT_SHAPES = Table(
+    "output_shapes",
+    "one output slot of a node",
+    "Static output shapes from the `_output_shapes` attr.",
+    pa.schema(
+        [
+            NODE_ID,
+            _f("slot", pa.int32(), "output slot"),
+            _f("dims", pa.list_(pa.int64()), "dims (scalar -> [1], unknown dim -1, unknown rank [])"),
+        ]
+    ),
+    ("node_id", "slot"),
+)
+
+NODE_ATTRS = Table(
+    "node_attrs",
+    "one attr of a node",
+    "NodeDef attrs, each value a serialized AttrValue (decode with tfprof.schema.proto.attr_value_pb2).",
+    pa.schema(
+        [
+            NODE_ID,
+            _f("attr", DICT, "attr name"),
+            _f("value", pa.binary(), "serialized AttrValue"),
+        ]
+    ),
+    ("node_id", "attr"),
+)
+
+STEPS = Table(
+    "steps",
+    "one step",
+    "Steps that have RunMetadata, ascending.",
+    pa.schema([STEP]),
+    ("step",),
+)
+
+NODE_STEPS = Table(
+    "node_steps",
+    "one node in one step",
+    "The per-step execution summary of a node (tfprof's ExecStep / ExecProfile).",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("run_count", pa.int64(), "executions on the canonical device in this step", unit="count"),
+            _f(
+                "all_start_micros",
+                pa.int64(),
+                "earliest start of any record of this node in the step (0 if none)",
+                unit="us since epoch",
+            ),
+            _f("latest_end_micros", pa.int64(), "latest start+duration in the step", unit="us since epoch"),
+        ]
+    ),
+    ("node_id", "step"),
+)
+
+EXEC_DEVICES = Table(
+    "exec_devices",
+    "one device a node ran on in one step",
+    "Every device of the step's records, including /stream:N and /memcpy ones that count for nothing.",
+    pa.schema([NODE_ID, STEP, _f("device", DICT, "device (lower-cased)")]),
+    ("node_id", "step", "device"),
+)
+
+EXECS = Table(
+    "execs",
+    "one execution interval of a node on one device in one step",
+    "Time records: accelerator intervals (…/stream:all devices) and cpu intervals (canonical devices).",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("device", DICT, "device (lower-cased)"),
+            _f("kind", DICT, "`accelerator` or `cpu`"),
+            _f("start_micros", pa.int64(), "start", unit="us since epoch"),
+            _f("duration_micros", pa.int64(), "op_end_rel_micros, 0 rounded up to 1", unit="us"),
+        ]
+    ),
+    ("node_id", "step", "kind", "device"),
+)
+
+MEMORY = Table(
+    "memory",
+    "one memory record of a node in one step (one per canonical-device execution)",
+    "tfprof's ExecMemory: bytes summed over the allocators of one execution.",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("seq", pa.int32(), "index of the record within the node's step"),
+            _f("memory_micros", pa.int64(), "start + op_end_rel_micros", unit="us since epoch"),
+            _f("requested_bytes", pa.int64(), "sum of total_bytes + temp + persistent", unit="bytes"),
+            _f("peak_bytes", pa.int64(), "sum of peak_bytes + temp + persistent", unit="bytes"),
+            _f("residual_bytes", pa.int64(), "sum of live_bytes + persistent", unit="bytes"),
+            _f("output_bytes", pa.int64(), "sum over outputs of max(allocated, requested)", unit="bytes"),
+            _f("host_temp_bytes", pa.int64(), "memory_stats temp size on cpu devices", unit="bytes"),
+            _f("host_persistent_bytes", pa.int64(), "memory_stats persistent size on cpu devices", unit="bytes"),
+            _f("accelerator_temp_bytes", pa.int64(), "memory_stats temp size elsewhere", unit="bytes"),
+            _f(
+                "accelerator_persistent_bytes",
+                pa.int64(),
+                "memory_stats persistent size elsewhere",
+                unit="bytes",
+            ),
+            _f("allocator_bytes_in_use", pa.int64(), "max bytes in use of the GPU allocators", unit="bytes"),
+        ]
+    ),
+    ("node_id", "step", "seq"),
+)
+
+OUTPUT_MEMORY = Table(
+    "output_memory",
+    "one output tensor of one memory record",
+    "Output allocations of a node's execution.",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("seq", pa.int32(), "memory record index (memory.seq)"),
+            _f("slot", pa.int32(), "output slot"),
+            _f("bytes", pa.int64(), "max(allocated_bytes, requested_bytes)", unit="bytes"),
+            _f("ptr", pa.uint64(), "allocation address"),
+        ]
+    ),
+    ("node_id", "step", "seq", "slot"),
+)
+
+ALLOCATOR_MEMORY = Table(
+    "allocator_memory",
+    "one allocator of one memory record",
+    "The raw AllocatorMemoryUsed entries behind a memory record. Only RunMetadata carries them; "
+    "a ProfileProto keeps only the sums in `memory`.",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("seq", pa.int32(), "memory record index (memory.seq)"),
+            _f("allocator", DICT, "allocator name (e.g. cpu, GPU_0_bfc)"),
+            _f("total_bytes", pa.int64(), "bytes requested from this allocator", unit="bytes"),
+            _f("peak_bytes", pa.int64(), "peak bytes of this allocator during the op", unit="bytes"),
+            _f("live_bytes", pa.int64(), "bytes still allocated after the op", unit="bytes"),
+            _f("allocator_bytes_in_use", pa.int64(), "allocator bytes in use after the op", unit="bytes"),
+        ]
+    ),
+    ("node_id", "step", "seq", "allocator"),
+)
+
+ALLOCATIONS = Table(
+    "allocations",
+    "one allocation record of a node in one step",
+    "Allocation and deallocation events of the GPU allocators (negative bytes = deallocation).",
+    pa.schema(
+        [
+            NODE_ID,
+            STEP,
+            _f("alloc_micros", pa.int64(), "time of the event", unit="us since epoch"),
+            _f("alloc_bytes", pa.int64(), "bytes allocated (negative: freed)", unit="bytes"),
+        ]
+    ),
+    ("node_id", "step"),
+)
+
+CODE_FRAMES = Table(
+    "code_frames",
+    "one Python frame of the call stack that created a node",
+    "From op-log code traces; depth 0 is the outermost caller.",
+    pa.schema(
+        [
+            NODE_ID,
+            _f("depth", pa.int32(), "frame index, 0 = outermost"),
+            _f("file", DICT, "source file path"),
+            _f("lineno", pa.int32(), "line number of the call"),
+            _f("function", DICT, "function name"),
+            _f("line", DICT, "source text of the line (may be empty)"),
+            _f("func_start_line", pa.int32(), "first line of the function"),
+        ]
+    ),
+    ("node_id", "depth"),
+)
+
+CHECKPOINT_TENSORS = Table(
+    "checkpoint_tensors",
+    "one tensor of a checkpoint",
+    "Tensors of a TensorFlow V2 checkpoint (--checkpoint_path). Partition slices are not rows; "
+    "a partitioned variable is one row with its full shape and its assembled value.",
+    pa.schema(
+        [
+            _f("name", pa.string(), "tensor (variable) name"),
+            _f("dtype", DICT, "DataType name, e.g. DT_FLOAT"),
+            _f("shape", pa.list_(pa.int64()), "dims ([] for a scalar)"),
+            _f("num_elements", pa.int64(), "product of dims", unit="count"),
+            _f(
+                "value",
+                pa.binary(),
+                "numeric values, little-endian, row-major (null for DT_STRING)",
+                nullable=True,
+            ),
+            _f("string_value", pa.list_(pa.binary()), "elements of a DT_STRING tensor", nullable=True),
+        ]
+    ),
+    ("name",),
+)
+
+DEVICES = Table(
+    "devices",
+    "one device",
+    "Every device named in the step stats, with tfprof's classification (spec 2.3.1).",
+    pa.schema(
+        [
+            _f("device", DICT, "device (lower-cased)"),
+            _f("is_canonical", pa.bool_(), "…/(device:)cpu|gpu:N: its time counts as cpu time"),
+            _f("is_accelerator_stream", pa.bool_(), "contains stream:all: its time counts as accelerator time"),
+            _f("on_accelerator", pa.bool_(), "contains `gpu`"),
+            _f("on_cpu", pa.bool_(), "contains `cpu`"),
+        ]
+    ),
+    ("device",),
+)
+
+INFO = Table(
+    "info",
+    "the profile (one row)",
+    "Profile-wide flags.",
+    pa.schema(
+        [
+            _f("has_trace", pa.bool_(), "some node has a code trace"),
+            _f(
+                "miss_accelerator_stream",
+                pa.bool_(),
+                "GPU devices were seen without a stream:all device (tfprof then under-reports GPU time)",
+            ),
+        ]
+    ),
+    (),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        NODES,
+        NODE_INPUTS,
+        NODE_TYPES,
+        OUTPUT_SHAPES,
+        NODE_ATTRS,
+        STEPS,
+        NODE_STEPS,
+        EXEC_DEVICES,
+        EXECS,
+        MEMORY,
+        OUTPUT_MEMORY,
+        ALLOCATOR_MEMORY,
+        ALLOCATIONS,
+        CODE_FRAMES,
+        CHECKPOINT_TENSORS,
+        DEVICES,
+        INFO,
+    )
+}
