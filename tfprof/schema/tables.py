@@ -94,8 +94,8 @@ NODE_INPUTS = Table(
             _f(
                 "output_slot",
                 pa.int32(),
-                "producer output slot as tfprof resolves it: per producer *name*, the last slot "
-                "seen wins (spec 2.1.4 quirk)",
+                "producer output slot as tfprof records it. The real tool (TF 2.21) parses the "
+                "`:slot` of an input only in debug builds, so from a GraphDef this is always 0",
             ),
         ]
     ),

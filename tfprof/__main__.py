@@ -1,0 +1,5 @@
+import sys
+
+from tfprof.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,218 @@
+"""The ``tfprof`` command line: tfprof's flags, plus ``ingest``/``tables``/``demo``.
+
+Errors the user can fix (``TfprofError``, bad usage) print one ``Error: ...`` line and exit with
+code 2; ``--debug`` shows the traceback instead. Anything else is a bug: exit code 1.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from tfprof.errors import TfprofError
+
+app = typer.Typer(
+    name="tfprof",
+    help="Analyse TensorFlow profiles (tfprof's inputs and views, over Arrow tables, polars and DuckDB).",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_DEBUG = False
+
+GraphPath = Annotated[
+    Optional[Path], typer.Option("--graph_path", "--graph-path", help="GraphDef file, text (.pbtxt) or binary.")
+]
+RunMetaPath = Annotated[
+    Optional[str],
+    typer.Option("--run_meta_path", "--run-meta-path", help="RunMetadata files, comma-separated: file i is step i."),
+]
+OpLogPath = Annotated[
+    Optional[Path],
+    typer.Option("--op_log_path", "--op-log-path", help="OpLogProto file (op types, float_ops, code traces)."),
+]
+CheckpointPath = Annotated[
+    Optional[str], typer.Option("--checkpoint_path", "--checkpoint-path", help="Checkpoint prefix (V2 bundle).")
+]
+ProfilePath = Annotated[
+    Optional[Path],
+    typer.Option("--profile_path", "--profile-path", help="ProfileProto file, or a store directory made by `ingest`."),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tfprof import __version__
+
+        typer.echo(f"tfprof {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+) -> None:
+    global _DEBUG
+    _DEBUG = debug
+
+
+def _progress():
+    """A progress callback drawing a bar on stderr when it is a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True, console=None)
+    state: dict = {}
+
+    def update(done: int, total: int, what: str) -> None:
+        if "task" not in state:
+            bar.start()
+            state["task"] = bar.add_task("ingesting", total=total)
+        bar.update(state["task"], completed=done, total=total, description=f"ingesting {what}")
+        if done >= total:
+            bar.stop()
+
+    return update
+
+
+def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
+    if path is not None:
+        if profile_path is not None:
+            raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
+        profile_path = path
+    return dict(
+        graph_path=graph_path,
+        run_meta_path=run_meta_path,
+        op_log_path=op_log_path,
+        checkpoint_path=checkpoint_path,
+        profile_path=profile_path,
+    )
+
+
+def _load(**inputs):
+    from tfprof.profile import Profile
+
+    return Profile.from_inputs(**inputs, progress=_progress())
+
+
+@app.command()
+def ingest(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write (replaced if it is a store).")],
+    path: Annotated[Optional[Path], typer.Argument(help="ProfileProto file (same as --profile_path).")] = None,
+    graph_path: GraphPath = None,
+    run_meta_path: RunMetaPath = None,
+    op_log_path: OpLogPath = None,
+    checkpoint_path: CheckpointPath = None,
+    profile_path: ProfilePath = None,
+) -> None:
+    """Ingest tfprof inputs into a Parquet store that later commands open without re-parsing.
+
+    Examples:
+
+      tfprof ingest --profile_path profile_100 --out run.tfprof
+
+      tfprof ingest --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --op_log_path tfprof_log --out run.tfprof
+    """
+    from tfprof.store import ingest_to_store
+
+    inputs = _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path)
+    dest, counts = ingest_to_store(out, progress=_progress(), **inputs)
+    typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
+
+
+@app.command()
+def tables(
+    path: Annotated[
+        Optional[Path], typer.Argument(help="Store directory or ProfileProto file (same as --profile_path).")
+    ] = None,
+    graph_path: GraphPath = None,
+    run_meta_path: RunMetaPath = None,
+    op_log_path: OpLogPath = None,
+    checkpoint_path: CheckpointPath = None,
+    profile_path: ProfilePath = None,
+) -> None:
+    """List the tables of a profile with their row counts.
+
+    Examples:
+
+      tfprof tables run.tfprof
+
+      tfprof tables --graph_path graph.pbtxt --run_meta_path run_meta
+    """
+    prof = _load(**_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path))
+    typer.echo(render_counts(prof.row_counts()))
+
+
+@app.command()
+def demo() -> None:
+    """Ingest the sample profile bundled with tfprof and summarise it."""
+    import tfprof
+    from tfprof.queries.summary import model_facts, summary
+    from tfprof.views.summary import render_facts, render_frame
+
+    path = tfprof.sample_path()
+    prof = _load(profile_path=path)
+    typer.echo(f"sample profile: {path}\n")
+    typer.echo(render_facts(model_facts(prof)))
+    typer.echo("\ntime and memory per step (sums over all nodes, as tfprof's root totals):")
+    typer.echo(render_frame(summary(prof)))
+    typer.echo("\ntables:")
+    typer.echo(render_counts(prof.row_counts()))
+
+
+def render_counts(counts: dict[str, int]) -> str:
+    """The `tables` listing: one line per table with its row count."""
+    width = max(len(n) for n in counts)
+    lines = [f"{'table':<{width}}  {'rows':>12}"]
+    lines += [f"{name:<{width}}  {n:>12,}" for name, n in counts.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: runs the app and maps errors to exit codes."""
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        app(args=args, prog_name="tfprof", standalone_mode=False)
+    except TfprofError as exc:
+        if debug:
+            raise
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("Aborted.", file=sys.stderr)
+        return 130
+    except click.exceptions.ClickException as exc:
+        if debug:
+            raise
+        print(f"Error: {exc.format_message()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # a bug: say so in one line unless debugging
+        if debug:
+            raise
+        print(f"Internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Ingest: every tfprof input turned into the tables of ``tfprof.schema``.
+
+``read_inputs`` is the one entry point. It takes the inputs as tfprof's command line names them
+(``graph_path``, ``run_meta_path``, ``op_log_path``, ``checkpoint_path``, ``profile_path``) and
+returns ``dict[str, pyarrow.Table]``. ``iter_inputs`` yields the same tables in batches of nodes
+for writers that stream to disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tfprof.errors import OptionError
+from tfprof.ingest import profile_proto, raw
+from tfprof.schema import TABLES, conform
+
+Progress = Callable[[int, int, str], None]
+"""Progress callback: (done, total, what)."""
+
+PathLike = str | os.PathLike
+
+# Per-node tables (batched when streaming) and whole-profile tables.
+NODE_TABLES = (
+    "nodes",
+    "node_inputs",
+    "node_types",
+    "output_shapes",
+    "node_attrs",
+    "node_steps",
+    "exec_devices",
+    "execs",
+    "memory",
+    "output_memory",
+    "allocator_memory",
+    "allocations",
+    "code_frames",
+)
+
+
+def split_paths(value: PathLike | list[PathLike] | tuple[PathLike, ...] | None) -> list[str]:
+    """``a,b,c`` (tfprof's spelling of several run_meta files) or a list, as a list of paths."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, (list, tuple)):
+        return [os.fspath(v) for v in value]
+    return [p for p in os.fspath(value).split(",") if p]
+
+
+def check_combination(*, graph_path, run_meta_path, op_log_path, profile_path) -> None:
+    """tfprof's rule: a profile file already holds graph and run metadata."""
+    if profile_path and (graph_path or run_meta_path or op_log_path):
+        raise OptionError(
+            "--profile_path is set, do not set --graph_path, --run_meta_path or --op_log_path "
+            "(a ProfileProto already holds them)"
+        )
+    if not (profile_path or graph_path or run_meta_path):
+        raise OptionError(
+            "no input given: pass --profile_path FILE, or --graph_path FILE with optional "
+            "--run_meta_path a,b,c and --op_log_path FILE"
+        )
+
+
+def read_inputs(
+    *,
+    graph_path: PathLike | None = None,
+    run_meta_path: PathLike | list[PathLike] | None = None,
+    op_log_path: PathLike | None = None,
+    checkpoint_path: PathLike | None = None,
+    profile_path: PathLike | None = None,
+    progress: Progress | None = None,
+) -> dict[str, pa.Table]:
+    """All tables of the profile described by tfprof-style inputs, in memory."""
+    batches = list(
+        iter_inputs(
+            graph_path=graph_path,
+            run_meta_path=run_meta_path,
+            op_log_path=op_log_path,
+            checkpoint_path=checkpoint_path,
+            profile_path=profile_path,
+            progress=progress,
+        )
+    )
+    return merge_batches(batches)
+
+
+def merge_batches(batches: list[dict[str, pa.Table]]) -> dict[str, pa.Table]:
+    """Concatenate batches from ``iter_inputs`` into one table each."""
+    out: dict[str, pa.Table] = {}
+    for name in TABLES:
+        parts = [b[name] for b in batches if name in b]
+        out[name] = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
+    return out
+
+
+def iter_inputs(
+    *,
+    graph_path: PathLike | None = None,
+    run_meta_path: PathLike | list[PathLike] | None = None,
+    op_log_path: PathLike | None = None,
+    checkpoint_path: PathLike | None = None,
+    profile_path: PathLike | None = None,
+    progress: Progress | None = None,
+) -> Iterator[dict[str, pa.Table]]:
+    """The profile's tables in batches: per-node tables in node-id ranges, then the rest.
+
+    Every batch is a dict of conforming tables; concatenating the batches of each table in
+    order gives the whole, sorted table. The last batch holds the whole-profile tables
+    (steps, devices, info, checkpoint_tensors).
+    """
+    run_metas = split_paths(run_meta_path)
+    check_combination(
+        graph_path=graph_path, run_meta_path=run_metas, op_log_path=op_log_path, profile_path=profile_path
+    )
+    ckpt = _read_checkpoint(checkpoint_path) if checkpoint_path else None
+    ckpt_names = ckpt.column("name") if ckpt is not None else None
+    if profile_path:
+        yield from _iter_profile(profile_path, ckpt, ckpt_names, progress)
+        return
+    tables = _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress)
+    if ckpt is not None:
+        tables["checkpoint_tensors"] = ckpt
+    yield tables
+
+
+def _read_checkpoint(path: PathLike) -> pa.Table:
+    from tfprof.ingest.checkpoint import read_checkpoint
+
+    return read_checkpoint(path)
+
+
+def _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress) -> dict[str, pa.Table]:
+    total = 1 + len(run_metas)
+    prof = raw.RawProfile()
+    # tfprof's order (spec 11.1): graph, op log, checkpoint names, then one step per file.
+    if graph_path:
+        prof.add_graph(raw.read_graph(graph_path))
+    if op_log_path:
+        prof.add_op_log(raw.read_op_log(op_log_path))
+    if ckpt_names is not None:
+        prof.add_checkpoint_names(ckpt_names.to_pylist())
+    if progress:
+        progress(1, total, "graph")
+    for step, path in enumerate(run_metas):
+        prof.add_run_meta(step, raw.read_run_meta(path))
+        if progress:
+            progress(step + 2, total, f"step {step}")
+    return prof.tables()
+
+
+def _iter_profile(path, ckpt, ckpt_names, progress) -> Iterator[dict[str, pa.Table]]:
+    batches = _profile_batches(Path(path), progress)
+    final: dict[str, pa.Table] | None = None
+    for batch in batches:
+        if "info" in batch:
+            final = batch
+            continue
+        if ckpt_names is not None:
+            batch = {**batch, "node_types": _with_checkpoint_types(batch["nodes"], batch["node_types"], ckpt_names)}
+        yield batch
+    assert final is not None
+    if ckpt is not None:
+        final = {**final, "checkpoint_tensors": ckpt}
+    yield final
+
+
+def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
+    """Per-node batches then one batch of whole-profile tables, from the fastest decoder."""
+    tables = profile_proto.tables_from_message(profile_proto.parse_profile(path))
+    yield {k: tables[k] for k in NODE_TABLES}
+    yield {k: v for k, v in tables.items() if k not in NODE_TABLES}
+
+
+def _with_checkpoint_types(nodes: pa.Table, node_types: pa.Table, ckpt_names: pa.Array) -> pa.Table:
+    """node_types plus `_checkpoint_variables` for nodes named like a checkpoint tensor (spec 2.5)."""
+    hit = nodes.filter(pc.is_in(nodes.column("name"), value_set=pc.cast(ckpt_names, pa.string())))
+    if hit.num_rows == 0:
+        return node_types
+    extra = pa.table(
+        {
+            "node_id": hit.column("node_id"),
+            "op_type": pa.array(["_checkpoint_variables"] * hit.num_rows, pa.string()),
+        }
+    )
+    both = pa.concat_tables([node_types.cast(pa.schema([("node_id", pa.int64()), ("op_type", pa.string())])), extra])
+    both = both.group_by(["node_id", "op_type"], use_threads=False).aggregate([])
+    return conform("node_types", both)
+
+
+def add_checkpoint(tables: dict[str, pa.Table], ckpt: pa.Table) -> dict[str, pa.Table]:
+    """Tables with a checkpoint's tensors and their `_checkpoint_variables` types added."""
+    out = dict(tables)
+    out["node_types"] = _with_checkpoint_types(tables["nodes"], tables["node_types"], ckpt.column("name"))
+    out["checkpoint_tensors"] = ckpt
+    return out

@@ -1,0 +1,606 @@
+"""Read a TensorFlow V2 checkpoint ("tensor bundle") into the ``checkpoint_tensors`` table, without TensorFlow.
+
+A V2 checkpoint with prefix ``P`` is two kinds of file (spec 13.1):
+
+* ``P.index``: a LevelDB-format sorted table. Key ``""`` holds a ``BundleHeaderProto``; every
+  other key is a tensor name holding a ``BundleEntryProto`` (dtype, shape, shard, offset, size,
+  masked CRC32C). The slices of a partitioned variable have keys of their own, built by
+  TensorFlow's ``EncodeTensorNameSlice`` (ordered-code bytes, starting with ``\\x00``).
+* ``P.data-00000-of-0000N``: the tensor bytes, little-endian and row-major; DT_STRING tensors are
+  varint64 lengths, a masked CRC32C of the lengths, then the bytes.
+
+Every block and every tensor is checked against its CRC32C. Files are opened read-only.
+Not supported (each raises ``ProfileFormatError``): V1 checkpoints, big-endian bundles and
+snappy-compressed index blocks. DT_VARIANT tensors are checked but their value is left null.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from google.protobuf.message import DecodeError
+from numba import njit
+
+from tfprof.errors import InputError, InputNotFoundError, ProfileFormatError
+from tfprof.schema.conform import conform
+from tfprof.schema.proto import tensor_bundle_pb2, types_pb2
+
+__all__ = ["read_checkpoint", "tensor_to_numpy", "row_to_numpy", "checkpoint_prefix", "crc32c"]
+
+_TABLE_MAGIC = 0xDB4775248B80FB57  # LevelDB table magic, tensorflow/core/lib/io/format.h
+_FOOTER_LEN = 48  # two block handles padded to 40 bytes + 8-byte magic
+_TRAILER_LEN = 5  # compression type byte + masked CRC32C
+_SHARD_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
+_FIX = "restore it from a good copy or save the checkpoint again"
+
+DT = types_pb2.DataType
+# Bytes per element of every dtype stored as raw memory (DataTypeCanUseMemcpy); TF 2.21's newer
+# float8 / int4 / int2 / float4 types hold one element per byte, like ml_dtypes.
+_ITEMSIZE = {
+    DT.DT_FLOAT: 4, DT.DT_DOUBLE: 8, DT.DT_INT32: 4, DT.DT_UINT8: 1, DT.DT_INT16: 2, DT.DT_INT8: 1,
+    DT.DT_COMPLEX64: 8, DT.DT_INT64: 8, DT.DT_BOOL: 1, DT.DT_QINT8: 1, DT.DT_QUINT8: 1,
+    DT.DT_QINT32: 4, DT.DT_BFLOAT16: 2, DT.DT_QINT16: 2, DT.DT_QUINT16: 2, DT.DT_UINT16: 2,
+    DT.DT_COMPLEX128: 16, DT.DT_HALF: 2, DT.DT_UINT32: 4, DT.DT_UINT64: 8,
+    **{code: 1 for code in range(24, 34)},
+}  # fmt: skip
+# Names of dtypes newer than our types.proto (TF 2.21 types.proto).
+_NEWER_DTYPES = {
+    24: "DT_FLOAT8_E5M2", 25: "DT_FLOAT8_E4M3FN", 26: "DT_FLOAT8_E4M3FNUZ",
+    27: "DT_FLOAT8_E4M3B11FNUZ", 28: "DT_FLOAT8_E5M2FNUZ", 29: "DT_INT4", 30: "DT_UINT4",
+    31: "DT_INT2", 32: "DT_UINT2", 33: "DT_FLOAT4_E2M1FN",
+}  # fmt: skip
+# numpy form of each dtype name, for row_to_numpy (bfloat16 is widened to float32 there).
+_NUMPY = {
+    "DT_FLOAT": "<f4", "DT_DOUBLE": "<f8", "DT_INT32": "<i4", "DT_UINT8": "u1", "DT_INT16": "<i2",
+    "DT_INT8": "i1", "DT_COMPLEX64": "<c8", "DT_INT64": "<i8", "DT_BOOL": "?", "DT_QINT8": "i1",
+    "DT_QUINT8": "u1", "DT_QINT32": "<i4", "DT_QINT16": "<i2", "DT_QUINT16": "<u2",
+    "DT_UINT16": "<u2", "DT_COMPLEX128": "<c16", "DT_HALF": "<f2", "DT_UINT32": "<u4",
+    "DT_UINT64": "<u8",
+}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# CRC32C (Castagnoli), slicing-by-8. Everything is int64 so that numba never mixes signedness.
+
+
+def _crc_tables() -> np.ndarray:
+    t = np.zeros((8, 256), dtype=np.int64)
+    c = np.arange(256, dtype=np.int64)
+    for _ in range(8):
+        c = np.where(c & 1, (c >> 1) ^ 0x82F63B78, c >> 1)
+    t[0] = c
+    for k in range(1, 8):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
+    return t
+
+
+_CRC_TABLES = _crc_tables()
+
+
+@njit(cache=True, nogil=True)
+def _crc32c_extend(crc: int, data: np.ndarray, t: np.ndarray) -> int:  # pragma: no cover - numba
+    c = (crc ^ 0xFFFFFFFF) & 0xFFFFFFFF
+    n = data.shape[0]
+    i = 0
+    while n - i >= 8:
+        c ^= (
+            np.int64(data[i])
+            | (np.int64(data[i + 1]) << 8)
+            | (np.int64(data[i + 2]) << 16)
+            | (np.int64(data[i + 3]) << 24)
+        )
+        c = (
+            t[7, c & 0xFF]
+            ^ t[6, (c >> 8) & 0xFF]
+            ^ t[5, (c >> 16) & 0xFF]
+            ^ t[4, c >> 24]
+            ^ t[3, np.int64(data[i + 4])]
+            ^ t[2, np.int64(data[i + 5])]
+            ^ t[1, np.int64(data[i + 6])]
+            ^ t[0, np.int64(data[i + 7])]
+        )
+        i += 8
+    while i < n:
+        c = t[0, (c ^ np.int64(data[i])) & 0xFF] ^ (c >> 8)
+        i += 1
+    return c ^ 0xFFFFFFFF
+
+
+def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
+    """CRC32C of ``data``, continuing from ``crc`` (crc32c::Extend); ``crc32c(b"123456789") == 0xE3069283``."""
+    arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    return int(_crc32c_extend(crc, arr, _CRC_TABLES))
+
+
+def _unmask(masked: int) -> int:
+    rot = (masked - 0xA282EAD8) & 0xFFFFFFFF
+    return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+@njit(cache=True, nogil=True)
+def _varints(buf: np.ndarray, pos: int, n: int) -> tuple[np.ndarray, int]:  # pragma: no cover
+    """``n`` varint64s from ``buf[pos:]`` and the position after them (-1 when they run off the end)."""
+    out = np.empty(n, dtype=np.uint64)
+    for k in range(n):
+        v = np.uint64(0)
+        shift = np.uint64(0)
+        while True:
+            if pos >= buf.shape[0] or shift > np.uint64(63):
+                return out, -1
+            b = np.uint64(buf[pos])
+            pos += 1
+            v |= (b & np.uint64(0x7F)) << shift
+            if b < np.uint64(0x80):
+                break
+            shift += np.uint64(7)
+        out[k] = v
+    return out, pos
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise IndexError("varint runs past the end")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def checkpoint_prefix(path: str | os.PathLike) -> str:
+    """The checkpoint prefix for ``path``: the prefix itself, ``P.index`` or a ``P.data-…`` shard."""
+    p = os.fspath(path)
+    if os.path.exists(p + ".index"):
+        return p
+    if p.endswith(".index"):
+        return p[: -len(".index")]
+    return _SHARD_SUFFIX.sub("", p)
+
+
+def _is_sstable(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() < _FOOTER_LEN:
+                return False
+            f.seek(-8, os.SEEK_END)
+            return int.from_bytes(f.read(8), "little") == _TABLE_MAGIC
+    except OSError:
+        return False
+
+
+def _missing_index_error(given: str, prefix: str) -> Exception:
+    index = prefix + ".index"
+    v1_shards = sorted(Path(prefix).parent.glob(Path(prefix).name + "-?????-of-?????")) if prefix else []
+    v1_file = os.path.isfile(prefix) and _is_sstable(prefix)
+    if v1_file or v1_shards:
+        return ProfileFormatError(
+            f"`{prefix}` is a V1 checkpoint (no `{index}`); only V2 checkpoints are supported: "
+            "convert it with TensorFlow by restoring it with tf.compat.v1.train.Saver and saving "
+            "it again (V2 is the default write_version)"
+        )
+    if os.path.isfile(prefix):
+        return ProfileFormatError(
+            f"`{prefix}` is not a TensorFlow checkpoint (there is no `{index}` and it is not a V1 "
+            "checkpoint); pass the checkpoint prefix, e.g. `model.ckpt` for `model.ckpt.index`"
+        )
+    folder = Path(given) if os.path.isdir(given) else Path(prefix).parent
+    found = sorted(str(i)[: -len(".index")] for i in folder.glob("*.index")) if folder.is_dir() else []
+    hint = f" (found: {', '.join(f'`{f}`' for f in found[:3])})" if found else ""
+    return InputNotFoundError(
+        f"`{index}` does not exist (checkpoint path `{given}`); pass the prefix of a V2 checkpoint, "
+        f"the path without `.index`{hint}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The index file: a LevelDB table.
+
+
+def _read_block(index: str, data: bytes, handle: bytes, what: str) -> bytes:
+    """The contents of the block at ``handle`` (varint64 offset, varint64 size), CRC-checked."""
+    try:
+        offset, pos = _varint(handle, 0)
+        size, _ = _varint(handle, pos)
+    except IndexError:
+        raise ProfileFormatError(f"`{index}` is damaged: bad {what} block handle; {_FIX}") from None
+    end = offset + size + _TRAILER_LEN
+    if end > len(data) - _FOOTER_LEN:
+        raise ProfileFormatError(
+            f"`{index}` is truncated: its {what} block ends at byte {end} but the file has "
+            f"{len(data)} bytes; copy the file again or save the checkpoint again"
+        )
+    kind = data[offset + size]
+    stored = int.from_bytes(data[offset + size + 1 : end], "little")
+    if _unmask(stored) != crc32c(memoryview(data)[offset : offset + size + 1]):
+        raise ProfileFormatError(
+            f"`{index}` is damaged: the {what} block at offset {offset} fails its CRC32C check; {_FIX}"
+        )
+    if kind == 1:
+        raise ProfileFormatError(
+            f"`{index}` has snappy-compressed blocks, which are not supported; save the checkpoint "
+            "again with TensorFlow (it writes uncompressed index files)"
+        )
+    if kind != 0:
+        raise ProfileFormatError(f"`{index}` is damaged: unknown block compression type {kind}; {_FIX}")
+    return data[offset : offset + size]
+
+
+def _block_entries(index: str, block: bytes) -> list[tuple[bytes, bytes]]:
+    """The (key, value) entries of a block: prefix-compressed keys, then the restart array."""
+    try:
+        if len(block) < 4:
+            raise IndexError("block too short")
+        limit = len(block) - 4 - 4 * int.from_bytes(block[-4:], "little")
+        if limit < 0:
+            raise IndexError("bad restart array")
+        entries, pos, key = [], 0, b""
+        while pos < limit:
+            shared, pos = _varint(block, pos)
+            unshared, pos = _varint(block, pos)
+            vlen, pos = _varint(block, pos)
+            if shared > len(key) or pos + unshared + vlen > limit:
+                raise IndexError("entry runs past the block")
+            key = key[:shared] + block[pos : pos + unshared]
+            pos += unshared
+            entries.append((key, block[pos : pos + vlen]))
+            pos += vlen
+    except IndexError as exc:
+        raise ProfileFormatError(f"`{index}` is damaged: {exc}; {_FIX}") from None
+    return entries
+
+
+def _read_index(index: str) -> dict[bytes, bytes]:
+    """Every key → value of the index table, in key order."""
+    try:
+        with open(index, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ProfileFormatError(f"`{index}` cannot be read: {exc.strerror or exc}") from None
+    if not data:
+        raise ProfileFormatError(
+            f"`{index}` is empty (0 bytes): the checkpoint was not completely written; save it again"
+        )
+    if len(data) < _FOOTER_LEN or int.from_bytes(data[-8:], "little") != _TABLE_MAGIC:
+        # A bundle index starts with the header entry: no shared and no own key bytes.
+        if data.startswith(b"\x00\x00"):
+            raise ProfileFormatError(
+                f"`{index}` is truncated ({len(data)} bytes, its table footer is missing): "
+                "copy the file again or save the checkpoint again"
+            )
+        raise ProfileFormatError(
+            f"`{index}` is not a TensorFlow checkpoint index (it does not end with the table magic "
+            "number); pass the prefix of a V2 checkpoint, e.g. `model.ckpt` for `model.ckpt.index`"
+        )
+    footer = data[-_FOOTER_LEN:]
+    try:
+        _, pos = _varint(footer, 0)  # the metaindex block: empty in bundles, TF never reads it
+        _, pos = _varint(footer, pos)
+    except IndexError:
+        raise ProfileFormatError(f"`{index}` is damaged: bad table footer; {_FIX}") from None
+    table: dict[bytes, bytes] = {}
+    for _, handle in _block_entries(index, _read_block(index, data, footer[pos:], "index")):
+        table.update(_block_entries(index, _read_block(index, data, handle, "data")))
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Slice keys (tensorflow/core/util/saved_tensor_slice_util.cc, EncodeTensorNameSlice, with
+# tensorflow/core/lib/strings/ordered_code.cc).
+
+
+def _ordered_num(value: int) -> bytes:
+    """OrderedCode::WriteNumIncreasing: a length byte, then big-endian bytes without leading zeros."""
+    body = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return bytes([len(body)]) + body
+
+
+def _ordered_signed(value: int) -> bytes:
+    """OrderedCode::WriteSignedNumIncreasing: sign and length bits, then two's complement."""
+    x = ~value if value < 0 else value
+    if x < 64:
+        return bytes([(0x80 ^ value) & 0xFF])
+    length = x.bit_length() // 7 + 1  # kBitsToLength
+    buf = bytearray((value & (2**80 - 1)).to_bytes(10, "big")[10 - length :])
+    header = (0xFF << (8 - length)) & 0xFF if length <= 8 else 0xFF
+    buf[0] ^= header
+    if length > 8:
+        buf[1] ^= (0xFF << (16 - length)) & 0xFF
+    return bytes(buf)
+
+
+_SPECIAL = re.compile(rb"[\x00\xff]")
+_ESCAPES = {b"\x00": b"\x00\xff", b"\xff": b"\xff\x00"}
+
+
+def _ordered_string(s: bytes) -> bytes:
+    """OrderedCode::WriteString: escape 0x00 and 0xff, end with 0x00 0x01."""
+    return _SPECIAL.sub(lambda m: _ESCAPES[m.group()], s) + b"\x00\x01"
+
+
+def _extents(slice_proto: Any, shape: list[int]) -> list[tuple[int, int]]:
+    """(start, length) per dim; a missing length (or -1) is the whole dim (kFullExtent)."""
+    out = []
+    for ext in slice_proto.extent:
+        length = ext.length if ext.HasField("length") else -1
+        out.append((ext.start, length))
+    out += [(0, -1)] * (len(shape) - len(out))
+    return out
+
+
+def _slice_key(name: bytes, extents: list[tuple[int, int]]) -> bytes:
+    key = _ordered_num(0) + _ordered_string(name) + _ordered_num(len(extents))
+    return key + b"".join(_ordered_signed(s) + _ordered_signed(n) for s, n in extents)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensors
+
+
+def _dtype_name(code: int) -> str:
+    if code in _NEWER_DTYPES:
+        return _NEWER_DTYPES[code]
+    try:
+        return DT.Name(code)
+    except ValueError:
+        return f"DT_{code}"
+
+
+class _Shards:
+    """The data shard files of one checkpoint, opened read-only on first use."""
+
+    def __init__(self, prefix: str, num_shards: int) -> None:
+        self.prefix, self.num_shards, self.files = prefix, num_shards, {}
+
+    def path(self, shard: int) -> str:
+        return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
+
+    def read(self, entry: Any, name: str) -> bytes:
+        path = self.path(entry.shard_id)
+        if entry.shard_id >= self.num_shards:
+            raise ProfileFormatError(
+                f"`{self.prefix}.index` is damaged: tensor `{name}` is in shard {entry.shard_id} "
+                f"of {self.num_shards}; {_FIX}"
+            )
+        if entry.shard_id not in self.files:
+            try:
+                self.files[entry.shard_id] = open(path, "rb")  # noqa: SIM115 - closed by close()
+            except FileNotFoundError:
+                raise InputNotFoundError(
+                    f"`{path}` does not exist: checkpoint `{self.prefix}` has {self.num_shards} "
+                    f"data shards and tensor `{name}` is in this one; copy every "
+                    f"`{os.path.basename(self.prefix)}.data-*` file next to the `.index` file"
+                ) from None
+            except OSError as exc:
+                raise ProfileFormatError(f"`{path}` cannot be read: {exc.strerror or exc}") from None
+        f = self.files[entry.shard_id]
+        f.seek(entry.offset)
+        data = f.read(entry.size)
+        if len(data) != entry.size:
+            raise ProfileFormatError(
+                f"`{path}` is truncated: tensor `{name}` needs bytes {entry.offset}.."
+                f"{entry.offset + entry.size} but the file has {os.fstat(f.fileno()).st_size}; "
+                "copy the file again or save the checkpoint again"
+            )
+        return data
+
+    def crc_error(self, entry: Any, name: str, detail: str = "") -> ProfileFormatError:
+        return ProfileFormatError(
+            f"`{self.path(entry.shard_id)}` is damaged: tensor `{name}` ({entry.size} bytes at "
+            f"offset {entry.offset}) fails its CRC32C check{detail}; {_FIX}"
+        )
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def _strings(buf: np.ndarray, n: int, shards: _Shards, entry: Any, name: str) -> tuple[list[bytes], int]:
+    """The ``n`` elements of a DT_STRING entry and the CRC32C over them (ReadStringTensor)."""
+    lengths, pos = _varints(buf, 0, n)
+    if pos < 0 or pos + 4 > len(buf):
+        raise shards.crc_error(entry, name, " (string lengths run past the tensor)")
+    if n and int(lengths.max()) > 0xFFFFFFFF:  # lengths are checksummed as uint32, or uint64 when big
+        raw = b"".join(int(v).to_bytes(4 if v <= 0xFFFFFFFF else 8, "little") for v in lengths)
+    else:
+        raw = lengths.astype("<u4").tobytes()
+    crc = crc32c(raw)
+    if _unmask(int.from_bytes(buf[pos : pos + 4].tobytes(), "little")) != crc:
+        raise shards.crc_error(entry, name, " (string lengths)")
+    crc = crc32c(buf[pos:], crc)
+    ends = np.cumsum(lengths.astype(np.int64)) + pos + 4
+    if n and ends[-1] != len(buf):
+        raise shards.crc_error(entry, name, " (string bytes do not fill the tensor)")
+    data, start = buf.tobytes(), pos + 4
+    out = []
+    for end in ends.tolist():
+        out.append(data[start:end])
+        start = end
+    return out, crc
+
+
+def _variant_crc(buf: np.ndarray, n: int) -> int:
+    """CRC32C of a DT_VARIANT entry (ReadVariantTensor); -1 when the elements are malformed."""
+    crc, pos, data = 0, 0, buf.tobytes()
+    for _ in range(n):
+        try:
+            length, pos = _varint(data, pos)
+        except IndexError:
+            return -1
+        crc = crc32c(length.to_bytes(8, "little"), crc)
+        crc = crc32c(buf[pos : pos + length], crc)
+        pos += length
+        if _unmask(int.from_bytes(data[pos : pos + 4], "little")) != crc:
+            return -1
+        crc = crc32c(buf[pos : pos + 4], crc)
+        pos += 4
+    return crc
+
+
+def _read_tensor(entry: Any, name: str, shards: _Shards, index: str) -> tuple[bytes | None, list[bytes] | None]:
+    """``(value, string_value)`` of one unpartitioned entry, checked against its CRC32C."""
+    dims = [d.size for d in entry.shape.dim]
+    n = int(np.prod(dims, dtype=np.int64))
+    itemsize = _ITEMSIZE.get(entry.dtype)
+    if itemsize is not None and entry.size != n * itemsize:
+        raise ProfileFormatError(
+            f"`{index}` is damaged: tensor `{name}` has {entry.size} bytes but shape {dims} of "
+            f"{_dtype_name(entry.dtype)} needs {n * itemsize}; {_FIX}"
+        )
+    data = shards.read(entry, name) if entry.size else b""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    value, strings = None, None
+    if entry.size == 0:  # TF reads nothing and checks the CRC of nothing
+        crc = 0
+        strings = [b""] * n if entry.dtype == DT.DT_STRING else None
+        value = b"" if entry.dtype != DT.DT_STRING else None
+    elif entry.dtype == DT.DT_STRING:
+        strings, crc = _strings(buf, n, shards, entry, name)
+    elif entry.dtype == DT.DT_VARIANT:
+        crc = _variant_crc(buf, n)
+    else:
+        value, crc = data, crc32c(buf)
+    if crc != _unmask(entry.crc32c):
+        raise shards.crc_error(entry, name)
+    return value, strings
+
+
+def _assemble(key: bytes, entry: Any, table: dict[bytes, bytes], shards: _Shards, index: str) -> tuple[Any, Any]:
+    """A partitioned tensor's value from its slice entries (BundleReader::GetSliceValue)."""
+    name = key.decode("utf-8", "backslashreplace")
+    shape = [d.size for d in entry.shape.dim]
+    if entry.dtype == DT.DT_STRING:
+        full = np.empty(shape, dtype=object)
+    elif entry.dtype in _ITEMSIZE:
+        full = np.zeros(shape, dtype=f"V{_ITEMSIZE[entry.dtype]}")
+    else:
+        raise ProfileFormatError(f"`{index}`: partitioned tensor `{name}` has dtype {_dtype_name(entry.dtype)}, which cannot be assembled from slices")
+    covered = np.zeros(shape, dtype=bool)
+    for proto in entry.slices:
+        extents = _extents(proto, shape)
+        region = tuple(slice(s, s + n) if n >= 0 else slice(None) for s, n in extents)
+        skey = _slice_key(key, extents)
+        part = tensor_bundle_pb2.BundleEntryProto()
+        try:
+            part.ParseFromString(table[skey])
+        except KeyError:
+            raise ProfileFormatError(f"`{index}` is damaged: partitioned tensor `{name}` lacks its slice {extents}; {_FIX}") from None
+        except DecodeError:
+            raise ProfileFormatError(f"`{index}` is damaged: slice {extents} of `{name}` cannot be parsed; {_FIX}") from None
+        part_shape = tuple(d.size for d in part.shape.dim)
+        if part_shape != full[region].shape or part.dtype != entry.dtype:
+            raise ProfileFormatError(f"`{index}` is damaged: slice {extents} of `{name}` has shape {list(part_shape)}; {_FIX}")
+        value, strings = _read_tensor(part, f"{name}[{extents}]", shards, index)
+        part_value = np.array(strings, dtype=object) if value is None else np.frombuffer(value, dtype=full.dtype)
+        full[region] = part_value.reshape(part_shape)
+        covered[region] = True
+    if not covered.all():
+        raise ProfileFormatError(f"`{index}` is damaged: the slices of partitioned tensor `{name}` do not cover its shape {shape}; {_FIX}")
+    if entry.dtype == DT.DT_STRING:
+        return None, list(full.reshape(-1))
+    return full.tobytes(), None
+
+
+def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
+    """The ``checkpoint_tensors`` table of the V2 checkpoint at ``prefix``.
+
+    ``prefix`` may also be the ``.index`` file or one ``.data-NNNNN-of-NNNNN`` shard. A
+    partitioned variable is one row holding the assembled full tensor; its slices are not rows.
+    """
+    given = os.fspath(prefix)
+    base = checkpoint_prefix(given)
+    index = base + ".index"
+    if not os.path.isfile(index):
+        raise _missing_index_error(given, base)
+    table = _read_index(index)
+    header = tensor_bundle_pb2.BundleHeaderProto()
+    try:
+        header.ParseFromString(table[b""])
+    except (KeyError, DecodeError):
+        raise ProfileFormatError(f"`{index}` is not a V2 checkpoint index: it has no bundle header; {_FIX}") from None
+    if header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG:
+        raise ProfileFormatError(f"`{index}` is a big-endian checkpoint, which is not supported; save it again on a little-endian machine")
+    if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
+        raise ProfileFormatError(f"`{index}` needs a newer checkpoint reader (min_consumer {header.version.min_consumer}); save it with an older TensorFlow")
+
+    entries: dict[bytes, Any] = {}
+    for key, raw in table.items():
+        if key:
+            entry = tensor_bundle_pb2.BundleEntryProto()
+            try:
+                entry.ParseFromString(raw)
+            except DecodeError:
+                raise ProfileFormatError(f"`{index}` is damaged: the entry of `{key!r}` cannot be parsed; {_FIX}") from None
+            entries[key] = entry
+
+    shards = _Shards(base, max(header.num_shards, 1))
+    cols: dict[str, list] = {c: [] for c in ("name", "dtype", "shape", "num_elements", "value", "string_value")}
+    try:
+        for key, entry in entries.items():
+            if key.startswith(b"\x00"):
+                continue  # a slice key (EncodeTensorNameSlice starts with ordered-code 0): read via its tensor
+            name = key.decode("utf-8", "backslashreplace")
+            dims = [d.size for d in entry.shape.dim]
+            if any(d < 0 for d in dims):
+                raise ProfileFormatError(f"`{index}` is damaged: tensor `{name}` has shape {dims}; {_FIX}")
+            if entry.slices:
+                value, strings = _assemble(key, entry, table, shards, index)
+            else:
+                value, strings = _read_tensor(entry, name, shards, index)
+            cols["name"].append(name)
+            cols["dtype"].append(_dtype_name(entry.dtype))
+            cols["shape"].append(dims)
+            cols["num_elements"].append(int(np.prod(dims, dtype=np.int64)))
+            cols["value"].append(value)
+            cols["string_value"].append(strings)
+    finally:
+        shards.close()
+    return conform("checkpoint_tensors", cols)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values as numpy
+
+
+def row_to_numpy(row: Mapping[str, Any]) -> np.ndarray:
+    """The value of one ``checkpoint_tensors`` row (a dict, as from ``Table.to_pylist()``) as numpy.
+
+    Numeric arrays are read-only views of the row's bytes; DT_BFLOAT16 is widened to float32;
+    DT_STRING gives an object array of ``bytes``.
+    """
+    dtype, shape = row["dtype"], tuple(row["shape"])
+    if dtype == "DT_STRING" and row["string_value"] is not None:
+        out = np.empty(len(row["string_value"]), dtype=object)
+        out[:] = row["string_value"]
+        return out.reshape(shape)
+    if row["value"] is not None and dtype == "DT_BFLOAT16":
+        bits = np.frombuffer(row["value"], dtype="<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).reshape(shape)
+    if row["value"] is not None and dtype in _NUMPY:
+        return np.frombuffer(row["value"], dtype=_NUMPY[dtype]).reshape(shape)
+    raise InputError(
+        f"tensor `{row['name']}` has dtype {dtype}, which has no numpy form here; supported: "
+        f"{', '.join(sorted([*_NUMPY, 'DT_BFLOAT16', 'DT_STRING']))}"
+    )
+
+
+def tensor_to_numpy(tensors: pa.Table, name: str) -> np.ndarray:
+    """The value of tensor ``name`` of a ``checkpoint_tensors`` table as numpy (see ``row_to_numpy``)."""
+    rows = tensors.filter(pc.equal(tensors.column("name"), name)).slice(0, 1).to_pylist()
+    if not rows:
+        raise KeyError(f"tensor `{name}` is not in the checkpoint")
+    return row_to_numpy(rows[0])

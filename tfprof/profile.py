@@ -1,0 +1,143 @@
+"""``Profile``: the tables of one profile, in memory or in a Parquet store, queryable by SQL and polars.
+
+A store is a directory with one ``<table>.parquet`` file per table and a ``tfprof_store.json``
+manifest. Opening a store reads only the manifest; a table is read (memory-mapped) the first
+time it is used, and ``lazy(name)`` scans the file without reading columns the query does not use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
+from tfprof.schema import TABLES
+from tfprof.store import read_manifest, write_store
+
+
+class Profile:
+    """One profile's tables.
+
+    Build one with ``Profile.from_inputs(...)`` (tfprof-style input paths) or ``Profile.open(dir)``
+    (a store written by ``to_parquet``).
+    """
+
+    def __init__(self, tables: dict[str, pa.Table] | None = None, *, store: Path | None = None) -> None:
+        self._tables: dict[str, pa.Table] = dict(tables or {})
+        self._store = store
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    # ----------------------------------------------------------------------- construction
+
+    @classmethod
+    def from_inputs(
+        cls,
+        *,
+        graph_path: PathLike | None = None,
+        run_meta_path: PathLike | list[PathLike] | None = None,
+        op_log_path: PathLike | None = None,
+        checkpoint_path: PathLike | None = None,
+        profile_path: PathLike | None = None,
+        progress: Progress | None = None,
+    ) -> Profile:
+        """Ingest tfprof inputs; ``profile_path`` may also be a store directory."""
+        if profile_path and Path(profile_path).is_dir():
+            prof = cls.open(profile_path)
+            if checkpoint_path:
+                from tfprof.ingest.checkpoint import read_checkpoint
+
+                prof = cls(add_checkpoint(prof.tables(), read_checkpoint(checkpoint_path)))
+            return prof
+        batches = iter_inputs(
+            graph_path=graph_path,
+            run_meta_path=run_meta_path,
+            op_log_path=op_log_path,
+            checkpoint_path=checkpoint_path,
+            profile_path=profile_path,
+            progress=progress,
+        )
+        return cls(merge_batches(list(batches)))
+
+    @classmethod
+    def open(cls, path: PathLike) -> Profile:
+        """Open a store directory without reading any table yet."""
+        p = Path(path)
+        read_manifest(p)
+        return cls(store=p)
+
+    # ----------------------------------------------------------------------- access
+
+    @property
+    def table_names(self) -> list[str]:
+        """Names of the tables, in schema order."""
+        return list(TABLES)
+
+    def table(self, name: str) -> pa.Table:
+        """Table ``name`` as Arrow (read from the store on first use)."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        if name not in self._tables:
+            assert self._store is not None
+            self._tables[name] = pq.read_table(self._store / f"{name}.parquet", memory_map=True)
+        return self._tables[name]
+
+    def tables(self) -> dict[str, pa.Table]:
+        """Every table as Arrow."""
+        return {name: self.table(name) for name in TABLES}
+
+    def lazy(self, name: str) -> pl.LazyFrame:
+        """Table ``name`` as a polars LazyFrame; over a store, columns are read only when used."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        if self._store is not None and name not in self._tables:
+            return pl.scan_parquet(self._store / f"{name}.parquet")
+        return pl.from_arrow(self.table(name)).lazy()
+
+    def frame(self, name: str) -> pl.DataFrame:
+        """Table ``name`` as a polars DataFrame."""
+        return self.lazy(name).collect()
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table (from the manifest for a store: nothing is read)."""
+        if self._store is not None:
+            counts = read_manifest(self._store)["tables"]
+            return {name: (self._tables[name].num_rows if name in self._tables else counts[name]) for name in TABLES}
+        return {name: t.num_rows for name, t in self._tables.items()}
+
+    # ----------------------------------------------------------------------- SQL
+
+    def sql(self, query: str, *, output: Literal["arrow", "polars"] = "arrow") -> pa.Table | pl.DataFrame:
+        """Run a DuckDB query over the tables (each table is a view of the same name)."""
+        rel = self.connection().sql(query)
+        if rel is None:  # a statement with no result
+            return pa.table({}) if output == "arrow" else pl.DataFrame()
+        return rel.pl() if output == "polars" else rel.fetch_arrow_table()
+
+    def connection(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection that sees the tables (created on first use)."""
+        if self._con is None:
+            con = duckdb.connect()
+            for name in TABLES:
+                if self._store is not None and name not in self._tables:
+                    path = str(self._store / f"{name}.parquet").replace("'", "''")
+                    con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
+                else:
+                    con.register(name, self.table(name))
+            self._con = con
+        return self._con
+
+    # ----------------------------------------------------------------------- store
+
+    def to_parquet(self, path: PathLike) -> Path:
+        """Write the tables as a store at ``path`` (replaced atomically if it is already a store)."""
+        return write_store(path, [self.tables()])
+
+    def __repr__(self) -> str:
+        counts = self.row_counts()
+        where = f"store={str(self._store)!r}" if self._store else "in memory"
+        return f"Profile({where}, nodes={counts.get('nodes', 0)}, steps={counts.get('steps', 0)})"

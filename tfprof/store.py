@@ -1,0 +1,121 @@
+"""The Parquet store: one ``<table>.parquet`` per table plus a ``tfprof_store.json`` manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tfprof.errors import InputNotFoundError, OutputError, ProfileFormatError
+from tfprof.ingest import PathLike, Progress, iter_inputs
+from tfprof.schema import TABLES
+
+MANIFEST = "tfprof_store.json"
+STORE_FORMAT = 1
+
+
+def read_manifest(path: Path) -> dict:
+    """The manifest of store ``path``; a one-line error if ``path`` is not a store."""
+    if not path.exists():
+        raise InputNotFoundError(f"`{path}` does not exist; check the path")
+    if not path.is_dir():
+        raise ProfileFormatError(f"`{path}` is not a store directory")
+    mf = path / MANIFEST
+    if not mf.is_file():
+        raise ProfileFormatError(
+            f"`{path}` is a directory but not a tfprof store (no {MANIFEST}); "
+            "create one with `tfprof ingest ... --out DIR`"
+        )
+    try:
+        manifest = json.loads(mf.read_text())
+        tables = manifest["tables"]
+        fmt = manifest["format"]
+    except (ValueError, KeyError, TypeError):
+        raise ProfileFormatError(f"`{mf}` is damaged; re-create the store with `tfprof ingest`") from None
+    if fmt != STORE_FORMAT:
+        raise ProfileFormatError(f"`{path}` is a store of format {fmt}; this tfprof reads format {STORE_FORMAT}")
+    missing = [name for name in TABLES if name not in tables or not (path / f"{name}.parquet").is_file()]
+    if missing:
+        raise ProfileFormatError(f"`{path}` is an incomplete store (missing {', '.join(missing)}); re-create it")
+    return manifest
+
+
+def write_store(path: PathLike, batches: Iterable[dict[str, pa.Table]], progress: Progress | None = None) -> Path:
+    """Write batches of tables (see ``tfprof.ingest.iter_inputs``) as a store at ``path``.
+
+    Everything is written into a temporary sibling directory first and moved into place at the
+    end, so an interrupted write never leaves a half-written store, and an existing directory is
+    only replaced when it is itself a store.
+    """
+    dest = Path(path)
+    if dest.exists():
+        if not dest.is_dir():
+            raise OutputError(f"`{dest}` exists and is not a directory; choose another --out")
+        if any(dest.iterdir()) and not (dest / MANIFEST).is_file():
+            raise OutputError(f"`{dest}` is a non-empty directory that is not a tfprof store; choose another --out")
+    parent = dest.absolute().parent
+    if not parent.is_dir():
+        raise OutputError(f"`{parent}` does not exist; create it first or choose another --out")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=parent))
+    except OSError as exc:
+        raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
+    try:
+        counts = _write_tables(tmp, batches)
+        (tmp / MANIFEST).write_text(json.dumps({"format": STORE_FORMAT, "tables": counts}, indent=1) + "\n")
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=parent))
+            os.replace(dest, old / "store")
+            os.replace(tmp, dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, dest)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write the store `{dest}`: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _write_tables(folder: Path, batches: Iterable[dict[str, pa.Table]]) -> dict[str, int]:
+    writers: dict[str, pq.ParquetWriter] = {}
+    counts = dict.fromkeys(TABLES, 0)
+    try:
+        for batch in batches:
+            for name, table in batch.items():
+                w = writers.get(name)
+                if w is None:
+                    w = writers[name] = pq.ParquetWriter(
+                        folder / f"{name}.parquet", TABLES[name].schema, compression="lz4"
+                    )
+                w.write_table(table)
+                counts[name] += table.num_rows
+        for name in TABLES:
+            if name not in writers:
+                writers[name] = pq.ParquetWriter(folder / f"{name}.parquet", TABLES[name].schema)
+    finally:
+        for w in writers.values():
+            w.close()
+    return counts
+
+
+def ingest_to_store(out: PathLike, *, progress: Progress | None = None, **inputs) -> tuple[Path, dict[str, int]]:
+    """Ingest tfprof inputs straight into a store, batch by batch; returns (path, row counts)."""
+    src = inputs.get("profile_path")
+    if src and Path(src).is_dir():
+        from tfprof.profile import Profile
+
+        prof = Profile.from_inputs(**inputs)
+        batches = [prof.tables()]
+    else:
+        batches = iter_inputs(**inputs, progress=progress)
+    dest = write_store(out, batches)
+    return dest, read_manifest(dest)["tables"]

@@ -1,0 +1,21 @@
+"""Text rendering of ``tfprof.queries.summary``."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def render_facts(facts: dict[str, int]) -> str:
+    """``name  value`` lines with thousands separators."""
+    width = max(len(k) for k in facts)
+    return "\n".join(f"{k:<{width}}  {v:>14,}" for k, v in facts.items())
+
+
+def render_frame(frame: pl.DataFrame) -> str:
+    """A plain aligned table of a small frame: a header line, then one line per row."""
+    cols = frame.columns
+    cells = [[f"{v:,}" if isinstance(v, int) else str(v) for v in row] for row in frame.iter_rows()]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
