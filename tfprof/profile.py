@@ -116,7 +116,7 @@ class Profile:
         rel = self.connection().sql(query)
         if rel is None:  # a statement with no result
             return pa.table({}) if output == "arrow" else pl.DataFrame()
-        return rel.pl() if output == "polars" else rel.fetch_arrow_table()
+        return rel.pl() if output == "polars" else rel.to_arrow_table()
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection that sees the tables (created on first use)."""

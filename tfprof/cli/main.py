@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from tfprof.errors import TfprofError
@@ -190,15 +189,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("Aborted.", file=sys.stderr)
         return 130
-    except click.exceptions.ClickException as exc:
+    except typer.TyperException as exc:  # typer's (vendored click) usage errors
         if debug:
             raise
-        print(f"Error: {exc.format_message()}", file=sys.stderr)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        print(f"Error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)

@@ -185,24 +185,29 @@ def _is_sstable(path: str) -> bool:
 
 def _missing_index_error(given: str, prefix: str) -> Exception:
     index = prefix + ".index"
-    v1_shards = sorted(Path(prefix).parent.glob(Path(prefix).name + "-?????-of-?????")) if prefix else []
-    v1_file = os.path.isfile(prefix) and _is_sstable(prefix)
-    if v1_file or v1_shards:
+    parent, stem = Path(prefix).parent, Path(prefix).name
+    if (os.path.isfile(prefix) and _is_sstable(prefix)) or any(parent.glob(stem + "-?????-of-?????")):
         return ProfileFormatError(
-            f"`{prefix}` is a V1 checkpoint (no `{index}`); only V2 checkpoints are supported: "
-            "convert it with TensorFlow by restoring it with tf.compat.v1.train.Saver and saving "
-            "it again (V2 is the default write_version)"
+            f"`{prefix}` is a V1 checkpoint; only V2 checkpoints (`{stem}.index` + `{stem}.data-*`) are "
+            "supported: convert it with TensorFlow, restoring it with tf.compat.v1.train.Saver and "
+            "saving it again (V2 is the default write_version)"
         )
     if os.path.isfile(prefix):
         return ProfileFormatError(
-            f"`{prefix}` is not a TensorFlow checkpoint (there is no `{index}` and it is not a V1 "
-            "checkpoint); pass the checkpoint prefix, e.g. `model.ckpt` for `model.ckpt.index`"
+            f"`{prefix}` is not a TensorFlow checkpoint (there is no `{stem}.index` beside it and it is "
+            "not a V1 checkpoint); pass the checkpoint prefix, e.g. `model.ckpt` for `model.ckpt.index`"
         )
-    folder = Path(given) if os.path.isdir(given) else Path(prefix).parent
+    if any(parent.glob(stem + ".data-?????-of-?????")):
+        return InputNotFoundError(
+            f"`{index}` does not exist, but the data shards `{stem}.data-*` do: a V2 checkpoint needs "
+            "both; copy the index file next to them"
+        )
+    folder = Path(given) if os.path.isdir(given) else parent
     found = sorted(str(i)[: -len(".index")] for i in folder.glob("*.index")) if folder.is_dir() else []
-    hint = f" (found: {', '.join(f'`{f}`' for f in found[:3])})" if found else ""
+    hint = f"; found: {', '.join(f'`{f}`' for f in found[:3])}" if found else ""
+    via = f" (from `{given}`)" if given != prefix else ""
     return InputNotFoundError(
-        f"`{index}` does not exist (checkpoint path `{given}`); pass the prefix of a V2 checkpoint, "
+        f"`{index}` does not exist{via}: check the path and pass the prefix of a V2 checkpoint, "
         f"the path without `.index`{hint}"
     )
 
@@ -279,8 +284,8 @@ def _read_index(index: str) -> dict[bytes, bytes]:
         # A bundle index starts with the header entry: no shared and no own key bytes.
         if data.startswith(b"\x00\x00"):
             raise ProfileFormatError(
-                f"`{index}` is truncated ({len(data)} bytes, its table footer is missing): "
-                "copy the file again or save the checkpoint again"
+                f"`{index}` is truncated or damaged ({len(data)} bytes, it does not end with a table "
+                "footer): copy the file again or save the checkpoint again"
             )
         raise ProfileFormatError(
             f"`{index}` is not a TensorFlow checkpoint index (it does not end with the table magic "
@@ -332,14 +337,10 @@ def _ordered_string(s: bytes) -> bytes:
     return _SPECIAL.sub(lambda m: _ESCAPES[m.group()], s) + b"\x00\x01"
 
 
-def _extents(slice_proto: Any, shape: list[int]) -> list[tuple[int, int]]:
-    """(start, length) per dim; a missing length (or -1) is the whole dim (kFullExtent)."""
-    out = []
-    for ext in slice_proto.extent:
-        length = ext.length if ext.HasField("length") else -1
-        out.append((ext.start, length))
-    out += [(0, -1)] * (len(shape) - len(out))
-    return out
+def _extents(slice_proto: Any, rank: int) -> list[tuple[int, int]]:
+    """(start, length) per dim; length -1 (unset in the proto) is the whole dim (kFullExtent)."""
+    out = [(e.start, e.length if e.HasField("length") else -1) for e in slice_proto.extent]
+    return out + [(0, -1)] * (rank - len(out))
 
 
 def _slice_key(name: bytes, extents: list[tuple[int, int]]) -> bytes:
@@ -347,8 +348,17 @@ def _slice_key(name: bytes, extents: list[tuple[int, int]]) -> bytes:
     return key + b"".join(_ordered_signed(s) + _ordered_signed(n) for s, n in extents)
 
 
+def _spec(extents: list[tuple[int, int]]) -> str:
+    """A slice in TensorFlow's slice-spec syntax, e.g. ``0,67:-``."""
+    return ":".join("-" if n < 0 else f"{s},{n}" for s, n in extents)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tensors
+
+
+def _damaged(path: str, problem: str) -> ProfileFormatError:
+    return ProfileFormatError(f"`{path}` is damaged: {problem}; {_FIX}")
 
 
 def _dtype_name(code: int) -> str:
@@ -371,19 +381,17 @@ class _Shards:
 
     def read(self, entry: Any, name: str) -> bytes:
         path = self.path(entry.shard_id)
-        if entry.shard_id >= self.num_shards:
-            raise ProfileFormatError(
-                f"`{self.prefix}.index` is damaged: tensor `{name}` is in shard {entry.shard_id} "
-                f"of {self.num_shards}; {_FIX}"
-            )
+        if not 0 <= entry.shard_id < self.num_shards:
+            problem = f"tensor `{name}` is in shard {entry.shard_id} of {self.num_shards}"
+            raise _damaged(f"{self.prefix}.index", problem)
         if entry.shard_id not in self.files:
             try:
                 self.files[entry.shard_id] = open(path, "rb")  # noqa: SIM115 - closed by close()
             except FileNotFoundError:
                 raise InputNotFoundError(
-                    f"`{path}` does not exist: checkpoint `{self.prefix}` has {self.num_shards} "
-                    f"data shards and tensor `{name}` is in this one; copy every "
-                    f"`{os.path.basename(self.prefix)}.data-*` file next to the `.index` file"
+                    f"`{path}` does not exist: checkpoint `{self.prefix}` has {self.num_shards} data shards "
+                    f"and tensor `{name}` is in this one; copy every `{os.path.basename(self.prefix)}.data-*` "
+                    "file next to the `.index` file"
                 ) from None
             except OSError as exc:
                 raise ProfileFormatError(f"`{path}` cannot be read: {exc.strerror or exc}") from None
@@ -392,17 +400,15 @@ class _Shards:
         data = f.read(entry.size)
         if len(data) != entry.size:
             raise ProfileFormatError(
-                f"`{path}` is truncated: tensor `{name}` needs bytes {entry.offset}.."
-                f"{entry.offset + entry.size} but the file has {os.fstat(f.fileno()).st_size}; "
-                "copy the file again or save the checkpoint again"
+                f"`{path}` is truncated: tensor `{name}` needs bytes {entry.offset}..{entry.offset + entry.size} "
+                f"but the file has {os.fstat(f.fileno()).st_size}; copy the file again or save the checkpoint "
+                "again"
             )
         return data
 
     def crc_error(self, entry: Any, name: str, detail: str = "") -> ProfileFormatError:
-        return ProfileFormatError(
-            f"`{self.path(entry.shard_id)}` is damaged: tensor `{name}` ({entry.size} bytes at "
-            f"offset {entry.offset}) fails its CRC32C check{detail}; {_FIX}"
-        )
+        where = f"tensor `{name}` ({entry.size} bytes at offset {entry.offset})"
+        return _damaged(self.path(entry.shard_id), f"{where} fails its CRC32C check{detail}")
 
     def close(self) -> None:
         for f in self.files.values():
@@ -421,16 +427,12 @@ def _strings(buf: np.ndarray, n: int, shards: _Shards, entry: Any, name: str) ->
     crc = crc32c(raw)
     if _unmask(int.from_bytes(buf[pos : pos + 4].tobytes(), "little")) != crc:
         raise shards.crc_error(entry, name, " (string lengths)")
-    crc = crc32c(buf[pos:], crc)
+    crc = crc32c(buf[pos:], crc)  # the length checksum itself, then the string bytes
     ends = np.cumsum(lengths.astype(np.int64)) + pos + 4
     if n and ends[-1] != len(buf):
         raise shards.crc_error(entry, name, " (string bytes do not fill the tensor)")
-    data, start = buf.tobytes(), pos + 4
-    out = []
-    for end in ends.tolist():
-        out.append(data[start:end])
-        start = end
-    return out, crc
+    data, starts = buf.tobytes(), [pos + 4, *ends[:-1].tolist()]
+    return [data[a:b] for a, b in zip(starts, ends.tolist())], crc
 
 
 def _variant_crc(buf: np.ndarray, n: int) -> int:
@@ -441,8 +443,7 @@ def _variant_crc(buf: np.ndarray, n: int) -> int:
             length, pos = _varint(data, pos)
         except IndexError:
             return -1
-        crc = crc32c(length.to_bytes(8, "little"), crc)
-        crc = crc32c(buf[pos : pos + length], crc)
+        crc = crc32c(buf[pos : pos + length], crc32c(length.to_bytes(8, "little"), crc))
         pos += length
         if _unmask(int.from_bytes(data[pos : pos + 4], "little")) != crc:
             return -1
@@ -457,17 +458,13 @@ def _read_tensor(entry: Any, name: str, shards: _Shards, index: str) -> tuple[by
     n = int(np.prod(dims, dtype=np.int64))
     itemsize = _ITEMSIZE.get(entry.dtype)
     if itemsize is not None and entry.size != n * itemsize:
-        raise ProfileFormatError(
-            f"`{index}` is damaged: tensor `{name}` has {entry.size} bytes but shape {dims} of "
-            f"{_dtype_name(entry.dtype)} needs {n * itemsize}; {_FIX}"
-        )
+        dtype = _dtype_name(entry.dtype)
+        raise _damaged(index, f"tensor `{name}` has {entry.size} bytes but {dtype} {dims} needs {n * itemsize}")
     data = shards.read(entry, name) if entry.size else b""
     buf = np.frombuffer(data, dtype=np.uint8)
-    value, strings = None, None
+    value, strings, crc = None, None, 0
     if entry.size == 0:  # TF reads nothing and checks the CRC of nothing
-        crc = 0
-        strings = [b""] * n if entry.dtype == DT.DT_STRING else None
-        value = b"" if entry.dtype != DT.DT_STRING else None
+        value, strings = (None, [b""] * n) if entry.dtype == DT.DT_STRING else (b"", None)
     elif entry.dtype == DT.DT_STRING:
         strings, crc = _strings(buf, n, shards, entry, name)
     elif entry.dtype == DT.DT_VARIANT:
@@ -479,40 +476,59 @@ def _read_tensor(entry: Any, name: str, shards: _Shards, index: str) -> tuple[by
     return value, strings
 
 
-def _assemble(key: bytes, entry: Any, table: dict[bytes, bytes], shards: _Shards, index: str) -> tuple[Any, Any]:
+def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str) -> tuple[Any, Any]:
     """A partitioned tensor's value from its slice entries (BundleReader::GetSliceValue)."""
     name = key.decode("utf-8", "backslashreplace")
     shape = [d.size for d in entry.shape.dim]
     if entry.dtype == DT.DT_STRING:
         full = np.empty(shape, dtype=object)
     elif entry.dtype in _ITEMSIZE:
-        full = np.zeros(shape, dtype=f"V{_ITEMSIZE[entry.dtype]}")
+        full = np.zeros(shape, dtype=f"V{_ITEMSIZE[entry.dtype]}")  # any dtype, copied as opaque items
     else:
-        raise ProfileFormatError(f"`{index}`: partitioned tensor `{name}` has dtype {_dtype_name(entry.dtype)}, which cannot be assembled from slices")
+        raise ProfileFormatError(
+            f"`{index}`: partitioned tensor `{name}` has dtype {_dtype_name(entry.dtype)}, which cannot "
+            "be assembled from slices; save it unpartitioned"
+        )
     covered = np.zeros(shape, dtype=bool)
     for proto in entry.slices:
-        extents = _extents(proto, shape)
+        extents = _extents(proto, len(shape))
         region = tuple(slice(s, s + n) if n >= 0 else slice(None) for s, n in extents)
-        skey = _slice_key(key, extents)
         part = tensor_bundle_pb2.BundleEntryProto()
         try:
-            part.ParseFromString(table[skey])
-        except KeyError:
-            raise ProfileFormatError(f"`{index}` is damaged: partitioned tensor `{name}` lacks its slice {extents}; {_FIX}") from None
-        except DecodeError:
-            raise ProfileFormatError(f"`{index}` is damaged: slice {extents} of `{name}` cannot be parsed; {_FIX}") from None
+            part.ParseFromString(table[_slice_key(key, extents)])
+        except (KeyError, DecodeError):
+            raise _damaged(index, f"partitioned tensor `{name}` lacks its slice {_spec(extents)}") from None
         part_shape = tuple(d.size for d in part.shape.dim)
         if part_shape != full[region].shape or part.dtype != entry.dtype:
-            raise ProfileFormatError(f"`{index}` is damaged: slice {extents} of `{name}` has shape {list(part_shape)}; {_FIX}")
-        value, strings = _read_tensor(part, f"{name}[{extents}]", shards, index)
+            raise _damaged(index, f"slice {_spec(extents)} of `{name}` has shape {list(part_shape)}")
+        value, strings = _read_tensor(part, f"{name}[{_spec(extents)}]", shards, index)
         part_value = np.array(strings, dtype=object) if value is None else np.frombuffer(value, dtype=full.dtype)
         full[region] = part_value.reshape(part_shape)
         covered[region] = True
     if not covered.all():
-        raise ProfileFormatError(f"`{index}` is damaged: the slices of partitioned tensor `{name}` do not cover its shape {shape}; {_FIX}")
+        raise _damaged(index, f"the slices of partitioned tensor `{name}` do not cover its shape {shape}")
     if entry.dtype == DT.DT_STRING:
         return None, list(full.reshape(-1))
     return full.tobytes(), None
+
+
+def _header(index: str, table: dict[bytes, bytes]) -> Any:
+    header = tensor_bundle_pb2.BundleHeaderProto()
+    try:
+        header.ParseFromString(table[b""])
+    except (KeyError, DecodeError):
+        raise _damaged(index, "it has no bundle header (key \"\")") from None
+    if header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG:
+        raise ProfileFormatError(
+            f"`{index}` is a big-endian checkpoint, which is not supported; save it again on a "
+            "little-endian machine"
+        )
+    if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
+        raise ProfileFormatError(
+            f"`{index}` needs a newer checkpoint reader (min_consumer {header.version.min_consumer}, "
+            "this reader is version 1); save it again with an older TensorFlow"
+        )
+    return header
 
 
 def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
@@ -520,6 +536,8 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
 
     ``prefix`` may also be the ``.index`` file or one ``.data-NNNNN-of-NNNNN`` shard. A
     partitioned variable is one row holding the assembled full tensor; its slices are not rows.
+    Raises ``InputNotFoundError`` for a missing file and ``ProfileFormatError`` for a damaged or
+    unsupported one.
     """
     given = os.fspath(prefix)
     base = checkpoint_prefix(given)
@@ -527,46 +545,28 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
     if not os.path.isfile(index):
         raise _missing_index_error(given, base)
     table = _read_index(index)
-    header = tensor_bundle_pb2.BundleHeaderProto()
+    shards = _Shards(base, max(_header(index, table).num_shards, 1))
+    cols: dict[str, list] = {c: [] for c in ("name", "dtype", "shape", "num_elements", "value", "string_value")}
     try:
-        header.ParseFromString(table[b""])
-    except (KeyError, DecodeError):
-        raise ProfileFormatError(f"`{index}` is not a V2 checkpoint index: it has no bundle header; {_FIX}") from None
-    if header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG:
-        raise ProfileFormatError(f"`{index}` is a big-endian checkpoint, which is not supported; save it again on a little-endian machine")
-    if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
-        raise ProfileFormatError(f"`{index}` needs a newer checkpoint reader (min_consumer {header.version.min_consumer}); save it with an older TensorFlow")
-
-    entries: dict[bytes, Any] = {}
-    for key, raw in table.items():
-        if key:
+        for key, raw in table.items():
+            if not key or key.startswith(b"\x00"):
+                continue  # the header, or a slice key (EncodeTensorNameSlice starts with ordered-code 0)
+            name = key.decode("utf-8", "backslashreplace")
             entry = tensor_bundle_pb2.BundleEntryProto()
             try:
                 entry.ParseFromString(raw)
             except DecodeError:
-                raise ProfileFormatError(f"`{index}` is damaged: the entry of `{key!r}` cannot be parsed; {_FIX}") from None
-            entries[key] = entry
-
-    shards = _Shards(base, max(header.num_shards, 1))
-    cols: dict[str, list] = {c: [] for c in ("name", "dtype", "shape", "num_elements", "value", "string_value")}
-    try:
-        for key, entry in entries.items():
-            if key.startswith(b"\x00"):
-                continue  # a slice key (EncodeTensorNameSlice starts with ordered-code 0): read via its tensor
-            name = key.decode("utf-8", "backslashreplace")
+                raise _damaged(index, f"the entry of tensor `{name}` cannot be parsed") from None
             dims = [d.size for d in entry.shape.dim]
             if any(d < 0 for d in dims):
-                raise ProfileFormatError(f"`{index}` is damaged: tensor `{name}` has shape {dims}; {_FIX}")
+                raise _damaged(index, f"tensor `{name}` has shape {dims}")
             if entry.slices:
                 value, strings = _assemble(key, entry, table, shards, index)
             else:
                 value, strings = _read_tensor(entry, name, shards, index)
-            cols["name"].append(name)
-            cols["dtype"].append(_dtype_name(entry.dtype))
-            cols["shape"].append(dims)
-            cols["num_elements"].append(int(np.prod(dims, dtype=np.int64)))
-            cols["value"].append(value)
-            cols["string_value"].append(strings)
+            row = (name, _dtype_name(entry.dtype), dims, int(np.prod(dims, dtype=np.int64)), value, strings)
+            for col, v in zip(cols, row):
+                cols[col].append(v)
     finally:
         shards.close()
     return conform("checkpoint_tensors", cols)

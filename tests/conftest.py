@@ -1,0 +1,58 @@
+"""Shared test helpers: the fixture profiles made by tools/make_fixtures.py with real TensorFlow."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROFILE_FIXTURES = sorted(
+    p.name for p in FIXTURES.iterdir() if (p / "graph.pb").is_file() and (p / "golden" / "totals.json").is_file()
+)
+
+
+def run_metas(name: str) -> list[str]:
+    """The fixture's RunMetadata files in step order."""
+    files = sorted((FIXTURES / name).glob("run_meta_*.pb"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+    return [str(p) for p in files]
+
+
+def raw_inputs(name: str, graph: str = "graph.pb") -> dict:
+    """The raw tfprof inputs of fixture ``name`` (graph, every step, op log)."""
+    d = FIXTURES / name
+    return {"graph_path": str(d / graph), "run_meta_path": run_metas(name), "op_log_path": str(d / "op_log.pb")}
+
+
+def golden_totals(name: str) -> dict:
+    return json.loads((FIXTURES / name / "golden" / "totals.json").read_text())
+
+
+def plain(table: pa.Table) -> pa.Table:
+    """``table`` with dictionary columns decoded, so tables compare by value."""
+    cols = []
+    for col in table.columns:
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        cols.append(col)
+    return pa.table(cols, names=table.column_names)
+
+
+def assert_tables_equal(a: pa.Table, b: pa.Table, name: str = "") -> None:
+    """Equal schemas and equal values row by row; on failure, show the first differing row."""
+    assert a.schema.equals(b.schema), f"{name}: schemas differ\n{a.schema}\n---\n{b.schema}"
+    pa_, pb = plain(a), plain(b)
+    if pa_.equals(pb):
+        return
+    assert pa_.num_rows == pb.num_rows, f"{name}: {pa_.num_rows} rows vs {pb.num_rows}"
+    ra, rb = pa_.to_pylist(), pb.to_pylist()
+    first = next(i for i, (x, y) in enumerate(zip(ra, rb)) if x != y)
+    raise AssertionError(f"{name}: row {first} differs:\n{ra[first]}\n{rb[first]}")
+
+
+@pytest.fixture(params=PROFILE_FIXTURES)
+def fixture_name(request) -> str:
+    return request.param

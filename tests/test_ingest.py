@@ -1,0 +1,108 @@
+"""Every reader fills the same tables; stores round-trip; the Profile object's access paths agree."""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from conftest import FIXTURES, assert_tables_equal, raw_inputs
+from tfprof import Profile
+from tfprof.schema import TABLES
+
+# Carried only by RunMetadata: a ProfileProto keeps the per-allocator sums, not the entries.
+RAW_ONLY = {"allocator_memory"}
+
+
+def _with_profile(name: str) -> bool:
+    return (FIXTURES / name / "profile.pb").is_file()
+
+
+def test_profile_proto_equals_raw_files(fixture_name):
+    """The real tool's ProfileProto and the files it was built from give the same rows."""
+    if not _with_profile(fixture_name):
+        pytest.fail(f"fixture {fixture_name} has no profile.pb; regenerate it with tools/make_fixtures.py")
+    raw = Profile.from_inputs(**raw_inputs(fixture_name)).tables()
+    prof = Profile.from_inputs(profile_path=FIXTURES / fixture_name / "profile.pb").tables()
+    for name in TABLES:
+        if name in RAW_ONLY:
+            assert prof[name].num_rows == 0
+            continue
+        assert_tables_equal(raw[name], prof[name], name)
+
+
+def test_text_and_binary_graph_agree(fixture_name):
+    a = Profile.from_inputs(**raw_inputs(fixture_name)).tables()
+    b = Profile.from_inputs(**raw_inputs(fixture_name, graph="graph.pbtxt")).tables()
+    for name in TABLES:
+        assert_tables_equal(a[name], b[name], name)
+
+
+def test_every_table_conforms_to_its_schema(fixture_name):
+    for prof in (Profile.from_inputs(**raw_inputs(fixture_name)),):
+        for name, table in prof.tables().items():
+            assert table.schema.equals(TABLES[name].schema), name
+
+
+def test_parquet_round_trip_is_identical(fixture_name, tmp_path):
+    prof = Profile.from_inputs(**raw_inputs(fixture_name), checkpoint_path=FIXTURES / fixture_name / "model.ckpt")
+    prof.to_parquet(tmp_path / "store")
+    again = Profile.open(tmp_path / "store")
+    assert again.row_counts() == prof.row_counts()
+    for name in TABLES:
+        assert_tables_equal(prof.table(name), again.table(name), name)
+
+
+def test_open_store_reads_nothing_until_used(tmp_path):
+    Profile.from_inputs(**raw_inputs("cnn")).to_parquet(tmp_path / "s")
+    prof = Profile.open(tmp_path / "s")
+    assert prof._tables == {}
+    assert prof.row_counts()["nodes"] > 0
+    assert prof._tables == {}
+    lf = prof.lazy("execs").select(pl.col("duration_micros").sum())
+    assert lf.collect().item() > 0
+    assert prof._tables == {}
+
+
+def test_sql_and_polars_agree():
+    prof = Profile.from_inputs(**raw_inputs("multistep"))
+    by_sql = prof.sql(
+        "select step, sum(duration_micros) as us from execs group by step order by step", output="polars"
+    )
+    by_polars = prof.frame("execs").group_by("step").agg(pl.col("duration_micros").sum().alias("us")).sort("step")
+    assert by_sql.to_dicts() == by_polars.to_dicts()
+    assert isinstance(prof.sql("select count(*) as n from nodes"), pa.Table)
+
+
+def test_sql_over_store_matches_memory(tmp_path):
+    prof = Profile.from_inputs(**raw_inputs("rnn"))
+    prof.to_parquet(tmp_path / "s")
+    q = "select n.op, count(*) as k, sum(e.duration_micros) as us from execs e join nodes n using (node_id) group by 1 order by 1"
+    assert prof.sql(q).to_pylist() == Profile.open(tmp_path / "s").sql(q).to_pylist()
+
+
+def test_checkpoint_marks_variables():
+    """spec 2.5: nodes named like a checkpoint tensor get the `_checkpoint_variables` type."""
+    d = FIXTURES / "cnn"
+    prof = Profile.from_inputs(**raw_inputs("cnn"), checkpoint_path=d / "model.ckpt")
+    ckpt = set(prof.frame("checkpoint_tensors")["name"].to_list())
+    marked = prof.sql(
+        "select n.name from node_types t join nodes n using (node_id) where t.op_type = '_checkpoint_variables'",
+        output="polars",
+    )["name"].to_list()
+    names = set(prof.frame("nodes")["name"].to_list())
+    assert set(marked) == ckpt & names and marked
+    via_profile = Profile.from_inputs(profile_path=d / "profile.pb", checkpoint_path=d / "model.ckpt")
+    assert_tables_equal(prof.table("node_types"), via_profile.table("node_types"), "node_types")
+
+
+def test_multistep_has_each_step():
+    prof = Profile.from_inputs(**raw_inputs("multistep"))
+    steps = prof.frame("node_steps").group_by("step").len().sort("step")
+    assert steps["step"].to_list() == [0, 1, 2]
+    assert min(steps["len"].to_list()) > 0
+
+
+def test_rnn_loop_nodes_run_several_times():
+    prof = Profile.from_inputs(**raw_inputs("rnn"))
+    assert prof.frame("node_steps")["run_count"].max() > 1
