@@ -9,9 +9,10 @@ A V2 checkpoint with prefix ``P`` is two kinds of file (spec 13.1):
 * ``P.data-00000-of-0000N``: the tensor bytes, little-endian and row-major; DT_STRING tensors are
   varint64 lengths, a masked CRC32C of the lengths, then the bytes.
 
-Every block and every tensor is checked against its CRC32C. Files are opened read-only.
-Not supported (each raises ``ProfileFormatError``): V1 checkpoints, big-endian bundles and
-snappy-compressed index blocks. DT_VARIANT tensors are checked but their value is left null.
+Every block and every tensor is checked against its CRC32C. Files are opened read-only, and
+tensor bytes are read straight into the table's buffers. Not supported: V1 checkpoints,
+big-endian bundles, snappy-compressed index blocks (each a ``ProfileFormatError``) and tensors
+over 2 GiB (an Arrow binary cell). DT_VARIANT tensors are checked, but their value is left null.
 """
 
 from __future__ import annotations
@@ -39,17 +40,14 @@ _FOOTER_LEN = 48  # two block handles padded to 40 bytes + 8-byte magic
 _TRAILER_LEN = 5  # compression type byte + masked CRC32C
 _SHARD_SUFFIX = re.compile(r"\.data-\d{5}-of-\d{5}$")
 _FIX = "restore it from a good copy or save the checkpoint again"
+_MAX_CELL = 2**31 - 1  # the most bytes of one Arrow binary array (int32 offsets)
+
+
+def _damaged(path: str, problem: str) -> ProfileFormatError:
+    return ProfileFormatError(f"`{path}` is damaged: {problem}; {_FIX}")
+
 
 DT = types_pb2.DataType
-# Bytes per element of every dtype stored as raw memory (DataTypeCanUseMemcpy); TF 2.21's newer
-# float8 / int4 / int2 / float4 types hold one element per byte, like ml_dtypes.
-_ITEMSIZE = {
-    DT.DT_FLOAT: 4, DT.DT_DOUBLE: 8, DT.DT_INT32: 4, DT.DT_UINT8: 1, DT.DT_INT16: 2, DT.DT_INT8: 1,
-    DT.DT_COMPLEX64: 8, DT.DT_INT64: 8, DT.DT_BOOL: 1, DT.DT_QINT8: 1, DT.DT_QUINT8: 1,
-    DT.DT_QINT32: 4, DT.DT_BFLOAT16: 2, DT.DT_QINT16: 2, DT.DT_QUINT16: 2, DT.DT_UINT16: 2,
-    DT.DT_COMPLEX128: 16, DT.DT_HALF: 2, DT.DT_UINT32: 4, DT.DT_UINT64: 8,
-    **{code: 1 for code in range(24, 34)},
-}  # fmt: skip
 # Names of dtypes newer than our types.proto (TF 2.21 types.proto).
 _NEWER_DTYPES = {
     24: "DT_FLOAT8_E5M2", 25: "DT_FLOAT8_E4M3FN", 26: "DT_FLOAT8_E4M3FNUZ",
@@ -64,6 +62,10 @@ _NUMPY = {
     "DT_UINT16": "<u2", "DT_COMPLEX128": "<c16", "DT_HALF": "<f2", "DT_UINT32": "<u4",
     "DT_UINT64": "<u8",
 }  # fmt: skip
+# Bytes per element of every dtype stored as raw memory (DataTypeCanUseMemcpy); the newer float8 /
+# int4 / int2 / float4 types hold one element per byte, like ml_dtypes.
+_ITEMSIZE = {DT.Value(k): np.dtype(v).itemsize for k, v in _NUMPY.items()} | {DT.DT_BFLOAT16: 2}
+_ITEMSIZE |= dict.fromkeys(_NEWER_DTYPES, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,8 +117,7 @@ def _crc32c_extend(crc: int, data: np.ndarray, t: np.ndarray) -> int:  # pragma:
 
 def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> int:
     """CRC32C of ``data``, continuing from ``crc`` (crc32c::Extend); ``crc32c(b"123456789") == 0xE3069283``."""
-    arr = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
-    return int(_crc32c_extend(crc, arr, _CRC_TABLES))
+    return int(_crc32c_extend(crc, np.frombuffer(data, dtype=np.uint8), _CRC_TABLES))
 
 
 def _unmask(masked: int) -> int:
@@ -222,7 +223,7 @@ def _read_block(index: str, data: bytes, handle: bytes, what: str) -> bytes:
         offset, pos = _varint(handle, 0)
         size, _ = _varint(handle, pos)
     except IndexError:
-        raise ProfileFormatError(f"`{index}` is damaged: bad {what} block handle; {_FIX}") from None
+        raise _damaged(index, f"bad {what} block handle") from None
     end = offset + size + _TRAILER_LEN
     if end > len(data) - _FOOTER_LEN:
         raise ProfileFormatError(
@@ -232,16 +233,14 @@ def _read_block(index: str, data: bytes, handle: bytes, what: str) -> bytes:
     kind = data[offset + size]
     stored = int.from_bytes(data[offset + size + 1 : end], "little")
     if _unmask(stored) != crc32c(memoryview(data)[offset : offset + size + 1]):
-        raise ProfileFormatError(
-            f"`{index}` is damaged: the {what} block at offset {offset} fails its CRC32C check; {_FIX}"
-        )
+        raise _damaged(index, f"the {what} block at offset {offset} fails its CRC32C check")
     if kind == 1:
         raise ProfileFormatError(
             f"`{index}` has snappy-compressed blocks, which are not supported; save the checkpoint "
             "again with TensorFlow (it writes uncompressed index files)"
         )
     if kind != 0:
-        raise ProfileFormatError(f"`{index}` is damaged: unknown block compression type {kind}; {_FIX}")
+        raise _damaged(index, f"unknown block compression type {kind}")
     return data[offset : offset + size]
 
 
@@ -265,7 +264,7 @@ def _block_entries(index: str, block: bytes) -> list[tuple[bytes, bytes]]:
             entries.append((key, block[pos : pos + vlen]))
             pos += vlen
     except IndexError as exc:
-        raise ProfileFormatError(f"`{index}` is damaged: {exc}; {_FIX}") from None
+        raise _damaged(index, str(exc)) from None
     return entries
 
 
@@ -296,7 +295,7 @@ def _read_index(index: str) -> dict[bytes, bytes]:
         _, pos = _varint(footer, 0)  # the metaindex block: empty in bundles, TF never reads it
         _, pos = _varint(footer, pos)
     except IndexError:
-        raise ProfileFormatError(f"`{index}` is damaged: bad table footer; {_FIX}") from None
+        raise _damaged(index, "bad table footer") from None
     table: dict[bytes, bytes] = {}
     for _, handle in _block_entries(index, _read_block(index, data, footer[pos:], "index")):
         table.update(_block_entries(index, _read_block(index, data, handle, "data")))
@@ -357,10 +356,6 @@ def _spec(extents: list[tuple[int, int]]) -> str:
 # Tensors
 
 
-def _damaged(path: str, problem: str) -> ProfileFormatError:
-    return ProfileFormatError(f"`{path}` is damaged: {problem}; {_FIX}")
-
-
 def _dtype_name(code: int) -> str:
     if code in _NEWER_DTYPES:
         return _NEWER_DTYPES[code]
@@ -379,7 +374,8 @@ class _Shards:
     def path(self, shard: int) -> str:
         return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
 
-    def read(self, entry: Any, name: str) -> bytes:
+    def read(self, entry: Any, name: str, out: np.ndarray) -> np.ndarray:
+        """Read the entry's ``entry.size`` bytes into ``out`` (uint8) and return it."""
         path = self.path(entry.shard_id)
         if not 0 <= entry.shard_id < self.num_shards:
             problem = f"tensor `{name}` is in shard {entry.shard_id} of {self.num_shards}"
@@ -397,14 +393,13 @@ class _Shards:
                 raise ProfileFormatError(f"`{path}` cannot be read: {exc.strerror or exc}") from None
         f = self.files[entry.shard_id]
         f.seek(entry.offset)
-        data = f.read(entry.size)
-        if len(data) != entry.size:
+        if f.readinto(memoryview(out)) != entry.size:
             raise ProfileFormatError(
                 f"`{path}` is truncated: tensor `{name}` needs bytes {entry.offset}..{entry.offset + entry.size} "
                 f"but the file has {os.fstat(f.fileno()).st_size}; copy the file again or save the checkpoint "
                 "again"
             )
-        return data
+        return out
 
     def crc_error(self, entry: Any, name: str, detail: str = "") -> ProfileFormatError:
         where = f"tensor `{name}` ({entry.size} bytes at offset {entry.offset})"
@@ -452,38 +447,53 @@ def _variant_crc(buf: np.ndarray, n: int) -> int:
     return crc
 
 
-def _read_tensor(entry: Any, name: str, shards: _Shards, index: str) -> tuple[bytes | None, list[bytes] | None]:
-    """``(value, string_value)`` of one unpartitioned entry, checked against its CRC32C."""
+def _value_size(entry: Any, name: str, index: str) -> int | None:
+    """Bytes of the entry's ``value`` cell (None for DT_STRING and DT_VARIANT, which have none)."""
+    if entry.dtype in (DT.DT_STRING, DT.DT_VARIANT):
+        return None
     dims = [d.size for d in entry.shape.dim]
     n = int(np.prod(dims, dtype=np.int64))
-    itemsize = _ITEMSIZE.get(entry.dtype)
-    if itemsize is not None and entry.size != n * itemsize:
+    if entry.dtype not in _ITEMSIZE:  # a dtype newer than this reader: trust the stored size
+        return None if entry.slices else entry.size
+    size = n * _ITEMSIZE[entry.dtype]
+    if not entry.slices and entry.size != size:
         dtype = _dtype_name(entry.dtype)
-        raise _damaged(index, f"tensor `{name}` has {entry.size} bytes but {dtype} {dims} needs {n * itemsize}")
-    data = shards.read(entry, name) if entry.size else b""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    value, strings, crc = None, None, 0
-    if entry.size == 0:  # TF reads nothing and checks the CRC of nothing
-        value, strings = (None, [b""] * n) if entry.dtype == DT.DT_STRING else (b"", None)
-    elif entry.dtype == DT.DT_STRING:
-        strings, crc = _strings(buf, n, shards, entry, name)
+        raise _damaged(index, f"tensor `{name}` has {entry.size} bytes but {dtype} {dims} needs {size}")
+    if size > _MAX_CELL:
+        raise InputError(
+            f"tensor `{name}` in `{index}` holds {size} bytes; tensors over 2 GiB are not supported"
+        )
+    return size
+
+
+def _read_tensor(entry: Any, name: str, shards: _Shards, index: str, out: np.ndarray | None) -> list | None:
+    """Read one unpartitioned entry and check its CRC32C. Numeric bytes go into ``out`` (a slot of
+    ``_value_size`` bytes); returns the elements of a DT_STRING tensor, None for other dtypes."""
+    n = int(np.prod([d.size for d in entry.shape.dim], dtype=np.int64))
+    if _value_size(entry, name, index) is None:  # DT_STRING / DT_VARIANT: decoded from a scratch buffer
+        out = np.empty(entry.size, dtype=np.uint8)
+    buf = shards.read(entry, name, out) if entry.size else out  # TF reads nothing for an empty tensor
+    strings, crc = None, 0
+    if entry.dtype == DT.DT_STRING:
+        strings, crc = _strings(buf, n, shards, entry, name) if entry.size else ([b""] * n, 0)
     elif entry.dtype == DT.DT_VARIANT:
-        crc = _variant_crc(buf, n)
+        crc = _variant_crc(buf, n) if entry.size else 0
     else:
-        value, crc = data, crc32c(buf)
+        crc = crc32c(buf)
     if crc != _unmask(entry.crc32c):
         raise shards.crc_error(entry, name)
-    return value, strings
+    return strings
 
 
-def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str) -> tuple[Any, Any]:
-    """A partitioned tensor's value from its slice entries (BundleReader::GetSliceValue)."""
+def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str, out: np.ndarray | None) -> Any:
+    """A partitioned tensor from its slice entries (BundleReader::GetSliceValue): numeric bytes go
+    into ``out``; returns the elements of a DT_STRING tensor (None otherwise)."""
     name = key.decode("utf-8", "backslashreplace")
     shape = [d.size for d in entry.shape.dim]
     if entry.dtype == DT.DT_STRING:
         full = np.empty(shape, dtype=object)
-    elif entry.dtype in _ITEMSIZE:
-        full = np.zeros(shape, dtype=f"V{_ITEMSIZE[entry.dtype]}")  # any dtype, copied as opaque items
+    elif entry.dtype in _ITEMSIZE and out is not None:
+        full = out.view(f"V{_ITEMSIZE[entry.dtype]}").reshape(shape)  # any dtype, copied as opaque items
     else:
         raise ProfileFormatError(
             f"`{index}`: partitioned tensor `{name}` has dtype {_dtype_name(entry.dtype)}, which cannot "
@@ -501,15 +511,47 @@ def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str) 
         part_shape = tuple(d.size for d in part.shape.dim)
         if part_shape != full[region].shape or part.dtype != entry.dtype:
             raise _damaged(index, f"slice {_spec(extents)} of `{name}` has shape {list(part_shape)}")
-        value, strings = _read_tensor(part, f"{name}[{_spec(extents)}]", shards, index)
-        part_value = np.array(strings, dtype=object) if value is None else np.frombuffer(value, dtype=full.dtype)
+        part_out = None if entry.dtype == DT.DT_STRING else np.empty(part.size, dtype=np.uint8)
+        strings = _read_tensor(part, f"{name}[{_spec(extents)}]", shards, index, part_out)
+        part_value = np.array(strings, dtype=object) if part_out is None else part_out.view(full.dtype)
         full[region] = part_value.reshape(part_shape)
         covered[region] = True
     if not covered.all():
         raise _damaged(index, f"the slices of partitioned tensor `{name}` do not cover its shape {shape}")
-    if entry.dtype == DT.DT_STRING:
-        return None, list(full.reshape(-1))
-    return full.tobytes(), None
+    return list(full.reshape(-1)) if entry.dtype == DT.DT_STRING else None
+
+
+def _value_buffers(sizes: list[int | None]) -> tuple[list[tuple[int, int, np.ndarray]], list[np.ndarray | None]]:
+    """One buffer per run of rows under 2 GiB (Arrow binary offsets are int32), and each row's slot in it.
+
+    Tensors are read straight into their slot, so the bytes are copied once, from the file.
+    """
+    runs, start, total = [], 0, 0
+    for i, size in enumerate(sizes):
+        if total + (size or 0) > _MAX_CELL and i > start:
+            runs.append((start, i))
+            start, total = i, 0
+        total += size or 0
+    runs.append((start, len(sizes)))
+    buffers, slots = [], []
+    for a, b in runs:
+        ends = np.cumsum([s or 0 for s in sizes[a:b]], dtype=np.int64)
+        buf = np.empty(int(ends[-1]) if b > a else 0, dtype=np.uint8)
+        buffers.append((a, b, buf))
+        slots += [None if s is None else buf[e - s : e] for s, e in zip(sizes[a:b], ends.tolist())]
+    return buffers, slots
+
+
+def _value_column(sizes: list[int | None], buffers: list[tuple[int, int, np.ndarray]]) -> pa.ChunkedArray:
+    """The filled buffers as a binary column, without copying them."""
+    chunks = []
+    for a, b, buf in buffers:
+        run = sizes[a:b]
+        offsets = np.concatenate([[0], np.cumsum([s or 0 for s in run])]).astype(np.int32)
+        valid = pa.array([s is not None for s in run], type=pa.bool_()).buffers()[1]
+        buffers_ = [valid, pa.py_buffer(offsets), pa.py_buffer(buf)]
+        chunks.append(pa.Array.from_buffers(pa.binary(), b - a, buffers_))
+    return pa.chunked_array(chunks, type=pa.binary())
 
 
 def _header(index: str, table: dict[bytes, bytes]) -> Any:
@@ -517,7 +559,7 @@ def _header(index: str, table: dict[bytes, bytes]) -> Any:
     try:
         header.ParseFromString(table[b""])
     except (KeyError, DecodeError):
-        raise _damaged(index, "it has no bundle header (key \"\")") from None
+        raise _damaged(index, 'it has no bundle header (key "")') from None
     if header.endianness == tensor_bundle_pb2.BundleHeaderProto.BIG:
         raise ProfileFormatError(
             f"`{index}` is a big-endian checkpoint, which is not supported; save it again on a "
@@ -546,30 +588,42 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
         raise _missing_index_error(given, base)
     table = _read_index(index)
     shards = _Shards(base, max(_header(index, table).num_shards, 1))
-    cols: dict[str, list] = {c: [] for c in ("name", "dtype", "shape", "num_elements", "value", "string_value")}
+    rows = []
+    for key, raw in table.items():
+        if not key or key.startswith(b"\x00"):
+            continue  # the header, or a slice key (EncodeTensorNameSlice starts with ordered-code 0)
+        name = key.decode("utf-8", "backslashreplace")
+        entry = tensor_bundle_pb2.BundleEntryProto()
+        try:
+            entry.ParseFromString(raw)
+        except DecodeError:
+            raise _damaged(index, f"the entry of tensor `{name}` cannot be parsed") from None
+        if any(d.size < 0 for d in entry.shape.dim):
+            raise _damaged(index, f"tensor `{name}` has shape {[d.size for d in entry.shape.dim]}")
+        rows.append((key, name, entry))
+    sizes = [_value_size(entry, name, index) for _, name, entry in rows]
+    buffers, slots = _value_buffers(sizes)
+    strings = []
     try:
-        for key, raw in table.items():
-            if not key or key.startswith(b"\x00"):
-                continue  # the header, or a slice key (EncodeTensorNameSlice starts with ordered-code 0)
-            name = key.decode("utf-8", "backslashreplace")
-            entry = tensor_bundle_pb2.BundleEntryProto()
-            try:
-                entry.ParseFromString(raw)
-            except DecodeError:
-                raise _damaged(index, f"the entry of tensor `{name}` cannot be parsed") from None
-            dims = [d.size for d in entry.shape.dim]
-            if any(d < 0 for d in dims):
-                raise _damaged(index, f"tensor `{name}` has shape {dims}")
+        for (key, name, entry), slot in zip(rows, slots):
             if entry.slices:
-                value, strings = _assemble(key, entry, table, shards, index)
+                strings.append(_assemble(key, entry, table, shards, index, slot))
             else:
-                value, strings = _read_tensor(entry, name, shards, index)
-            row = (name, _dtype_name(entry.dtype), dims, int(np.prod(dims, dtype=np.int64)), value, strings)
-            for col, v in zip(cols, row):
-                cols[col].append(v)
+                strings.append(_read_tensor(entry, name, shards, index, slot))
     finally:
         shards.close()
-    return conform("checkpoint_tensors", cols)
+    names = [name for _, name, _ in rows]
+    shapes = [[d.size for d in entry.shape.dim] for _, _, entry in rows]
+    cols = {
+        "name": names,
+        "dtype": [_dtype_name(entry.dtype) for _, _, entry in rows],
+        "shape": shapes,
+        "num_elements": [int(np.prod(s, dtype=np.int64)) for s in shapes],
+        "value": _value_column(sizes, buffers),
+        "string_value": strings,
+    }
+    # Index keys are in byte order, which is Arrow's string order: sorting would only copy the values.
+    return conform("checkpoint_tensors", cols, sort=names != sorted(names))
 
 
 # ---------------------------------------------------------------------------------------------
