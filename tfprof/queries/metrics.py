@@ -1,0 +1,104 @@
+"""Per-node statistics for one ``step`` option value (spec 2.3.5 and 3.1).
+
+``node_metrics`` gives each graph node's *self* values as tfprof's ReInit(step) sets them: a
+step's own value, or for ``step=-1`` the node's mean over the steps in which it has a record
+(integer division by that count, not by the number of steps — a tfprof quirk we reproduce).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tfprof.profile import Profile
+
+TIME = ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros")
+MEMORY = ("requested_bytes", "peak_bytes", "residual_bytes", "output_bytes")
+STEP_METRICS = ("run_count", *TIME, *MEMORY)
+
+
+def per_node_step(prof: Profile) -> pl.LazyFrame:
+    """One row per (node_id, step) with run_count, the three times and the four byte metrics."""
+    times = (
+        prof.lazy("execs")
+        .group_by("node_id", "step")
+        .agg(
+            pl.col("duration_micros").sum().alias("exec_micros"),
+            pl.col("duration_micros").filter(pl.col("kind") == "accelerator").sum().alias("accelerator_exec_micros"),
+            pl.col("duration_micros").filter(pl.col("kind") == "cpu").sum().alias("cpu_exec_micros"),
+        )
+    )
+    memory = prof.lazy("memory").group_by("node_id", "step").agg(pl.col(*MEMORY).sum())
+    return (
+        prof.lazy("node_steps")
+        .select("node_id", "step", "run_count")
+        .join(times, on=["node_id", "step"], how="left")
+        .join(memory, on=["node_id", "step"], how="left")
+        .with_columns(pl.col(*TIME, *MEMORY).fill_null(0))
+    )
+
+
+def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
+    """Per node: the step metrics for option ``step`` (0 where the node has no record)."""
+    rows = per_node_step(prof)
+    if step >= 0:
+        per_node = rows.filter(pl.col("step") == step).drop("step")
+    else:
+        per_node = rows.group_by("node_id").agg(
+            (pl.col(m).sum() // pl.len()).alias(m) for m in STEP_METRICS
+        ).with_columns(pl.lit(True).alias("_has_execs"))
+    ran = prof.lazy("node_steps").select("node_id").unique().with_columns(pl.lit(True).alias("has_execs"))
+    nodes = prof.lazy("nodes").select("node_id", "params", pl.col("float_ops").alias("static_float_ops"))
+    out = (
+        nodes.join(per_node, on="node_id", how="left")
+        .join(ran, on="node_id", how="left")
+        .with_columns(pl.col(*STEP_METRICS).fill_null(0), pl.col("has_execs").fill_null(False))
+    )
+    # spec 2.3.5: float_ops(step) is the static count without RunMetadata, else count x run_count.
+    return out.with_columns(
+        pl.when(pl.col("has_execs"))
+        .then(pl.col("static_float_ops") * pl.col("run_count"))
+        .otherwise(pl.col("static_float_ops"))
+        .alias("float_ops")
+    ).select("node_id", "params", "float_ops", *STEP_METRICS)
+
+
+def node_frame(prof: Profile, step: int = -1) -> pl.DataFrame:
+    """Every graph node with its self values for ``step`` and what the views print about it.
+
+    Columns: node_id, name, shape, parameters, float_ops, run_count, the three times, the four
+    byte metrics, device (canonical device or null), op_types (sorted list), and input_shapes
+    (list of ``{input_idx, dims}``; dims null when tfprof prints ``unknown``).
+    """
+    metrics = node_metrics(prof, step).rename({"params": "parameters"})
+    types = (
+        prof.lazy("node_types")
+        .with_columns(pl.col("op_type").cast(pl.String))
+        .sort("node_id", "op_type")
+        .group_by("node_id", maintain_order=True)
+        .agg(pl.col("op_type").alias("op_types"))
+    )
+    return (
+        prof.lazy("nodes")
+        .select("node_id", "name", "shape", pl.col("canonical_device").cast(pl.String).alias("device"))
+        .join(metrics, on="node_id", how="left")
+        .join(types, on="node_id", how="left")
+        .join(input_shapes(prof), on="node_id", how="left")
+        .sort("node_id")
+        .collect()
+    )
+
+
+def input_shapes(prof: Profile) -> pl.LazyFrame:
+    """Per node, the shape of each input: the producer's output shape at the recorded slot."""
+    shapes = prof.lazy("output_shapes").select(
+        pl.col("node_id").alias("input_id"), pl.col("slot").alias("output_slot"), "dims"
+    )
+    return (
+        prof.lazy("node_inputs")
+        .join(shapes, on=["input_id", "output_slot"], how="left")
+        # tfprof prints an empty (unknown-rank) shape as `unknown`, like a missing one.
+        .with_columns(pl.when(pl.col("dims").list.len() > 0).then(pl.col("dims")).alias("dims"))
+        .sort("node_id", "input_idx")
+        .group_by("node_id", maintain_order=True)
+        .agg(pl.struct("input_idx", "dims").alias("input_shapes"))
+    )

@@ -1,0 +1,236 @@
+"""``Options``: tfprof's view options, with tfprof's names and the command line's defaults.
+
+One frozen, keyword-only record used by every front end (CLI, interactive shell, Python API).
+``Options.from_tfprof(d)`` accepts the option dicts tfprof's Python API takes (and the golden
+``cases.json`` files) unchanged. Validation raises ``OptionError`` naming the option and the
+valid values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import polars as pl
+
+from tfprof.errors import OptionError
+
+# Select fields in tfprof's own order of definition (kShown); the text views print them in a
+# view-specific order (see tfprof.views.format.FIELDS).
+SELECT_FIELDS = (
+    "bytes",
+    "micros",
+    "params",
+    "float_ops",
+    "tensor_value",
+    "device",
+    "op_types",
+    "occurrence",
+    "input_shapes",
+    "accelerator_micros",
+    "cpu_micros",
+    "peak_bytes",
+    "residual_bytes",
+    "output_bytes",
+)
+ORDER_BY = (
+    "name",
+    "depth",
+    "bytes",
+    "peak_bytes",
+    "residual_bytes",
+    "output_bytes",
+    "micros",
+    "accelerator_micros",
+    "cpu_micros",
+    "params",
+    "float_ops",
+    "occurrence",
+)
+OUTPUT_TYPES = ("file", "none", "pprof", "stdout", "timeline")
+# Keys each output type takes (all required).
+OUTPUT_KEYS = {"timeline": ("outfile",), "file": ("outfile",), "pprof": ("outfile",), "stdout": (), "none": ()}
+
+INT_OPTIONS = (
+    "max_depth",
+    "min_bytes",
+    "min_peak_bytes",
+    "min_residual_bytes",
+    "min_output_bytes",
+    "min_micros",
+    "min_accelerator_micros",
+    "min_cpu_micros",
+    "min_params",
+    "min_float_ops",
+    "min_occurrence",
+    "step",
+)
+LIST_OPTIONS = (
+    "account_type_regexes",
+    "start_name_regexes",
+    "trim_name_regexes",
+    "show_name_regexes",
+    "hide_name_regexes",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Output:
+    """A parsed ``-output`` value: ``stdout``, ``none``, ``file:outfile=F``, ``timeline:…``, ``pprof:…``."""
+
+    kind: str = "stdout"
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def outfile(self) -> str | None:
+        return dict(self.options).get("outfile")
+
+    def __str__(self) -> str:
+        # spec 6.4: printed as `<type>:<k=v joined by ,>`
+        return f"{self.kind}:" + ",".join(f"{k}={v}" for k, v in self.options)
+
+    @classmethod
+    def parse(cls, text: str) -> Output:
+        """tfprof's ``-output`` grammar (spec 6.3)."""
+        text = text or "stdout"
+        kind, sep, rest = text.partition(":")
+        if kind not in OUTPUT_TYPES:
+            raise OptionError(f"Unknown -output type `{kind}`; valid: {', '.join(OUTPUT_TYPES)}")
+        opts: dict[str, str] = {}
+        for piece in (p for p in rest.split(",") if p):
+            parts = [p for p in piece.split("=") if p]
+            if len(parts) < 2:
+                raise OptionError(f"Bad -output `{text}`; the format is -output {kind}:key=value,key=value,...")
+            key, value = parts[0], "=".join(parts[1:])
+            if key not in OUTPUT_KEYS[kind]:
+                raise OptionError(f"Unrecognized -output option `{key}` for output type `{kind}`")
+            opts[key] = value
+        missing = [k for k in OUTPUT_KEYS[kind] if k not in opts]
+        if missing:
+            raise OptionError(f"-output {kind} needs {missing[0]}: e.g. -output {kind}:{missing[0]}=PATH")
+        return cls(kind=kind, options=tuple(opts.items()))
+
+
+def _default_list(*items: str) -> tuple[str, ...]:
+    return field(default=items)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """tfprof's options. Defaults are those of tfprof's command line (spec 6.1)."""
+
+    max_depth: int = 10
+    min_bytes: int = 0
+    min_peak_bytes: int = 0
+    min_residual_bytes: int = 0
+    min_output_bytes: int = 0
+    min_micros: int = 0
+    min_accelerator_micros: int = 0
+    min_cpu_micros: int = 0
+    min_params: int = 0
+    min_float_ops: int = 0
+    min_occurrence: int = 0
+    step: int = -1
+    order_by: str = "name"
+    account_type_regexes: tuple[str, ...] = (".*",)
+    start_name_regexes: tuple[str, ...] = (".*",)
+    trim_name_regexes: tuple[str, ...] = ()
+    show_name_regexes: tuple[str, ...] = (".*",)
+    hide_name_regexes: tuple[str, ...] = ()
+    account_displayed_op_only: bool = False
+    select: tuple[str, ...] = ("micros",)
+    output: Output = Output()
+
+    def __post_init__(self) -> None:
+        for name in INT_OPTIONS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise OptionError(f"Option `{name}` takes an integer, not `{v}`")
+        if self.order_by not in ORDER_BY and self.order_by != "":
+            raise OptionError(_unknown("order_by value", self.order_by, ORDER_BY))
+        # select is a set in tfprof: sorted, duplicates removed.
+        object.__setattr__(self, "select", tuple(sorted(set(self.select))))
+        for s in self.select:
+            if s not in SELECT_FIELDS:
+                raise OptionError(_unknown("select field", s, SELECT_FIELDS))
+        for name in LIST_OPTIONS:
+            value = tuple(getattr(self, name))
+            object.__setattr__(self, name, value)
+            for rx in value:
+                compile_regex(rx, name)
+        if isinstance(self.output, str):
+            object.__setattr__(self, "output", Output.parse(self.output))
+
+    # -------------------------------------------------------------------- construction
+
+    @classmethod
+    def from_tfprof(cls, options: Mapping[str, Any], *, base: Options | None = None) -> Options:
+        """Options from a tfprof option dict (the Python API's, or a golden case's).
+
+        Keys missing from ``options`` keep ``base``'s values (the CLI defaults by default).
+        ``dump_to_file`` is honoured as tfprof does: it becomes ``file:outfile=...``.
+        """
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key == "dump_to_file":
+                if value:
+                    values["output"] = f"file:outfile={value}"
+                continue
+            if key not in known:
+                raise OptionError(_unknown("option", key, sorted(known)))
+            if key in LIST_OPTIONS or key == "select":
+                value = tuple(value) if not isinstance(value, str) else tuple(p for p in value.split(",") if p)
+            if key == "output" and isinstance(value, str):
+                value = Output.parse(value)
+            values[key] = value
+        return replace(base or cls(), **values)
+
+    def with_(self, **changes: Any) -> Options:
+        """A copy with some options changed (validated)."""
+        return self.from_tfprof(changes, base=self)
+
+    def to_tfprof(self) -> dict[str, Any]:
+        """The tfprof option dict for these options (what ProfileOptionBuilder().build() returns)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, tuple):
+                v = list(v)
+            elif isinstance(v, Output):
+                v = str(v).rstrip(":") if not v.options else str(v)
+            out[f.name] = v
+        return out
+
+
+def _unknown(what: str, value: str, valid: Iterable[str]) -> str:
+    valid = list(valid)
+    close = difflib.get_close_matches(value, valid, n=1)
+    hint = f" (did you mean `{close[0]}`?)" if close else ""
+    return f"Unknown {what} `{value}`; valid: {', '.join(valid)}{hint}"
+
+
+@functools.cache
+def compile_regex(rx: str, option: str = "regex") -> str:
+    """Check a tfprof (RE2) regex with the engine queries use (Rust's, RE2 syntax); return it.
+
+    A bad regex is an ``OptionError`` naming it and the option.
+    """
+    try:
+        pl.Series([""]).str.contains(full_match_any([rx]))
+    except Exception as exc:  # polars raises ComputeError with the engine's message
+        first = str(exc).strip().splitlines()
+        detail = next((ln.strip() for ln in reversed(first) if "error:" in ln), first[-1] if first else "")
+        raise OptionError(f"Bad regex `{rx}` in {option}: {detail}") from None
+    return rx
+
+
+def full_match_any(regexes: Iterable[str]) -> str | None:
+    """One regex that fully matches what any of ``regexes`` fully matches (None for no regexes)."""
+    regexes = list(regexes)
+    if not regexes:
+        return None
+    return "^(?:" + "|".join(f"(?:{rx})" for rx in regexes) + ")$"

@@ -1,0 +1,119 @@
+"""Tree machinery shared by the tree views: ancestor closures, regex tests, display passes.
+
+Everything works on whole frames: a tree is a frame of ``(sid, parent)`` rows; its closure is
+built by looping over *depth* (a handful of joins), never over rows.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tfprof.queries.options import Options, full_match_any
+
+METRICS = (
+    "exec_micros",
+    "accelerator_exec_micros",
+    "cpu_exec_micros",
+    "requested_bytes",
+    "peak_bytes",
+    "residual_bytes",
+    "output_bytes",
+    "parameters",
+    "float_ops",
+)
+"""Metrics summed into ``total_*`` (GraphNodeProto's AddSelfToTotal), besides the counts."""
+
+# order_by value -> total column it sorts on (descending); others sort by name (spec 5.5).
+ORDER_COLUMNS = {
+    "bytes": "total_requested_bytes",
+    "peak_bytes": "total_peak_bytes",
+    "residual_bytes": "total_residual_bytes",
+    "output_bytes": "total_output_bytes",
+    "micros": "total_exec_micros",
+    "accelerator_micros": "total_accelerator_exec_micros",
+    "cpu_micros": "total_cpu_exec_micros",
+    "params": "total_parameters",
+    "float_ops": "total_float_ops",
+}
+
+# min_* option -> column compared (spec 5.1.4: totals, except params/float_ops/occurrence on self).
+SINGLE_MIN_FILTERS = {
+    "min_bytes": "total_requested_bytes",
+    "min_peak_bytes": "total_peak_bytes",
+    "min_residual_bytes": "total_residual_bytes",
+    "min_output_bytes": "total_output_bytes",
+    "min_micros": "total_exec_micros",
+    "min_accelerator_micros": "total_accelerator_exec_micros",
+    "min_cpu_micros": "total_cpu_exec_micros",
+    "min_params": "parameters",  # tfprof: scope/graph compare self params (tfprof_show.cc)
+    "min_float_ops": "float_ops",
+    "min_occurrence": "run_count",
+}
+
+
+def matches(col: str | pl.Expr, regexes: tuple[str, ...]) -> pl.Expr:
+    """True where ``col`` fully matches any of ``regexes`` (RE2 FullMatch); False for none."""
+    expr = pl.col(col) if isinstance(col, str) else col
+    rx = full_match_any(regexes)
+    return pl.lit(False) if rx is None else expr.str.contains(rx)
+
+
+def is_all(regexes: tuple[str, ...]) -> bool:
+    """tfprof's short-circuit: a list that is exactly ``[".*"]``."""
+    return tuple(regexes) == (".*",)
+
+
+def closure(tree: pl.DataFrame) -> pl.DataFrame:
+    """``(sid, anc)`` for every node and each of its strict ancestors; ``tree`` has ``sid, parent``."""
+    step = tree.filter(pl.col("parent").is_not_null()).select("sid", pl.col("parent").alias("anc"))
+    parents = tree.select(pl.col("sid").alias("anc"), pl.col("parent").alias("up"))
+    parts, frontier = [step], step
+    while frontier.height:
+        frontier = (
+            frontier.join(parents, on="anc")
+            .filter(pl.col("up").is_not_null())
+            .select("sid", pl.col("up").alias("anc"))
+        )
+        parts.append(frontier)
+    return pl.concat(parts)
+
+
+def with_self(anc: pl.DataFrame, sids: pl.Series) -> pl.DataFrame:
+    """The closure plus ``(sid, sid)`` pairs: ancestor-or-self."""
+    return pl.concat([anc, pl.DataFrame({"sid": sids, "anc": sids})])
+
+
+def subtree_sums(pairs: pl.DataFrame, values: pl.DataFrame, prefix: str = "total_") -> pl.DataFrame:
+    """Per ``anc``: sums of ``values`` (a frame keyed by ``sid``) over its (sid, anc) pairs.
+
+    Gives ``total_<metric>`` for every metric, ``total_run_count`` and ``total_definition_count``.
+    """
+    joined = pairs.join(values, on="sid")
+    return joined.group_by("anc").agg(
+        *(pl.col(m).sum().alias(prefix + m) for m in (*METRICS, "run_count")),
+        pl.len().alias(prefix + "definition_count"),
+    ).rename({"anc": "sid"})
+
+
+def should_show(frame: pl.DataFrame, opts: Options, filters: dict[str, str], depth_col: str = "depth") -> pl.Expr:
+    """tfprof's ShouldShow as an expression (thresholds, depth, show and hide regexes)."""
+    cond = pl.col(depth_col) <= opts.max_depth
+    for option, column in filters.items():
+        threshold = getattr(opts, option)
+        if threshold:
+            cond = cond & (pl.col(column) >= threshold)
+    if not is_all(opts.show_name_regexes):
+        cond = cond & matches("name", opts.show_name_regexes)
+    if opts.hide_name_regexes:
+        cond = cond & ~matches("name", opts.hide_name_regexes)
+    return cond
+
+
+def sort_key(order_by: str) -> tuple[list[str], list[bool]]:
+    """Columns and descending flags that order siblings (stable on the incoming order ``pre``)."""
+    if order_by == "":
+        return ["pre"], [False]
+    col = ORDER_COLUMNS.get(order_by)
+    if col is None:  # name, and every value tfprof does not implement for this view
+        return ["name", "pre"], [False, False]
+    return [col, "pre"], [True, False]
