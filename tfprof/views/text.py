@@ -90,3 +90,88 @@ def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_strea
     """What tfprof writes for stdout/file output: [warning] + doc block + ``Profile:`` + body."""
     warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
     return warning + doc_block(cmd, select) + "Profile:\n" + body
+
+
+# ----------------------------------------------------------------------------- multi-node views
+
+_MULTI_MEMORY = ("bytes", "peak_bytes", "residual_bytes", "output_bytes")
+
+
+def multi_legend(select: Sequence[str], occurrence: str = "op occurrence (run|defined)") -> str:
+    """``node name | …`` for the op and code views (bytes first, params after time)."""
+    legends = [FIELDS[f].legend for f in _MULTI_MEMORY if f in select]
+    legends += [FIELDS[f].legend for f in time_fields(select)]
+    legends += [FIELDS[f].legend for f in ("params", "float_ops") if f in select]
+    extras = {"device": "assigned devices", "op_types": "op types", "occurrence": occurrence}
+    legends += [text for key, text in extras.items() if key in select]
+    if "input_shapes" in select:
+        legends.append("input shapes")
+    return "node name | " + " | ".join(legends) + "\n"
+
+
+def _pct_item(text: str, own: int, total: int, root_total: int, guard: int) -> str:
+    cum = pct = 0.0
+    if guard > 0:
+        cum = 100.0 * total / root_total if root_total else float("inf")
+        pct = 100.0 * own / root_total if root_total else float("inf")
+    return "%30s" % f"{text} ({cum:.2f}%, {pct:.2f}%)"
+
+
+def op_line(row: dict, root: dict, select: Sequence[str], input_block: str = "") -> str:
+    """One row of the op view (spec 7.4)."""
+    items: list[str] = []
+    for f in _MULTI_MEMORY:
+        if f in select:
+            col = FIELDS[f].column
+            # memory columns guard on the row's own bytes (tfprof_op.cc FormatMemoryNode)
+            items.append(_pct_item(FIELDS[f].fmt(row[col]), row[col], row["total_" + col], root["total_" + col], row[col]))
+    for f in time_fields(select):
+        col = FIELDS[f].column
+        items.append(_pct_item(FIELDS[f].fmt(row[col]), row[col], row["total_" + col], root["total_" + col], row["total_" + col]))
+    for f, unit in (("params", "params"), ("float_ops", "float_ops")):
+        if f in select:
+            col = FIELDS[f].column
+            text = f"{fmt_number(row[col])} {unit}"
+            items.append(_pct_item(text, row[col], row["total_" + col], root["total_" + col], row["total_" + col]))
+    if "device" in select:
+        items.append("|".join(row["devices"] or ()))
+    if "op_types" in select:
+        items.append("|".join(row["op_types"] or ()))
+    if "occurrence" in select:
+        items.append("%10s" % f"{row['runs']}|{row['definitions']}")
+    line = "%-25s%s\n" % (row["name"], ", ".join(items))
+    if "input_shapes" in select and input_block:
+        line = f"{line}\n{input_block}\n\n"
+    return line
+
+
+def input_shape_block(members: pl.DataFrame) -> str:
+    """The ``input_type:`` lines under an op row: members grouped by their input shapes."""
+    if members.height == 0:
+        return ""
+    sigs: dict[str, list[int]] = {}
+    for row in members.iter_rows(named=True):
+        entries = []
+        for s in row["input_shapes"] or ():
+            dims = s["dims"]
+            entries.append(f"{s['input_idx']}:{fmt_shape(dims)}" if dims else f"{s['input_idx']}:unknown")
+        sig = "input_type: " + ",\t".join(entries)
+        agg = sigs.setdefault(sig, [0, 0, 0])
+        agg[0] += 1
+        agg[1] += row["run_count"]
+        agg[2] += row["exec_micros"]
+    ordered = sorted(sigs.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    return "\n".join(
+        f"{sig}\t(run*{runs}|defined*{count})\texec_time: {FIELDS['micros'].fmt(us)}"
+        for sig, (count, runs, us) in ordered
+    )
+
+
+def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Sequence[str]) -> str:
+    """Legend plus one line per displayed op (the root is not printed)."""
+    out = [multi_legend(select)]
+    by_op = members.partition_by("op", as_dict=True) if "input_shapes" in select and members.height else {}
+    for row in rows.iter_rows(named=True):
+        block = input_shape_block(by_op.get((row["name"],), members.clear())) if by_op else ""
+        out.append(op_line(row, root, select, block))
+    return "".join(out)
