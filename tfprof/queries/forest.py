@@ -1,0 +1,203 @@
+"""The display pass of the tree views over a forest laid out in pre-order (graph and code views).
+
+A forest is a frame with one row per node in pre-order (``pos`` = 0..n-1) and ``parent`` (the
+parent's ``pos``, -1 for a top-level node). Each of tfprof's passes — subtree totals, start-node
+search, PrintGraph/PrintCode visiting with lifting, displayed-only re-accounting, sorting — is a
+single numba loop over these arrays in pre-order or reverse pre-order: O(n), however deep the
+tree (graph-view forests can be thousands of levels deep, which rules out closure joins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from tfprof.queries.options import Options
+from tfprof.queries.tree import METRICS, is_all, matches, sort_key
+
+COUNTED = (*METRICS, "run_count")
+
+
+@njit(cache=True)
+def _subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
+    totals = values.copy()
+    for v in range(parent.shape[0] - 1, -1, -1):
+        p = parent[v]
+        if p >= 0:
+            totals[p] += totals[v]
+    return totals
+
+
+@njit(cache=True)
+def _starts(parent: np.ndarray, match: np.ndarray, match_all: bool):  # pragma: no cover - numba
+    n = parent.shape[0]
+    is_start = np.zeros(n, np.bool_)
+    start_of = np.full(n, -1, np.int64)
+    depth = np.zeros(n, np.int64)
+    for v in range(n):
+        p = parent[v]
+        if match_all:
+            is_start[v] = p < 0
+        elif match[v] and (p < 0 or start_of[p] < 0):
+            is_start[v] = True
+        if is_start[v]:
+            start_of[v] = v
+            depth[v] = 2
+        elif p >= 0 and start_of[p] >= 0:
+            start_of[v] = start_of[p]
+            depth[v] = depth[p] + 1
+    return is_start, start_of, depth
+
+
+@njit(cache=True)
+def _visit(parent, is_start, start_of, blocked, skip, cond, root_visits, code_mode):  # pragma: no cover
+    """PrintGraph/PrintScope (``blocked`` stops descent below a node) or PrintCode (``skip``
+    drops a node with its subtree); returns shown flags and the displayed parent (-1 = root)."""
+    n = parent.shape[0]
+    visited = np.zeros(n, np.bool_)
+    shown = np.zeros(n, np.bool_)
+    dparent = np.full(n, -1, np.int64)
+    for v in range(n):
+        if start_of[v] < 0:
+            continue
+        p = parent[v]
+        if code_mode:
+            ok = (root_visits if is_start[v] else visited[p]) and not skip[v]
+        else:
+            ok = root_visits if is_start[v] else (visited[p] and not blocked[p])
+        visited[v] = ok
+        if not ok:
+            continue
+        shown[v] = cond[v]
+        if not is_start[v]:
+            dparent[v] = p if shown[p] else dparent[p]
+    return shown, dparent
+
+
+@njit(cache=True)
+def _displayed_sums(shown, dparent, values):  # pragma: no cover - numba
+    n = shown.shape[0]
+    totals = np.zeros_like(values)
+    root = np.zeros(values.shape[1], values.dtype)
+    for v in range(n - 1, -1, -1):
+        if not shown[v]:
+            continue
+        totals[v] += values[v]
+        d = dparent[v]
+        if d >= 0:
+            totals[d] += totals[v]
+        else:
+            root += totals[v]
+    return totals, root
+
+
+@njit(cache=True)
+def _layout(dparent_rows: np.ndarray):  # pragma: no cover - numba
+    """Display order of rows whose siblings are already in display order: a DFS from the root.
+
+    ``dparent_rows[i]`` is the row of row i's displayed parent (-1 for the root). Returns the
+    rows in pre-order and each one's level (1 = a child of the root).
+    """
+    n = dparent_rows.shape[0]
+    counts = np.zeros(n + 2, np.int64)  # slot 0: root's children, slot r+1: children of row r
+    for i in range(n):
+        counts[dparent_rows[i] + 2] += 1
+    starts = np.cumsum(counts)
+    fill = starts.copy()
+    children = np.empty(n, np.int64)
+    for i in range(n):  # a counting sort keeps each parent's children in their row order
+        slot = dparent_rows[i] + 1
+        children[fill[slot]] = i
+        fill[slot] += 1
+    order = np.empty(n, np.int64)
+    level = np.empty(n, np.int64)
+    stack = np.empty(n + 1, np.int64)
+    slevel = np.empty(n + 1, np.int64)
+    top = 0
+    for c in range(starts[1] - 1, starts[0] - 1, -1):
+        stack[top] = children[c]
+        slevel[top] = 1
+        top += 1
+    k = 0
+    while top > 0:
+        top -= 1
+        i = stack[top]
+        lv = slevel[top]
+        order[k] = i
+        level[k] = lv
+        k += 1
+        for c in range(starts[i + 2] - 1, starts[i + 1] - 1, -1):
+            stack[top] = children[c]
+            slevel[top] = lv + 1
+            top += 1
+    return order, level
+
+
+def display(
+    forest: pl.DataFrame,
+    opts: Options,
+    show_cond: Callable[[pl.DataFrame], pl.Expr],
+    *,
+    code_mode: bool = False,
+    root_visits: bool = True,
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Run tfprof's display pipeline over ``forest``; return (displayed rows in order, root totals).
+
+    ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED``.
+    ``show_cond(frame)`` is ShouldShow as an expression over a frame that has the ``total_*``
+    columns, ``depth`` and the self columns.
+    """
+    n = forest.height
+    parent = forest["parent"].to_numpy().astype(np.int64)
+    values = forest.select(COUNTED).to_numpy().astype(np.int64).reshape(n, len(COUNTED))
+    totals = _subtree_sums(parent, np.ascontiguousarray(values))
+    sizes = _subtree_sums(parent, np.ones((n, 1), np.int64))[:, 0]
+    frame = forest.with_columns(
+        *(pl.Series("total_" + c, totals[:, i]) for i, c in enumerate(COUNTED)),
+        pl.Series("total_definition_count", sizes),
+    )
+    root = {"total_" + c: int(values[:, i].sum()) for i, c in enumerate(COUNTED)}
+    root["total_definition_count"] = n
+
+    match_all = is_all(opts.start_name_regexes)
+    match = (
+        np.zeros(n, np.bool_)
+        if match_all
+        else frame.select(matches("name", opts.start_name_regexes))
+        .to_series()
+        .to_numpy()
+        .astype(np.bool_)
+    )
+    is_start, start_of, depth = _starts(parent, match, match_all)
+    frame = frame.with_columns(pl.Series("depth", depth))
+    trim = frame.select(matches("name", opts.trim_name_regexes)).to_series().to_numpy().astype(np.bool_)
+    too_deep = depth > opts.max_depth
+    cond = frame.select(show_cond(frame)).to_series().to_numpy().astype(np.bool_)
+    shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
+
+    if opts.account_displayed_op_only and not code_mode:
+        with_count = np.concatenate([values, np.ones((n, 1), np.int64)], axis=1)
+        rtotals, rroot = _displayed_sums(shown, dparent, np.ascontiguousarray(with_count))
+        frame = frame.with_columns(
+            *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(COUNTED)),
+            pl.Series("total_definition_count", rtotals[:, len(COUNTED)]),
+        )
+        root = {"total_" + c: int(rroot[i]) for i, c in enumerate(COUNTED)}
+        root["total_definition_count"] = int(rroot[len(COUNTED)]) + 1  # the root counts itself (quirk)
+
+    rows = frame.with_columns(pl.Series("dparent", dparent), pl.Series("pre", np.arange(n))).filter(
+        pl.Series(shown)
+    )
+    cols, desc = sort_key(opts.order_by)
+    rows = rows.sort(["dparent", *cols], descending=[False, *desc])
+    # dparent as row numbers of this sorted frame
+    row_of = np.full(n, -1, np.int64)
+    row_of[rows["pos"].to_numpy()] = np.arange(rows.height)
+    dp = rows["dparent"].to_numpy()
+    dp_rows = np.where(dp >= 0, row_of[np.maximum(dp, 0)], -1)
+    order, level = _layout(dp_rows.astype(np.int64))
+    out = rows[order].with_columns(pl.Series("indent", level * 2)).drop("dparent", "pre")
+    return out, root

@@ -1,0 +1,128 @@
+"""The graph view: nodes below the nodes that consume them (spec 5.2).
+
+tfprof accounts the graph with one depth-first walk from the graph's roots (nodes nobody
+consumes, in name order) along inputs (in input order), visiting each node once: a node shared
+by several consumers counts only under the first one reached (spec 5.2.2 quirk), and
+unaccounted nodes are flattened away. That walk is a numba loop over CSR arrays; it yields a
+forest in pre-order that ``tfprof.queries.forest.display`` shows like any other tree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numba import njit
+
+from tfprof.profile import Profile
+from tfprof.queries.forest import display
+from tfprof.queries.metrics import node_frame
+from tfprof.queries.options import Options
+from tfprof.queries.scope import ROOT, accounted
+from tfprof.queries.tree import SINGLE_MIN_FILTERS, should_show
+
+
+@njit(cache=True)
+def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
+    """tfprof's TFGraph::Account: returns, for accounted nodes reached, their discovery order
+    (= forest pre-order) and the nearest accounted ancestor on the walk (-1: top level)."""
+    n = account.shape[0]
+    visited = np.zeros(n, np.bool_)
+    order = np.full(n, -1, np.int64)
+    forest_parent = np.full(n, -1, np.int64)
+    stack_node = np.empty(n + 1, np.int64)
+    stack_next = np.empty(n + 1, np.int64)
+    stack_acc = np.empty(n + 1, np.int64)  # the accounted ancestor the node's children attach to
+    k = 0
+    for r in roots:
+        if visited[r]:
+            continue
+        visited[r] = True
+        top = 0
+        stack_node[0] = r
+        stack_next[0] = starts[r]
+        if account[r]:
+            forest_parent[r] = -1
+            order[r] = k
+            k += 1
+            stack_acc[0] = r
+        else:
+            stack_acc[0] = -1
+        top = 1
+        while top > 0:
+            v = stack_node[top - 1]
+            i = stack_next[top - 1]
+            if i >= starts[v + 1]:
+                top -= 1
+                continue
+            stack_next[top - 1] = i + 1
+            c = children[i]
+            if visited[c]:
+                continue
+            visited[c] = True
+            acc = stack_acc[top - 1]
+            stack_node[top] = c
+            stack_next[top] = starts[c]
+            if account[c]:
+                forest_parent[c] = acc
+                order[c] = k
+                k += 1
+                stack_acc[top] = c
+            else:
+                stack_acc[top] = acc
+            top += 1
+    return order, forest_parent
+
+
+def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
+    """Accounted nodes as a forest in pre-order: ``pos``, ``parent`` and the node's columns."""
+    nodes = node_frame(prof, opts.step).sort("name").with_row_index("gid").with_columns(pl.col("gid").cast(pl.Int64))
+    gid = nodes.select(pl.col("name").alias("input_name"), pl.col("gid").alias("child"))
+    edges = (
+        prof.lazy("node_inputs")
+        .select("node_id", "input_idx", "input_name")
+        .collect()
+        .join(nodes.select("node_id", "gid"), on="node_id")
+    )
+    consumed = edges["input_name"].unique()
+    linked = edges.join(gid, on="input_name").sort("gid", "input_idx")  # inputs that are nodes
+    n = nodes.height
+    counts = np.bincount(linked["gid"].to_numpy(), minlength=n)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    children = linked["child"].to_numpy().astype(np.int64)
+    roots = nodes.filter(~pl.col("name").is_in(consumed.implode()))["gid"].to_numpy().astype(np.int64)
+    account = nodes.select(accounted(nodes, opts)).to_series().to_numpy().astype(np.bool_)
+    if account.shape[0] != n:  # a literal True broadcasts to one value
+        account = np.full(n, bool(account[0]))
+    order, forest_parent = _account_walk(roots, starts, children, account)
+    reached = order >= 0
+    pos_of = np.full(n, -1, np.int64)
+    pos_of[reached] = order[reached]
+    parent_pos = np.where(forest_parent >= 0, pos_of[np.maximum(forest_parent, 0)], -1)
+    return (
+        nodes.with_columns(pl.Series("pos", pos_of), pl.Series("parent", parent_pos))
+        .filter(pl.col("pos") >= 0)
+        .sort("pos")
+        .with_columns(pl.lit(True).alias("accounted"))
+    )
+
+
+def graph(prof: Profile, opts: Options) -> pl.DataFrame:
+    """The displayed graph tree, root first, in display order (columns as ``scope``)."""
+    forest = graph_forest(prof, opts)
+    root_visits = opts.max_depth >= 1 and not pl.select(
+        pl.lit(ROOT).str.contains(f"^(?:{'|'.join(opts.trim_name_regexes)})$") if opts.trim_name_regexes else pl.lit(False)
+    ).item()
+    rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
+    root_row = pl.DataFrame(
+        {
+            **root,
+            "name": [ROOT],
+            "depth": [1],
+            "indent": [0],
+            "accounted": [False],
+            "shape": [[]],
+            "op_types": [[]],
+        },
+        schema_overrides={"shape": pl.List(pl.Int64), "op_types": pl.List(pl.String)},
+    )
+    return pl.concat([root_row, rows], how="diagonal_relaxed")
