@@ -22,7 +22,7 @@ COUNTED = (*METRICS, "run_count")
 
 
 @njit(cache=True)
-def _subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
+def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
     totals = values.copy()
     for v in range(parent.shape[0] - 1, -1, -1):
         p = parent[v]
@@ -136,6 +136,11 @@ def _layout(dparent_rows: np.ndarray):  # pragma: no cover - numba
     return order, level
 
 
+def flags(frame: pl.DataFrame, expr: pl.Expr) -> np.ndarray:
+    """``expr`` evaluated over ``frame`` as one bool per row (a literal is broadcast)."""
+    return frame.select(pl.repeat(True, frame.height).alias("_") & expr).to_series().to_numpy().astype(np.bool_)
+
+
 def display(
     forest: pl.DataFrame,
     opts: Options,
@@ -153,8 +158,8 @@ def display(
     n = forest.height
     parent = forest["parent"].to_numpy().astype(np.int64)
     values = forest.select(COUNTED).to_numpy().astype(np.int64).reshape(n, len(COUNTED))
-    totals = _subtree_sums(parent, np.ascontiguousarray(values))
-    sizes = _subtree_sums(parent, np.ones((n, 1), np.int64))[:, 0]
+    totals = subtree_sums(parent, np.ascontiguousarray(values))
+    sizes = subtree_sums(parent, np.ones((n, 1), np.int64))[:, 0]
     frame = forest.with_columns(
         *(pl.Series("total_" + c, totals[:, i]) for i, c in enumerate(COUNTED)),
         pl.Series("total_definition_count", sizes),
@@ -163,19 +168,12 @@ def display(
     root["total_definition_count"] = n
 
     match_all = is_all(opts.start_name_regexes)
-    match = (
-        np.zeros(n, np.bool_)
-        if match_all
-        else frame.select(matches("name", opts.start_name_regexes))
-        .to_series()
-        .to_numpy()
-        .astype(np.bool_)
-    )
+    match = np.zeros(n, np.bool_) if match_all else flags(frame, matches("name", opts.start_name_regexes))
     is_start, start_of, depth = _starts(parent, match, match_all)
     frame = frame.with_columns(pl.Series("depth", depth))
-    trim = frame.select(matches("name", opts.trim_name_regexes)).to_series().to_numpy().astype(np.bool_)
+    trim = flags(frame, matches("name", opts.trim_name_regexes))
     too_deep = depth > opts.max_depth
-    cond = frame.select(show_cond(frame)).to_series().to_numpy().astype(np.bool_)
+    cond = flags(frame, show_cond(frame))
     shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
 
     if opts.account_displayed_op_only and not code_mode:

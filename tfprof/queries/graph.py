@@ -14,7 +14,7 @@ import polars as pl
 from numba import njit
 
 from tfprof.profile import Profile
-from tfprof.queries.forest import display
+from tfprof.queries.forest import flags, display
 from tfprof.queries.metrics import node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted
@@ -90,9 +90,7 @@ def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
     starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     children = linked["child"].to_numpy().astype(np.int64)
     roots = nodes.filter(~pl.col("name").is_in(consumed.implode()))["gid"].to_numpy().astype(np.int64)
-    account = nodes.select(accounted(nodes, opts)).to_series().to_numpy().astype(np.bool_)
-    if account.shape[0] != n:  # a literal True broadcasts to one value
-        account = np.full(n, bool(account[0]))
+    account = flags(nodes, accounted(nodes, opts))
     order, forest_parent = _account_walk(roots, starts, children, account)
     reached = order >= 0
     pos_of = np.full(n, -1, np.int64)

@@ -175,3 +175,34 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
         block = input_shape_block(by_op.get((row["name"],), members.clear())) if by_op else ""
         out.append(op_line(row, root, select, block))
     return "".join(out)
+
+
+def code_line(row: dict, select: Sequence[str]) -> str:
+    """One node of the code view (spec 7.3.3), without indentation."""
+    items: list[str] = []
+    for f in _MULTI_MEMORY:
+        if f in select:
+            items.append(_pair(row, f))
+    for f in time_fields(select):
+        items.append(_pair(row, f))
+    if "params" in select:
+        items.append(_pair(row, "params") + " params")
+    if "float_ops" in select:
+        items.append(_pair(row, "float_ops") + " flops")
+    if "device" in select and row.get("devices"):
+        items.append("|".join(row["devices"]))
+    if "op_types" in select:
+        items.append("|".join(row.get("op_types") or ()))
+    if "occurrence" in select:
+        items.append("occurrence N/A in code view")
+    if "input_shapes" in select:
+        items.append("input_shapes N/A in code view")
+    return f"{row['name']} ({', '.join(items)})"
+
+
+def render_code(frame: pl.DataFrame, select: Sequence[str]) -> str:
+    """Legend plus one indented line per displayed call-stack node."""
+    lines = [multi_legend(select)]
+    for row in frame.iter_rows(named=True):
+        lines.append(" " * row["indent"] + code_line(row, select) + "\n")
+    return "".join(lines)
