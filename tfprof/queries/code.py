@@ -184,6 +184,7 @@ def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int]:
             cond = cond & ~matches("name", opts.hide_name_regexes)
         return cond
 
-    rows, root = display(forest, opts, show, code_mode=True)
+    # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes)
+    rows, root = display(forest, opts, show, code_mode=True, order_columns={"occurrence": "definitions"})
     root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted

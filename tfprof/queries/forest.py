@@ -148,12 +148,14 @@ def display(
     *,
     code_mode: bool = False,
     root_visits: bool = True,
+    order_columns: dict[str, str] | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Run tfprof's display pipeline over ``forest``; return (displayed rows in order, root totals).
 
     ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED``.
     ``show_cond(frame)`` is ShouldShow as an expression over a frame that has the ``total_*``
-    columns, ``depth`` and the self columns.
+    columns, ``depth`` and the self columns. ``order_columns`` adds view-specific order_by
+    columns (the code view sorts `occurrence` by member count).
     """
     n = forest.height
     parent = forest["parent"].to_numpy().astype(np.int64)
@@ -189,7 +191,7 @@ def display(
     rows = frame.with_columns(pl.Series("dparent", dparent), pl.Series("pre", np.arange(n))).filter(
         pl.Series(shown)
     )
-    cols, desc = sort_key(opts.order_by)
+    cols, desc = sort_key(opts.order_by, order_columns)
     rows = rows.sort(["dparent", *cols], descending=[False, *desc])
     # dparent as row numbers of this sorted frame
     row_of = np.full(n, -1, np.int64)

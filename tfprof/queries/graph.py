@@ -20,6 +20,8 @@ from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, should_show
 
+GRAPH_PARENT = "_TFGraphParent"  # op type of the graph view's root
+
 
 @njit(cache=True)
 def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
@@ -119,7 +121,7 @@ def graph(prof: Profile, opts: Options) -> pl.DataFrame:
             "indent": [0],
             "accounted": [False],
             "shape": [[]],
-            "op_types": [[]],
+            "op_types": [[GRAPH_PARENT]],
         },
         schema_overrides={"shape": pl.List(pl.Int64), "op_types": pl.List(pl.String)},
     )

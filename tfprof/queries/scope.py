@@ -157,7 +157,7 @@ def scope(prof: Profile, opts: Options) -> pl.DataFrame:
         pl.lit(False).alias("accounted"),
         pl.lit([], dtype=pl.List(pl.Int64)).alias("shape"),
         *(pl.lit(0, pl.Int64).alias(m) for m in (*METRICS, "run_count")),
-        pl.lit([], dtype=pl.List(pl.String)).alias("op_types"),
+        pl.lit([SCOPE_PARENT], dtype=pl.List(pl.String)).alias("op_types"),  # the root is a scope parent too
     )
     return pl.concat([root, tree], how="diagonal_relaxed").select(_OUTPUT)
 

@@ -109,11 +109,11 @@ def should_show(frame: pl.DataFrame, opts: Options, filters: dict[str, str], dep
     return cond
 
 
-def sort_key(order_by: str) -> tuple[list[str], list[bool]]:
+def sort_key(order_by: str, extra: dict[str, str] | None = None) -> tuple[list[str], list[bool]]:
     """Columns and descending flags that order siblings (stable on the incoming order ``pre``)."""
     if order_by == "":
         return ["pre"], [False]
-    col = ORDER_COLUMNS.get(order_by)
+    col = {**ORDER_COLUMNS, **(extra or {})}.get(order_by)
     if col is None:  # name, and every value tfprof does not implement for this view
         return ["name", "pre"], [False, False]
     return [col, "pre"], [True, False]

@@ -1,0 +1,73 @@
+"""Every golden case of tests/golden/<fixture>/ (made by tools/make_golden.py with the real tfprof)
+rendered through the public API, compared line by line from the ``node name |`` header to the end.
+
+Divergences decided in ../shared/spec/DECISIONS.md are listed in ``DIVERGENT`` with their reason
+and asserted to differ (strict xfail), so a change that accidentally "fixes" them is noticed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import pytest
+
+from tfprof import Profile
+from tfprof.api import run_view
+from tfprof.errors import OptionError
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# case id -> reason. Only DECISIONS.md divergences belong here (see docs/COMPATIBILITY.md).
+DIVERGENT = {
+    "code_account_double": "DECISIONS #2: tfprof counts a node once per matching account regex; we count it once",
+}
+
+
+def _rejected(options: dict) -> bool:
+    """Values tfprof's Python API lets through but our API rejects (issue 3: bad select or
+    order_by values are an error naming them; docs/COMPATIBILITY.md)."""
+    from tfprof.queries.options import ORDER_BY, SELECT_FIELDS
+
+    return any(s not in SELECT_FIELDS for s in options["select"]) or options["order_by"] not in (*ORDER_BY, "")
+
+
+def _cases():
+    for case_file in sorted(GOLDEN.glob("*/cases.json")):
+        fixture = case_file.parent.name
+        for case in json.loads(case_file.read_text()):
+            marks = []
+            if case["id"] in DIVERGENT:
+                marks.append(pytest.mark.xfail(strict=True, reason=DIVERGENT[case["id"]]))
+            yield pytest.param(fixture, case, id=f"{fixture}-{case['id']}", marks=marks)
+
+
+_PROFILES: dict[str, Profile] = {}
+
+
+def _profile(fixture: str) -> Profile:
+    if fixture not in _PROFILES:
+        _PROFILES[fixture] = Profile.from_inputs(profile_path=FIXTURES / fixture / "profile.pb")
+    return _PROFILES[fixture]
+
+
+def _body(text: str) -> list[str]:
+    start = text.find("node name |")
+    return text[start:].splitlines(keepends=True) if start >= 0 else []
+
+
+@pytest.mark.parametrize("fixture,case", list(_cases()))
+def test_golden(fixture, case):
+    expected_text = (GOLDEN / fixture / f"{case['id']}.txt").read_text()
+    options = {k: v for k, v in case["options"].items() if k != "output"}
+    if not expected_text or _rejected(options):  # no report from the real tool, or one we refuse
+        with pytest.raises(OptionError):
+            run_view(_profile(fixture), case["cmd"], options)
+        return
+    got = run_view(_profile(fixture), case["cmd"], options).text
+    expected, actual = _body(expected_text), _body(got)
+    if expected != actual:
+        diff = "".join(list(difflib.unified_diff(expected, actual, "tfprof", "ours", n=1))[:40])
+        pytest.fail(f"{fixture} {case['id']} differs from the real tool:\n{diff}")

@@ -1,0 +1,92 @@
+"""One core for every shell: run a view (query + renderer) and get its frame and text.
+
+The CLI, the Python API and notebooks all call ``run_view``; nothing else decides what a
+view shows or how it prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tfprof.errors import OptionError
+from tfprof.profile import Profile
+from tfprof.queries.code import NoCodeTraces, code
+from tfprof.queries.graph import graph
+from tfprof.queries.op import op_view
+from tfprof.queries.options import Options
+from tfprof.queries.scope import scope
+from tfprof.views.text import render_code, render_op, render_tree, report
+
+VIEWS = ("scope", "graph", "op", "code")
+
+
+@dataclass
+class ViewResult:
+    """A view's displayed rows (``frame``), its report (``text``) and diagnostics (``notes``)."""
+
+    cmd: str
+    options: Options
+    frame: pl.DataFrame
+    text: str
+    notes: list[str] = field(default_factory=list)
+    root: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def check_step(prof: Profile, step: int) -> None:
+    """tfprof's step check (spec 2.3.5): a step >= 0 must be one of the profile's steps."""
+    if step < 0:
+        return
+    steps = prof.frame("steps")["step"].to_list()
+    if step not in steps:
+        listed = " ".join(str(s) for s in steps) or "none"
+        raise OptionError(f"Option `step` {step} not found in the profile; available steps: {listed}")
+
+
+def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> ViewResult:
+    """Run view ``cmd`` (scope, graph, op, code) on ``prof`` with ``options``."""
+    if cmd not in VIEWS:
+        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
+    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    check_step(prof, opts.step)
+    notes: list[str] = []
+    root: dict[str, Any] = {}
+    if cmd == "scope":
+        frame = scope(prof, opts)
+        body = render_tree(frame, opts.select)
+    elif cmd == "graph":
+        frame = graph(prof, opts)
+        body = render_tree(frame, opts.select)
+    elif cmd == "op":
+        view = op_view(prof, opts)
+        frame, root = view.rows, view.root
+        body = render_op(view.rows, view.root, view.members, opts.select)
+    else:
+        if opts.account_displayed_op_only:
+            notes.append("Note: code view ignores account_displayed_op_only")
+        try:
+            frame, unaccounted = code(prof, opts)
+        except NoCodeTraces:
+            raise OptionError(
+                "the code view needs code traces: pass an op log written with traces (--op_log_path)"
+            ) from None
+        if unaccounted:
+            notes.append(f"{unaccounted} gradient nodes not accounted")
+        if "tensor_value" in opts.select:
+            notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
+        body = render_code(frame, opts.select)
+    miss = bool(prof.frame("info")["miss_accelerator_stream"][0]) if prof.row_counts()["info"] else False
+    text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
+    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root)
+
+
+def print_notes(result: ViewResult) -> None:
+    """tfprof's stderr diagnostics of a view, one per line."""
+    for note in result.notes:
+        print(note, file=sys.stderr)
