@@ -61,3 +61,41 @@ def test_version_and_help():
     assert tfprof("--version").stdout.startswith("tfprof ")
     help_ = tfprof("ingest", "--help")
     assert help_.returncode == 0 and "--run_meta_path" in help_.stdout and "Examples" in help_.stdout
+
+
+def test_view_option_spellings_are_equivalent():
+    p = str(FIXTURES / "cnn" / "profile.pb")
+    runs = [
+        tfprof("scope", "--profile_path", p, "--max_depth", "3", "--select", "params,micros", "--account_displayed_op_only"),
+        tfprof("scope", p, "--max_depth=3", "--select=params,micros", "--account_displayed_op_only=true"),
+        tfprof("scope", p, "-max_depth", "3", "-select", "params,micros", "-account_displayed_op_only", "true"),
+    ]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert runs[0].stdout == runs[1].stdout == runs[2].stdout
+    assert "node name | # parameters | total execution time" in runs[0].stdout
+
+
+def test_view_empty_list_and_file_output(tmp_path):
+    p = str(FIXTURES / "multistep" / "profile.pb")
+    out = tmp_path / "op.txt"
+    proc = tfprof("op", p, "--show_name_regexes=", "--output", f"file:outfile={out}")
+    assert proc.returncode == 0 and proc.stdout == ""
+    body = out.read_text().split("Profile:\n", 1)[1]
+    assert body.strip().splitlines() == ["node name | total execution time | accelerator execution time | cpu execution time"]
+
+
+def test_view_bad_values_are_one_line_errors():
+    p = str(FIXTURES / "cnn" / "profile.pb")
+    for args, needle in [
+        (("--order_by", "time"), "order_by"),
+        (("--select", "microsecs"), "did you mean `micros`"),
+        (("--hide_name_regexes", "("), "Bad regex `(`"),
+        (("--max_dpth", "3"), "max_dpth"),
+        (("--step", "7"), "available steps: 0"),
+        (("--max_depth", "x"), "integer"),
+        (("--output", "file:outfile=/no/such/dir/x.txt"), "does not exist"),
+    ]:
+        proc = tfprof("scope", p, *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, proc.stderr)

@@ -119,3 +119,25 @@ def ingest_to_store(out: PathLike, *, progress: Progress | None = None, **inputs
         batches = iter_inputs(**inputs, progress=progress)
     dest = write_store(out, batches)
     return dest, read_manifest(dest)["tables"]
+
+
+def write_text(path: PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary sibling renamed into place)."""
+    dest = Path(path)
+    parent = dest.absolute().parent
+    if not parent.is_dir():
+        raise OutputError(f"`{parent}` does not exist; create it first or choose another outfile")
+    if dest.is_dir():
+        raise OutputError(f"`{dest}` is a directory; choose a file name for outfile")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=parent)
+    except OSError as exc:
+        raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"cannot write `{dest}`: {exc.strerror or exc}") from None
+    return dest

@@ -20,6 +20,7 @@ app = typer.Typer(
     help="Analyse TensorFlow profiles (tfprof's inputs and views, over Arrow tables, polars and DuckDB).",
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -170,6 +171,92 @@ def demo() -> None:
     typer.echo(render_counts(prof.row_counts()))
 
 
+_VIEW_EPILOG = """\b
+View options (tfprof's names, also as --name=value or -name value):
+{options}
+
+\b
+Examples:
+  tfprof scope run.tfprof --max_depth 3 --select params,micros
+  tfprof op --profile_path profile_100 -order_by micros -max_depth 10
+  tfprof code --graph_path graph.pbtxt --op_log_path tfprof_log --run_meta_path rm.pb
+"""
+
+
+def _view_command(cmd: str, summary: str):
+    def command(
+        ctx: typer.Context,
+        graph_path: GraphPath = None,
+        run_meta_path: RunMetaPath = None,
+        op_log_path: OpLogPath = None,
+        checkpoint_path: CheckpointPath = None,
+        profile_path: ProfilePath = None,
+    ) -> None:
+        from tfprof.cli.viewopts import parse_view_args
+
+        opts, rest = parse_view_args(list(ctx.args))
+        if len(rest) > 1:
+            raise typer.BadParameter(f"unexpected arguments {' '.join(rest[1:])}; options look like --max_depth 3")
+        path = Path(rest[0]) if rest else None
+        inputs = _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path)
+        _run_view(cmd, _load(**inputs), opts)
+
+    command.__doc__ = summary
+    return command
+
+
+def _run_view(cmd: str, prof, opts) -> None:
+    from tfprof.api import print_notes, run_view
+    from tfprof.store import write_text
+
+    result = run_view(prof, cmd, opts)
+    print_notes(result)
+    kind = opts.output.kind
+    if kind == "stdout":
+        typer.echo(result.text, nl=False)
+    elif kind == "file":
+        write_text(opts.output.outfile, result.text)
+    elif kind in ("timeline", "pprof"):
+        from tfprof.errors import OptionError
+
+        raise OptionError(f"-output {kind} is not supported yet; use stdout, file:outfile=PATH or none")
+
+
+def _register_views() -> None:
+    from tfprof.cli.viewopts import options_help
+
+    epilog = _VIEW_EPILOG.format(options=options_help())
+    summaries = {
+        "scope": "Nodes organised by name scope, with self/total statistics.",
+        "graph": "Nodes below the nodes that consume them (graph inputs).",
+        "op": "Statistics aggregated per op type, with cumulative and self percentages.",
+        "code": "Nodes organised by the Python call stacks that created them (needs an op log with traces).",
+    }
+    for cmd, summary in summaries.items():
+        app.command(
+            cmd,
+            help=summary,
+            epilog=epilog,
+            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        )(_view_command(cmd, summary))
+
+
+_register_views()
+
+
+def _normalise_args(args: list[str]) -> list[str]:
+    """tfprof spells options with one dash (-max_depth); typer wants two."""
+    from tfprof.cli.viewopts import NAMES
+
+    inputs = ("graph_path", "run_meta_path", "op_log_path", "checkpoint_path", "profile_path")
+    out = []
+    for a in args:
+        if a.startswith("-") and not a.startswith("--") and a[1:].partition("=")[0] in (*NAMES, *inputs):
+            a = "-" + a
+        out.append(a)
+    return out
+
+
 def render_counts(counts: dict[str, int]) -> str:
     """The `tables` listing: one line per table with its row count."""
     width = max(len(n) for n in counts)
@@ -180,7 +267,7 @@ def render_counts(counts: dict[str, int]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: runs the app and maps errors to exit codes."""
-    args = sys.argv[1:] if argv is None else argv
+    args = _normalise_args(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     try:
         app(args=args, prog_name="tfprof", standalone_mode=False)
