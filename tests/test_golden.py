@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from tfprof import Profile
 from tfprof.api import run_view
 from tfprof.errors import OptionError
+from tfprof.schema.proto.tfprof_output_pb2 import GraphNodeProto, MultiGraphNodeProto
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -66,8 +68,16 @@ def test_golden(fixture, case):
         with pytest.raises(OptionError):
             run_view(_profile(fixture), case["cmd"], options)
         return
-    got = run_view(_profile(fixture), case["cmd"], options).text
-    expected, actual = _body(expected_text), _body(got)
+    result = run_view(_profile(fixture), case["cmd"], options)
+    expected, actual = _body(expected_text), _body(result.text)
     if expected != actual:
         diff = "".join(list(difflib.unified_diff(expected, actual, "tfprof", "ours", n=1))[:40])
         pytest.fail(f"{fixture} {case['id']} differs from the real tool:\n{diff}")
+    # The returned proto, field by field (parsed from the real tool's text format).
+    cls = GraphNodeProto if case["cmd"] in ("scope", "graph") else MultiGraphNodeProto
+    want = text_format.Parse((GOLDEN / fixture / f"{case['id']}.pbtxt").read_text(), cls())
+    if want != result.proto:
+        a = text_format.MessageToString(want).splitlines(keepends=True)
+        b = text_format.MessageToString(result.proto).splitlines(keepends=True)
+        diff = "".join(list(difflib.unified_diff(a, b, "tfprof", "ours", n=2))[:40])
+        pytest.fail(f"{fixture} {case['id']}: returned proto differs from the real tool's:\n{diff}")

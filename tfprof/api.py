@@ -19,6 +19,7 @@ from tfprof.queries.graph import graph
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
+from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.text import render_code, render_op, render_tree, report
 
 VIEWS = ("scope", "graph", "op", "code")
@@ -34,6 +35,7 @@ class ViewResult:
     text: str
     notes: list[str] = field(default_factory=list)
     root: dict[str, Any] = field(default_factory=dict)
+    proto: Any = None  # GraphNodeProto (scope, graph) or MultiGraphNodeProto (op, code)
 
     def __str__(self) -> str:
         return self.text
@@ -57,21 +59,20 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
     check_step(prof, opts.step)
     notes: list[str] = []
     root: dict[str, Any] = {}
-    if cmd == "scope":
-        frame = scope(prof, opts)
+    if cmd in ("scope", "graph"):
+        frame = scope(prof, opts) if cmd == "scope" else graph(prof, opts)
         body = render_tree(frame, opts.select)
-    elif cmd == "graph":
-        frame = graph(prof, opts)
-        body = render_tree(frame, opts.select)
+        proto = graph_node_tree(frame)
     elif cmd == "op":
         view = op_view(prof, opts)
         frame, root = view.rows, view.root
         body = render_op(view.rows, view.root, view.members, opts.select)
+        proto = op_chain(view.rows, view.root, view.members)
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
         try:
-            frame, unaccounted = code(prof, opts)
+            frame, unaccounted, members = code(prof, opts)
         except NoCodeTraces:
             raise OptionError(
                 "the code view needs code traces: pass an op log written with traces (--op_log_path)"
@@ -81,9 +82,10 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
         body = render_code(frame, opts.select)
+        proto = code_tree_proto(frame, members)
     miss = bool(prof.frame("info")["miss_accelerator_stream"][0]) if prof.row_counts()["info"] else False
     text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
-    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root)
+    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, proto=proto)
 
 
 def print_notes(result: ViewResult) -> None:

@@ -60,9 +60,11 @@ def forward_names(names: pl.Expr) -> pl.Expr:
     )
 
 
-def code_tree(prof: Profile, opts: Options) -> pl.DataFrame:
-    """The trie of call stacks: one row per trie node, in pre-order, with self values summed over
-    its picked member nodes, ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
+def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The trie of call stacks and the picked member nodes (each with its trie ``path``).
+
+    One row per trie node, in pre-order, with self values summed over its picked member nodes,
+    ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
     nodes = node_frame(prof, opts.step).sort("name").with_row_index("rank").with_columns(pl.col("rank").cast(pl.Int64))
     frames = (
         trace_strings(prof.lazy("code_frames"))
@@ -135,7 +137,8 @@ def code_tree(prof: Profile, opts: Options) -> pl.DataFrame:
         *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count", "definitions")),
         ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
     )
-    return trie.sort("pos").with_columns(pl.lit(missing).alias("_unaccounted_gradients"))
+    trie = trie.sort("pos").with_columns(pl.lit(missing).alias("_unaccounted_gradients"))
+    return trie, picked
 
 
 def _key_paths(trie: pl.DataFrame) -> pl.DataFrame:
@@ -166,9 +169,10 @@ def _kept(trie: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int]:
-    """The displayed code tree, root first, and the number of unaccounted gradient groups."""
-    trie = code_tree(prof, opts)
+def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]:
+    """The displayed code tree (root first), the number of unaccounted gradient groups, and the
+    picked member nodes with their trie ``path``."""
+    trie, members = code_tree(prof, opts)
     unaccounted = int(trie["_unaccounted_gradients"][0]) if trie.height else 0
     forest = _kept(trie.drop("_unaccounted_gradients"))
 
@@ -187,4 +191,4 @@ def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int]:
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes)
     rows, root = display(forest, opts, show, code_mode=True, order_columns={"occurrence": "definitions"})
     root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
-    return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted
+    return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
