@@ -45,7 +45,7 @@ ALLOWED = {
     "ingest": {"schema", "errors"},
     "queries": {"schema", "errors", "profile"},
     "views": {"schema", "errors"},
-    "cli": {"schema", "errors", "queries", "views", "profile", "store", "ingest"},
+    "cli": {"schema", "errors", "queries", "views", "profile", "store", "ingest", "api"},
 }
 
 
