@@ -24,6 +24,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # case id -> reason. Only DECISIONS.md divergences belong here (see docs/COMPATIBILITY.md).
 DIVERGENT = {
+    "op_account_double": "DECISIONS #2: tfprof counts a node once per matching account regex; we count it once",
     "code_account_double": "DECISIONS #2: tfprof counts a node once per matching account regex; we count it once",
 }
 
