@@ -6,7 +6,9 @@ view shows or how it prints.
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +29,11 @@ VIEWS = ("scope", "graph", "op", "code")
 
 @dataclass
 class ViewResult:
-    """A view's displayed rows (``frame``), its report (``text``) and diagnostics (``notes``)."""
+    """A view's displayed rows (``frame``), its report (``text``) and diagnostics (``notes``).
+
+    ``proto`` (GraphNodeProto for scope/graph, MultiGraphNodeProto for op/code) is built on
+    first access: most callers only print.
+    """
 
     cmd: str
     options: Options
@@ -35,7 +41,11 @@ class ViewResult:
     text: str
     notes: list[str] = field(default_factory=list)
     root: dict[str, Any] = field(default_factory=dict)
-    proto: Any = None  # GraphNodeProto (scope, graph) or MultiGraphNodeProto (op, code)
+    build_proto: Callable[[], Any] | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def proto(self) -> Any:
+        return self.build_proto() if self.build_proto else None
 
     def __str__(self) -> str:
         return self.text
@@ -62,12 +72,12 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
     if cmd in ("scope", "graph"):
         frame = scope(prof, opts) if cmd == "scope" else graph(prof, opts)
         body = render_tree(frame, opts.select)
-        proto = graph_node_tree(frame)
+        proto = functools.partial(graph_node_tree, frame)
     elif cmd == "op":
         view = op_view(prof, opts)
         frame, root = view.rows, view.root
         body = render_op(view.rows, view.root, view.members, opts.select)
-        proto = op_chain(view.rows, view.root, view.members)
+        proto = functools.partial(op_chain, view.rows, view.root, view.members)
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
@@ -82,10 +92,10 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
         body = render_code(frame, opts.select)
-        proto = code_tree_proto(frame, members)
+        proto = functools.partial(code_tree_proto, frame, members)
     miss = bool(prof.frame("info")["miss_accelerator_stream"][0]) if prof.row_counts()["info"] else False
     text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
-    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, proto=proto)
+    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, build_proto=proto)
 
 
 def print_notes(result: ViewResult) -> None:

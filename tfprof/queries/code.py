@@ -10,20 +10,18 @@ nodes in name order, then the gradient paths), and the display pass is
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, subtree_sums
+from tfprof.queries.forest import display, keep_accounted, preorder
 from tfprof.queries.metrics import node_frame
-from tfprof.queries.op import MULTI_MIN_FILTERS, picked_members
+from tfprof.queries.op import MULTI_MIN_FILTERS, member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
 from tfprof.queries.tree import METRICS, is_all, matches
 
 GRADIENT_SUFFIX = " (gradient)"
-_SEP = "\x1f"  # joins trace strings into a path key (cannot occur in a trace string's role)
 
 
 class NoCodeTraces(TfprofError):
@@ -61,7 +59,7 @@ def forward_names(names: pl.Expr) -> pl.Expr:
 
 
 def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The trie of call stacks and the picked member nodes (each with its trie ``path``).
+    """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
 
     One row per trie node, in pre-order, with self values summed over its picked member nodes,
     ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
@@ -102,38 +100,21 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
             fwd_paths.select("member", "depth", "trace", "phase", "creator"),
             grad_paths.select("member", "depth", "trace", "phase", "creator"),
         ]
-    ).sort("member", "phase", "depth")
-    paths = paths.with_columns(
-        pl.col("trace").implode().over(["member", "phase"], mapping_strategy="join").alias("_all")
-    )
-    paths = paths.with_columns(
-        pl.col("_all").list.head(pl.col("depth") + 1).list.join(_SEP).alias("path"),
-        (pl.col("phase") * (1 << 40) + pl.col("creator")).alias("key"),
-    ).drop("_all")
-    trie = paths.group_by("path").agg(
-        pl.col("trace").first().alias("name"), pl.col("depth").first().alias("level"), pl.col("key").min()
-    )
-    trie = trie.with_columns(
-        pl.when(pl.col("level") > 0).then(pl.col("path").str.replace(r"\x1f[^\x1f]*$", "")).alias("parent_path")
-    )
-    # Pre-order with children in creation order: sort by the path of creation keys.
-    trie = _key_paths(trie).sort("keypath").with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64))
-    trie = trie.join(
-        trie.select(pl.col("path").alias("parent_path"), pl.col("pos").alias("parent")), on="parent_path", how="left"
-    ).with_columns(pl.col("parent").fill_null(-1))
+    ).with_columns((pl.col("phase").cast(pl.Int64) * (1 << 40) + pl.col("creator")).alias("key"))
+    trie, leaf = _trie(paths)
+    # Pre-order with children in creation order (the first member that walked through them).
+    trie = preorder(trie, "tid", "parent_tid", ["key"])
 
     # Members attach at the innermost trace of their path (the leaf).
-    leaf_of = paths.group_by("member").agg(pl.col("path").sort_by("depth").last().alias("path"))
-    members = leaf_of.join(nodes.drop("forward"), left_on="member", right_on="node_id").rename({"member": "node_id"})
+    members = leaf.join(nodes.drop("forward"), left_on="member", right_on="node_id").rename({"member": "node_id"})
     picked = picked_members(members, opts)
-    sums = picked.group_by("path").agg(
+    sums = picked.group_by("tid").agg(
         *(pl.col(m).sum() for m in METRICS),
         pl.col("run_count").sum(),
         pl.len().alias("definitions"),
-        pl.col("device").fill_null("").unique().sort().alias("devices"),
-        pl.col("op_types").list.explode(keep_nulls=False, empty_as_null=False).unique().sort().alias("op_types"),
+        *member_sets(opts),
     )
-    trie = trie.join(sums, on="path", how="left").with_columns(
+    trie = trie.join(sums, on="tid", how="left").with_columns(
         *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count", "definitions")),
         ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
     )
@@ -141,40 +122,44 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
     return trie, picked
 
 
-def _key_paths(trie: pl.DataFrame) -> pl.DataFrame:
-    """``keypath``: the creation keys from the top of the trie down to each node."""
-    link = trie.select("path", "parent_path", "key")
-    walk = link.select("path", pl.col("parent_path").alias("cur"), pl.concat_list("key").alias("keypath"))
-    done = []
-    while walk.height:
-        done.append(walk.filter(pl.col("cur").is_null()))
-        walk = walk.filter(pl.col("cur").is_not_null()).join(
-            link.rename({"path": "cur", "parent_path": "up", "key": "k"}), on="cur"
-        ).select("path", pl.col("up").alias("cur"), pl.concat_list("k", "keypath").alias("keypath"))
-    return trie.join(pl.concat(done).select("path", "keypath"), on="path")
+def _trie(paths: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Trie nodes from (member, phase, depth, trace, key) rows, one level at a time.
 
-
-def _kept(trie: pl.DataFrame) -> pl.DataFrame:
-    """Account: keep accounted trie nodes and their ancestors, renumbered in pre-order."""
-    parent = trie["parent"].to_numpy().astype(np.int64)
-    accounted_below = subtree_sums(parent, trie["accounted"].to_numpy().astype(np.int64).reshape(-1, 1))
-    keep = accounted_below[:, 0] > 0
-    kept = trie.filter(pl.Series(keep))
-    new_pos = np.full(len(parent), -1, np.int64)
-    new_pos[kept["pos"].to_numpy()] = np.arange(kept.height)
-    old_parent = kept["parent"].to_numpy()
-    return kept.with_columns(
-        pl.Series("pos", np.arange(kept.height)),
-        pl.Series("parent", np.where(old_parent >= 0, new_pos[np.maximum(old_parent, 0)], -1)),
-    )
+    A trie node is a (parent node, trace string) pair: trace strings are unique only among
+    siblings. Returns the nodes (``tid``, ``parent_tid``, ``name``, ``key`` = the smallest
+    creation key through it) and each member's leaf ``tid``.
+    """
+    paths = paths.with_columns(pl.col("trace").cast(pl.Categorical).to_physical().alias("code"))
+    levels, parents, leaves, offset = [], None, None, 0
+    for depth in range(int(paths["depth"].max()) + 1):
+        cur = paths.filter(pl.col("depth") == depth).select("member", "phase", "code", "trace", "key")
+        if parents is None:
+            cur = cur.with_columns(pl.lit(-1, pl.Int64).alias("parent_tid"))
+        else:
+            cur = cur.join(parents, on=["member", "phase"])  # members whose path is this deep
+        nodes = (
+            cur.group_by("parent_tid", "code")
+            .agg(pl.col("trace").first().alias("name"), pl.col("key").min())
+            .sort("parent_tid", "code")
+            .with_row_index("tid", offset=offset)
+            .with_columns(pl.col("tid").cast(pl.Int64))
+        )
+        offset += nodes.height
+        levels.append(nodes)
+        cur = cur.join(nodes.select("parent_tid", "code", "tid"), on=["parent_tid", "code"])
+        parents = cur.select("member", "phase", pl.col("tid").alias("parent_tid"))
+        last = cur.select("member", "phase", "tid")
+        leaves = last if leaves is None else pl.concat([leaves.join(last, on=["member", "phase"], how="anti"), last])
+    trie = pl.concat(levels).with_columns(pl.col("parent_tid").replace(-1, None))
+    return trie.drop("code"), leaves.select("member", "tid")
 
 
 def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The displayed code tree (root first), the number of unaccounted gradient groups, and the
-    picked member nodes with their trie ``path``."""
+    picked member nodes with their trie node ``tid``."""
     trie, members = code_tree(prof, opts)
     unaccounted = int(trie["_unaccounted_gradients"][0]) if trie.height else 0
-    forest = _kept(trie.drop("_unaccounted_gradients"))
+    forest = keep_accounted(trie.drop("_unaccounted_gradients"))
 
     def show(frame: pl.DataFrame) -> pl.Expr:
         cond = pl.lit(True)

@@ -201,3 +201,40 @@ def display(
     order, level = _layout(dp_rows.astype(np.int64))
     out = rows[order].with_columns(pl.Series("indent", level * 2)).drop("dparent", "pre")
     return out, root
+
+
+def preorder(frame: pl.DataFrame, id_col: str, parent_col: str, sibling_order: list[str]) -> pl.DataFrame:
+    """Lay a tree out as a forest: rows in pre-order with ``pos`` and ``parent`` (a ``pos``).
+
+    ``parent_col`` holds the parent's ``id_col`` (null at the top); siblings are ordered by
+    ``sibling_order``.
+    """
+    rows = frame.sort([parent_col, *sibling_order], nulls_last=False).with_row_index("_row")
+    ids = rows.select(pl.col(id_col).alias(parent_col), pl.col("_row").alias("_prow"))
+    prow = rows.select(parent_col).join(ids, on=parent_col, how="left", maintain_order="left")["_prow"]
+    parent_rows = prow.fill_null(-1).to_numpy().astype(np.int64)
+    order, _ = _layout(parent_rows)
+    pos = np.empty(rows.height, np.int64)
+    pos[order] = np.arange(rows.height)
+    parent_pos = np.where(parent_rows >= 0, pos[np.maximum(parent_rows, 0)], -1)
+    return (
+        rows.with_columns(pl.Series("pos", pos), pl.Series("parent", parent_pos))
+        .drop("_row")
+        .sort("pos")
+    )
+
+
+def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:
+    """tfprof's Account for scope and code trees: keep accounted nodes and their ancestors,
+    renumbered in pre-order."""
+    parent = forest["parent"].to_numpy().astype(np.int64)
+    below = subtree_sums(parent, forest["accounted"].to_numpy().astype(np.int64).reshape(-1, 1))
+    keep = below[:, 0] > 0
+    kept = forest.filter(pl.Series(keep))
+    new_pos = np.full(len(parent), -1, np.int64)
+    new_pos[kept["pos"].to_numpy()] = np.arange(kept.height)
+    old_parent = kept["parent"].to_numpy()
+    return kept.with_columns(
+        pl.Series("pos", np.arange(kept.height)),
+        pl.Series("parent", np.where(old_parent >= 0, new_pos[np.maximum(old_parent, 0)], -1)),
+    )

@@ -17,8 +17,8 @@ from tfprof.profile import Profile
 from tfprof.queries.forest import flags, display
 from tfprof.queries.metrics import node_frame
 from tfprof.queries.options import Options
-from tfprof.queries.scope import ROOT, accounted
-from tfprof.queries.tree import SINGLE_MIN_FILTERS, should_show
+from tfprof.queries.scope import ROOT, accounted, with_root
+from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
 
 GRAPH_PARENT = "_TFGraphParent"  # op type of the graph view's root
 
@@ -109,20 +109,6 @@ def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
 def graph(prof: Profile, opts: Options) -> pl.DataFrame:
     """The displayed graph tree, root first, in display order (columns as ``scope``)."""
     forest = graph_forest(prof, opts)
-    root_visits = opts.max_depth >= 1 and not pl.select(
-        pl.lit(ROOT).str.contains(f"^(?:{'|'.join(opts.trim_name_regexes)})$") if opts.trim_name_regexes else pl.lit(False)
-    ).item()
+    root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
     rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
-    root_row = pl.DataFrame(
-        {
-            **root,
-            "name": [ROOT],
-            "depth": [1],
-            "indent": [0],
-            "accounted": [False],
-            "shape": [[]],
-            "op_types": [[GRAPH_PARENT]],
-        },
-        schema_overrides={"shape": pl.List(pl.Int64), "op_types": pl.List(pl.String)},
-    )
-    return pl.concat([root_row, rows], how="diagonal_relaxed")
+    return with_root(rows, root, GRAPH_PARENT)

@@ -65,6 +65,21 @@ def picked_members(nodes: pl.DataFrame, opts: Options) -> pl.DataFrame:
     return nodes.filter(hit.fill_null(False))
 
 
+def member_sets(opts: Options) -> list[pl.Expr]:
+    """A multi node's device and op-type sets (aggregations), when the report prints them.
+
+    tfprof puts "" into the device set for members without a device, so it sorts first (quirk).
+    """
+    exprs = []
+    if "device" in opts.select:
+        exprs.append(pl.col("device").fill_null("").unique().sort().alias("devices"))
+    if "op_types" in opts.select:
+        exprs.append(
+            pl.col("op_types").list.explode(keep_nulls=False, empty_as_null=False).unique().sort().alias("op_types")
+        )
+    return exprs
+
+
 def op_view(prof: Profile, opts: Options) -> OpView:
     """Rows of the op view, in display order, with cumulative totals."""
     nodes = node_frame(prof, opts.step).join(
@@ -75,9 +90,7 @@ def op_view(prof: Profile, opts: Options) -> OpView:
         *(pl.col(m).sum() for m in METRICS),
         pl.col("run_count").sum().alias("runs"),
         pl.len().alias("definitions"),
-        # tfprof puts "" for members without a device into the set, so it sorts first (quirk).
-        pl.col("device").fill_null("").unique().sort().alias("devices"),
-        pl.col("op_types").list.explode(keep_nulls=False, empty_as_null=False).unique().sort().alias("op_types"),
+        *member_sets(opts),
     )
     all_ops = nodes.select("op").unique()
     rows = all_ops.join(groups, on="op", how="left").with_columns(

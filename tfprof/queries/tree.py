@@ -1,8 +1,4 @@
-"""Tree machinery shared by the tree views: ancestor closures, regex tests, display passes.
-
-Everything works on whole frames: a tree is a frame of ``(sid, parent)`` rows; its closure is
-built by looping over *depth* (a handful of joins), never over rows.
-"""
+"""What the tree views share: the metrics they total, regex tests, ShouldShow, sort keys."""
 
 from __future__ import annotations
 
@@ -61,38 +57,6 @@ def matches(col: str | pl.Expr, regexes: tuple[str, ...]) -> pl.Expr:
 def is_all(regexes: tuple[str, ...]) -> bool:
     """tfprof's short-circuit: a list that is exactly ``[".*"]``."""
     return tuple(regexes) == (".*",)
-
-
-def closure(tree: pl.DataFrame) -> pl.DataFrame:
-    """``(sid, anc)`` for every node and each of its strict ancestors; ``tree`` has ``sid, parent``."""
-    step = tree.filter(pl.col("parent").is_not_null()).select("sid", pl.col("parent").alias("anc"))
-    parents = tree.select(pl.col("sid").alias("anc"), pl.col("parent").alias("up"))
-    parts, frontier = [step], step
-    while frontier.height:
-        frontier = (
-            frontier.join(parents, on="anc")
-            .filter(pl.col("up").is_not_null())
-            .select("sid", pl.col("up").alias("anc"))
-        )
-        parts.append(frontier)
-    return pl.concat(parts)
-
-
-def with_self(anc: pl.DataFrame, sids: pl.Series) -> pl.DataFrame:
-    """The closure plus ``(sid, sid)`` pairs: ancestor-or-self."""
-    return pl.concat([anc, pl.DataFrame({"sid": sids, "anc": sids})])
-
-
-def subtree_sums(pairs: pl.DataFrame, values: pl.DataFrame, prefix: str = "total_") -> pl.DataFrame:
-    """Per ``anc``: sums of ``values`` (a frame keyed by ``sid``) over its (sid, anc) pairs.
-
-    Gives ``total_<metric>`` for every metric, ``total_run_count`` and ``total_definition_count``.
-    """
-    joined = pairs.join(values, on="sid")
-    return joined.group_by("anc").agg(
-        *(pl.col(m).sum().alias(prefix + m) for m in (*METRICS, "run_count")),
-        pl.len().alias(prefix + "definition_count"),
-    ).rename({"anc": "sid"})
 
 
 def should_show(frame: pl.DataFrame, opts: Options, filters: dict[str, str], depth_col: str = "depth") -> pl.Expr:

@@ -108,10 +108,10 @@ def op_chain(rows: pl.DataFrame, root: dict, members: pl.DataFrame) -> tfprof_ou
 
 def code_tree_proto(frame: pl.DataFrame, members: pl.DataFrame) -> tfprof_output_pb2.MultiGraphNodeProto:
     """MultiGraphNodeProto of the code view: the displayed call-stack tree."""
-    by_path = members.partition_by("path", as_dict=True) if members.height else {}
+    by_tid = members.partition_by("tid", as_dict=True) if members.height else {}
     msgs: list[tfprof_output_pb2.MultiGraphNodeProto] = []
     for row, parent in _nest(frame):
         msg = tfprof_output_pb2.MultiGraphNodeProto() if parent < 0 else msgs[parent].children.add()
-        _fill_multi(msg, row, by_path.get((row.get("path"),)))
+        _fill_multi(msg, row, by_tid.get((row.get("tid"),)))
         msgs.append(msg)
     return msgs[0]
