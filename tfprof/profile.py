@@ -31,6 +31,7 @@ class Profile:
         self._tables: dict[str, pa.Table] = dict(tables or {})
         self._store = store
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._memo: dict[object, object] = {}
 
     # ----------------------------------------------------------------------- construction
 
@@ -108,6 +109,13 @@ class Profile:
             counts = read_manifest(self._store)["tables"]
             return {name: (self._tables[name].num_rows if name in self._tables else counts[name]) for name in TABLES}
         return {name: t.num_rows for name, t in self._tables.items()}
+
+    def memo(self, key: object, compute):
+        """``compute()``, remembered under ``key``: a profile never changes, so frames derived
+        from it (per-node metrics of a step, op-type lists, …) are computed once."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     # ----------------------------------------------------------------------- SQL
 

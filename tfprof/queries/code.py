@@ -10,7 +10,9 @@ nodes in name order, then the gradient paths), and the display pass is
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
+from numba import njit
 
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
@@ -63,12 +65,38 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
 
     One row per trie node, in pre-order, with self values summed over its picked member nodes,
     ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
-    nodes = node_frame(prof, opts.step).sort("name").with_row_index("rank").with_columns(pl.col("rank").cast(pl.Int64))
+    trie, leaves, missing = prof.memo("code_trie", lambda: _static_trie(prof))
+    # Members attach at the innermost trace of their path (the leaf).
+    members = leaves.join(node_frame(prof, opts.step), left_on="member", right_on="node_id").rename(
+        {"member": "node_id"}
+    )
+    picked = picked_members(members, opts)
+    sums = picked.group_by("tid").agg(
+        *(pl.col(m).sum() for m in METRICS),
+        pl.col("run_count").sum(),
+        pl.len().alias("definitions"),
+        *member_sets(opts),
+    )
+    trie = trie.join(sums, on="tid", how="left", maintain_order="left").with_columns(
+        *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count", "definitions")),
+        ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
+        pl.lit(missing).alias("_unaccounted_gradients"),
+    )
+    return trie, picked
+
+
+def _static_trie(prof: Profile) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """The call-stack trie of a profile (it depends on no option): trie nodes in pre-order,
+    each member node's leaf, and the number of gradient groups with no forward node."""
+    nodes = (
+        prof.lazy("nodes").select("node_id", "name").sort("name").with_row_index("rank")
+        .with_columns(pl.col("rank").cast(pl.Int64)).collect()
+    )
     frames = (
         trace_strings(prof.lazy("code_frames"))
         .select("node_id", "depth", "trace")
         .collect()
-        .join(nodes.select("node_id", "name", "rank"), on="node_id")
+        .join(nodes.select("node_id", "rank"), on="node_id")
     )
     if frames.height == 0:
         raise NoCodeTraces("No code trace information")
@@ -101,57 +129,56 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
             grad_paths.select("member", "depth", "trace", "phase", "creator"),
         ]
     ).with_columns((pl.col("phase").cast(pl.Int64) * (1 << 40) + pl.col("creator")).alias("key"))
-    trie, leaf = _trie(paths)
+    trie, leaves = _trie(paths)
     # Pre-order with children in creation order (the first member that walked through them).
-    trie = preorder(trie, "tid", "parent_tid", ["key"])
+    return preorder(trie, "tid", "parent_tid", ["key"]), leaves, missing
 
-    # Members attach at the innermost trace of their path (the leaf).
-    members = leaf.join(nodes.drop("forward"), left_on="member", right_on="node_id").rename({"member": "node_id"})
-    picked = picked_members(members, opts)
-    sums = picked.group_by("tid").agg(
-        *(pl.col(m).sum() for m in METRICS),
-        pl.col("run_count").sum(),
-        pl.len().alias("definitions"),
-        *member_sets(opts),
-    )
-    trie = trie.join(sums, on="tid", how="left").with_columns(
-        *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count", "definitions")),
-        ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
-    )
-    trie = trie.sort("pos").with_columns(pl.lit(missing).alias("_unaccounted_gradients"))
-    return trie, picked
+
+@njit(cache=True)
+def _prefix_hashes(first: np.ndarray, codes: np.ndarray):  # pragma: no cover - numba
+    """For rows sorted by (member, phase, depth): a 64-bit hash of each row's path prefix (its
+    trie node) and of the prefix one shorter (its parent; 0 at the top)."""
+    n = codes.shape[0]
+    h = np.empty(n, np.uint64)
+    parent = np.empty(n, np.uint64)
+    for i in range(n):
+        prev = np.uint64(0) if first[i] else h[i - 1]
+        x = prev * np.uint64(0x9E3779B97F4A7C15) + np.uint64(codes[i] + 1)
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+        h[i] = x | np.uint64(1)  # never 0, which stands for "no parent"
+        parent[i] = prev
+    return h, parent
 
 
 def _trie(paths: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Trie nodes from (member, phase, depth, trace, key) rows, one level at a time.
+    """Trie nodes from (member, phase, depth, trace, key) rows.
 
-    A trie node is a (parent node, trace string) pair: trace strings are unique only among
-    siblings. Returns the nodes (``tid``, ``parent_tid``, ``name``, ``key`` = the smallest
-    creation key through it) and each member's leaf ``tid``.
+    A trie node is a path prefix of trace strings (trace strings are unique only among
+    siblings), identified by a hash of the prefix computed in one pass over the rows. Returns
+    the nodes (``tid``, ``parent_tid``, ``name``, ``key`` = the smallest creation key through
+    it) and each member's leaf ``tid``.
     """
-    paths = paths.with_columns(pl.col("trace").cast(pl.Categorical).to_physical().alias("code"))
-    levels, parents, leaves, offset = [], None, None, 0
-    for depth in range(int(paths["depth"].max()) + 1):
-        cur = paths.filter(pl.col("depth") == depth).select("member", "phase", "code", "trace", "key")
-        if parents is None:
-            cur = cur.with_columns(pl.lit(-1, pl.Int64).alias("parent_tid"))
-        else:
-            cur = cur.join(parents, on=["member", "phase"])  # members whose path is this deep
-        nodes = (
-            cur.group_by("parent_tid", "code")
-            .agg(pl.col("trace").first().alias("name"), pl.col("key").min())
-            .sort("parent_tid", "code")
-            .with_row_index("tid", offset=offset)
-            .with_columns(pl.col("tid").cast(pl.Int64))
-        )
-        offset += nodes.height
-        levels.append(nodes)
-        cur = cur.join(nodes.select("parent_tid", "code", "tid"), on=["parent_tid", "code"])
-        parents = cur.select("member", "phase", pl.col("tid").alias("parent_tid"))
-        last = cur.select("member", "phase", "tid")
-        leaves = last if leaves is None else pl.concat([leaves.join(last, on=["member", "phase"], how="anti"), last])
-    trie = pl.concat(levels).with_columns(pl.col("parent_tid").replace(-1, None))
-    return trie.drop("code"), leaves.select("member", "tid")
+    paths = paths.sort("member", "phase", "depth").with_columns(
+        pl.col("trace").cast(pl.Categorical).to_physical().alias("code")
+    )
+    first = paths.select(pl.struct("member", "phase").is_first_distinct()).to_series().to_numpy()
+    h, parent = _prefix_hashes(first, paths["code"].to_numpy().astype(np.int64))
+    paths = paths.with_columns(pl.Series("tid", h), pl.Series("parent_tid", parent))
+    trie = paths.group_by("tid").agg(
+        pl.col("parent_tid").first(),
+        pl.col("trace").first().alias("name"),
+        pl.col("key").min(),
+        pl.struct("parent_tid", "code").n_unique().alias("_variants"),
+    )
+    if trie["_variants"].max() != 1:  # two different paths with one hash: astronomically rare
+        raise TfprofError("internal error: code-tree hash collision; please report this profile")
+    trie = trie.drop("_variants").with_columns(pl.col("parent_tid").replace(0, None))
+    leaves = paths.group_by("member", "phase").agg(pl.col("tid").last())
+    return trie, leaves.select("member", "tid")
 
 
 def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]:

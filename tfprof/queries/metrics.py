@@ -16,36 +16,36 @@ MEMORY = ("requested_bytes", "peak_bytes", "residual_bytes", "output_bytes")
 STEP_METRICS = ("run_count", *TIME, *MEMORY)
 
 
-def per_node_step(prof: Profile) -> pl.LazyFrame:
-    """One row per (node_id, step) with run_count, the three times and the four byte metrics."""
-    times = (
-        prof.lazy("execs")
-        .group_by("node_id", "step")
-        .agg(
-            pl.col("duration_micros").sum().alias("exec_micros"),
-            pl.col("duration_micros").filter(pl.col("kind") == "accelerator").sum().alias("accelerator_exec_micros"),
-            pl.col("duration_micros").filter(pl.col("kind") == "cpu").sum().alias("cpu_exec_micros"),
-        )
-    )
-    memory = prof.lazy("memory").group_by("node_id", "step").agg(pl.col(*MEMORY).sum())
-    return (
-        prof.lazy("node_steps")
-        .select("node_id", "step", "run_count")
-        .join(times, on=["node_id", "step"], how="left")
-        .join(memory, on=["node_id", "step"], how="left")
-        .with_columns(pl.col(*TIME, *MEMORY).fill_null(0))
-    )
-
-
 def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
-    """Per node: the step metrics for option ``step`` (0 where the node has no record)."""
-    rows = per_node_step(prof)
+    """Per node: the step metrics for option ``step`` (0 where the node has no record).
+
+    For ``step=-1`` a node's value is (sum over its steps) // (number of its steps): summing per
+    node directly gives the same number as summing per step first, without a (node, step)
+    grouping of every exec record.
+    """
+    execs, memory, steps = prof.lazy("execs"), prof.lazy("memory"), prof.lazy("node_steps")
     if step >= 0:
-        per_node = rows.filter(pl.col("step") == step).drop("step")
-    else:
-        per_node = rows.group_by("node_id").agg(
-            (pl.col(m).sum() // pl.len()).alias(m) for m in STEP_METRICS
-        ).with_columns(pl.lit(True).alias("_has_execs"))
+        execs, memory, steps = (t.filter(pl.col("step") == step) for t in (execs, memory, steps))
+    dur = pl.col("duration_micros")
+    times = (
+        execs.select(
+            "node_id",
+            dur.alias("exec_micros"),
+            pl.when(pl.col("kind") == "accelerator").then(dur).otherwise(0).alias("accelerator_exec_micros"),
+            pl.when(pl.col("kind") == "cpu").then(dur).otherwise(0).alias("cpu_exec_micros"),
+        )
+        .group_by("node_id")
+        .agg(pl.col(*TIME).sum())
+    )
+    per_node = (
+        steps.group_by("node_id")
+        .agg(pl.col("run_count").sum(), pl.len().alias("_steps"))
+        .join(times, on="node_id", how="left")
+        .join(memory.group_by("node_id").agg(pl.col(*MEMORY).sum()), on="node_id", how="left")
+        .with_columns(pl.col(*TIME, *MEMORY).fill_null(0))
+        .with_columns((pl.col(m) // pl.col("_steps")).alias(m) for m in STEP_METRICS)
+        .drop("_steps")
+    )
     ran = prof.lazy("node_steps").select("node_id").unique().with_columns(pl.lit(True).alias("has_execs"))
     nodes = prof.lazy("nodes").select("node_id", "params", pl.col("float_ops").alias("static_float_ops"))
     out = (
@@ -69,7 +69,17 @@ def node_frame(prof: Profile, step: int = -1) -> pl.DataFrame:
     byte metrics, device (canonical device or null), op_types (sorted list), and input_shapes
     (list of ``{input_idx, dims}``; dims null when tfprof prints ``unknown``).
     """
+    return prof.memo(("node_frame", step), lambda: _node_frame(prof, step))
+
+
+def _node_frame(prof: Profile, step: int) -> pl.DataFrame:
     metrics = node_metrics(prof, step).rename({"params": "parameters"})
+    static = prof.memo("node_static", lambda: _node_static(prof))
+    return static.lazy().join(metrics, on="node_id", how="left").sort("node_id").collect()
+
+
+def _node_static(prof: Profile) -> pl.DataFrame:
+    """What does not depend on the step: names, shapes, devices, op types, input shapes."""
     types = (
         prof.lazy("node_types")
         .with_columns(pl.col("op_type").cast(pl.String))
@@ -80,10 +90,8 @@ def node_frame(prof: Profile, step: int = -1) -> pl.DataFrame:
     return (
         prof.lazy("nodes")
         .select("node_id", "name", "shape", pl.col("canonical_device").cast(pl.String).alias("device"))
-        .join(metrics, on="node_id", how="left")
         .join(types, on="node_id", how="left")
         .join(input_shapes(prof), on="node_id", how="left")
-        .sort("node_id")
         .collect()
     )
 

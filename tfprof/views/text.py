@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from tfprof.views.columns import tree_lines
 from tfprof.views.format import (
     FIELDS,
     MISSING_STREAM_WARNING,
@@ -34,56 +35,14 @@ def tree_legend(select: Sequence[str]) -> str:
     return "node name | " + " | ".join(legends) + "\n"
 
 
-def _pair(row: dict, field: str) -> str:
-    f = FIELDS[field]
-    total = f.fmt(row["total_" + f.column])
-    own = f.fmt(row[f.column]) if row["accounted"] else "--"
-    return f"{own}/{total}"
-
-
-def _input_shapes(shapes) -> str:
-    parts = []
-    for s in shapes or ():
-        dims = s["dims"]
-        parts.append(f"{s['input_idx']}:{fmt_shape(dims)}" if dims else f"{s['input_idx']}:unknown")
-    return "|".join(parts)
-
-
-def tree_line(row: dict, select: Sequence[str]) -> str:
-    """One node of the scope or graph view (spec 7.3.2), without indentation."""
-    items: list[str] = []
-    if "params" in select:
-        shape = fmt_shape(row["shape"] or ())
-        if shape:
-            items.append(shape)
-        items.append(_pair(row, "params") + " params")
-    if "float_ops" in select:
-        items.append(_pair(row, "float_ops") + " flops")
-    for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes"):
-        if f in select:
-            items.append(_pair(row, f))
-    for f in time_fields(select):
-        items.append(_pair(row, f))
-    if "device" in select and row["device"]:
-        items.append(row["device"])
-    if "op_types" in select:
-        items.append("|".join(row["op_types"] or ()))
-    if "occurrence" in select:
-        acc = row["accounted"]
-        run = (fmt_number(row["run_count"]) if acc else "--") + "/" + fmt_number(row["total_run_count"])
-        definition = ("1" if acc else "--") + "/" + fmt_number(row["total_definition_count"])
-        items.append(f"{run}|{definition}")
-    if "input_shapes" in select:
-        items.append(_input_shapes(row["input_shapes"]))
-    return f"{row['name']} ({', '.join(items)})"
+def _join_lines(lines: pl.Series) -> str:
+    """The lines, each ended by a newline, as one string (joined by polars, not in Python)."""
+    return (lines + "\n").str.join("").item() if len(lines) else ""
 
 
 def render_tree(frame: pl.DataFrame, select: Sequence[str]) -> str:
     """Legend plus one indented line per displayed node, in the frame's order."""
-    lines = [tree_legend(select)]
-    for row in frame.iter_rows(named=True):
-        lines.append(" " * row["indent"] + tree_line(row, select) + "\n")
-    return "".join(lines)
+    return tree_legend(select) + _join_lines(tree_lines(frame, select))
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
@@ -177,32 +136,6 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
     return "".join(out)
 
 
-def code_line(row: dict, select: Sequence[str]) -> str:
-    """One node of the code view (spec 7.3.3), without indentation."""
-    items: list[str] = []
-    for f in _MULTI_MEMORY:
-        if f in select:
-            items.append(_pair(row, f))
-    for f in time_fields(select):
-        items.append(_pair(row, f))
-    if "params" in select:
-        items.append(_pair(row, "params") + " params")
-    if "float_ops" in select:
-        items.append(_pair(row, "float_ops") + " flops")
-    if "device" in select and row.get("devices"):
-        items.append("|".join(row["devices"]))
-    if "op_types" in select:
-        items.append("|".join(row.get("op_types") or ()))
-    if "occurrence" in select:
-        items.append("occurrence N/A in code view")
-    if "input_shapes" in select:
-        items.append("input_shapes N/A in code view")
-    return f"{row['name']} ({', '.join(items)})"
-
-
 def render_code(frame: pl.DataFrame, select: Sequence[str]) -> str:
     """Legend plus one indented line per displayed call-stack node."""
-    lines = [multi_legend(select)]
-    for row in frame.iter_rows(named=True):
-        lines.append(" " * row["indent"] + code_line(row, select) + "\n")
-    return "".join(lines)
+    return multi_legend(select) + _join_lines(tree_lines(frame, select, code=True))

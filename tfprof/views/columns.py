@@ -1,0 +1,183 @@
+"""tfprof's number formats (spec 7.3.1) over whole columns, for reports of many lines.
+
+``'%.2f' % (v / D)`` is computed with integers: ``(200·v + D) // (2·D)`` is 100·v/D rounded half
+up, which is what printf prints for the nearest double unless 100·v/D is exactly a half (a tie)
+or v is so large that the double's error can reach a half. Those rows — rare — are formatted by
+Python's ``%`` like the per-value formatters in ``format.py``; a test checks both agree on many
+values. Every item of every line is one polars expression, evaluated together in one ``select``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from tfprof.views.format import FIELDS, fmt_memory, fmt_number, fmt_time, time_fields
+
+# (small-value suffix, ((divisor, suffix), ...)) per format
+_UNITS = {
+    "number": ("", ((1_000, "k"), (1_000_000, "m"), (1_000_000_000, "b"))),
+    "time": ("us", ((1_000, "ms"), (1_000_000, "sec"))),
+    "memory": ("B", ((1_000, "KB"), (1_000_000, "MB"))),
+}
+_SCALAR = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory}
+_KIND = {fmt_number: "number", fmt_time: "time", fmt_memory: "memory"}
+_EXACT_LIMIT = 1 << 40  # above this the double's error could decide the rounding: use Python
+
+
+def _ranges(kind: str):
+    _, ranges = _UNITS[kind]
+    uppers = [d for d, _ in ranges[1:]] + [None]
+    return [(div, suffix, upper) for (div, suffix), upper in zip(ranges, uppers)]
+
+
+def format_expr(v: pl.Expr, kind: str) -> pl.Expr:
+    """The formatted text of integer expression ``v`` (exact except where ``needs_python``)."""
+    small_suffix, _ = _UNITS[kind]
+    v = v.cast(pl.Int64).fill_null(0)
+    div = pl.lit(1, pl.Int64)
+    suffix = pl.lit(small_suffix)
+    for d, sfx, _ in _ranges(kind):  # each larger range wraps the smaller ones
+        div = pl.when(v >= d).then(pl.lit(d, pl.Int64)).otherwise(div)
+        suffix = pl.when(v >= d).then(pl.lit(sfx)).otherwise(suffix)
+    k = (v * 200 + div) // (2 * div)
+    scaled = pl.concat_str((k // 100).cast(pl.String), pl.lit("."), (k % 100).cast(pl.String).str.zfill(2), suffix)
+    return pl.when(div > 1).then(scaled).otherwise(pl.concat_str(v.cast(pl.String), suffix))
+
+
+def needs_python(v: pl.Expr, kind: str) -> pl.Expr:
+    """Rows whose printf rounding the integer formula might not reproduce."""
+    v = v.cast(pl.Int64).fill_null(0)
+    cond = pl.lit(False)
+    for div, _, upper in _ranges(kind):
+        in_range = (v >= div) if upper is None else ((v >= div) & (v < upper))
+        cond = cond | (in_range & (((v * 200) % (2 * div) == div) | (v >= _EXACT_LIMIT)))
+    return cond
+
+
+def format_column(values: pl.Series, kind: str) -> pl.Series:
+    """``fmt_number`` / ``fmt_time`` / ``fmt_memory`` of every value of an integer column."""
+    frame = values.to_frame("v")
+    out = frame.select(format_expr(pl.col("v"), kind)).to_series()
+    return _fix(frame, out, [("v", kind, None)]).alias(values.name)
+
+
+def _fix(frame: pl.DataFrame, out: pl.Series, parts) -> pl.Series:
+    """Re-render the rows of ``out`` where any ``(column, kind, _)`` part needs Python."""
+    mask = frame.select(pl.any_horizontal(*(needs_python(pl.col(c), k) for c, k, _ in parts))).to_series()
+    if not mask.any():
+        return out
+    idx = mask.arg_true()
+    rows = frame[idx].to_dicts()
+    return out.scatter(idx, [_python_item(row, parts) for row in rows])
+
+
+def _python_item(row: dict, parts) -> str:
+    """The item of one row, formatted by Python (``render`` is the part template)."""
+    render = parts[0][2]
+    if render is None:
+        return _SCALAR[parts[0][1]](row[parts[0][0]] or 0)
+    return render(row)
+
+
+def _pair_expr(field: str) -> tuple[pl.Expr, list]:
+    f = FIELDS[field]
+    kind = _KIND[f.fmt]
+    own = pl.when(pl.col("accounted")).then(format_expr(pl.col(f.column), kind)).otherwise(pl.lit("--"))
+    expr = pl.concat_str(own, pl.lit("/"), format_expr(pl.col("total_" + f.column), kind))
+
+    def render(row: dict) -> str:
+        total = f.fmt(row["total_" + f.column] or 0)
+        return (f.fmt(row[f.column] or 0) if row["accounted"] else "--") + "/" + total
+
+    return expr, [(f.column, kind, render), ("total_" + f.column, kind, render)]
+
+
+def _dims_text(dims: pl.Expr) -> pl.Expr:
+    return dims.list.eval(pl.element().cast(pl.String)).list.join("x")
+
+
+def _input_shapes_expr() -> pl.Expr:
+    entry = pl.concat_str(
+        pl.element().struct.field("input_idx").cast(pl.String),
+        pl.lit(":"),
+        pl.when(pl.element().struct.field("dims").list.len() > 0)
+        .then(_dims_text(pl.element().struct.field("dims")))
+        .otherwise(pl.lit("unknown")),
+    )
+    return pl.col("input_shapes").list.eval(entry).list.join("|").fill_null("")
+
+
+def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
+    """Every line of a scope/graph view (or, with ``code``, a code view), indentation included."""
+    items: list[tuple[pl.Expr, list]] = []  # (expression, parts that may need Python)
+
+    def pair(field: str, suffix: str = "") -> None:
+        expr, parts = _pair_expr(field)
+        if suffix:
+            expr = expr + suffix
+            parts = [(c, k, (lambda r, f=fn: f(r) + suffix)) for c, k, fn in parts]
+        items.append((expr, parts))
+
+    if code:
+        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
+            if f in select or f in time_fields(select):
+                pair(f)
+        if "params" in select:
+            pair("params", " params")
+        if "float_ops" in select:
+            pair("float_ops", " flops")
+        if "device" in select and "devices" in frame.columns:
+            items.append((pl.when(pl.col("devices").list.len() > 0).then(pl.col("devices").list.join("|")), []))
+        if "op_types" in select:
+            items.append((pl.col("op_types").list.join("|").fill_null(""), []))
+        if "occurrence" in select:
+            items.append((pl.lit("occurrence N/A in code view"), []))
+        if "input_shapes" in select:
+            items.append((pl.lit("input_shapes N/A in code view"), []))
+    else:
+        if "params" in select:
+            items.append((pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape"))), []))
+            pair("params", " params")
+        if "float_ops" in select:
+            pair("float_ops", " flops")
+        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
+            if f in select or f in time_fields(select):
+                pair(f)
+        if "device" in select and "device" in frame.columns:
+            items.append((pl.col("device"), []))
+        if "op_types" in select:
+            items.append((pl.col("op_types").list.join("|").fill_null(""), []))
+        if "occurrence" in select:
+            acc = pl.col("accounted")
+            expr = (
+                pl.when(acc).then(format_expr(pl.col("run_count"), "number")).otherwise(pl.lit("--"))
+                + "/" + format_expr(pl.col("total_run_count"), "number") + "|"
+                + pl.when(acc).then(pl.lit("1")).otherwise(pl.lit("--"))
+                + "/" + format_expr(pl.col("total_definition_count"), "number")
+            )
+
+            def occ(row: dict) -> str:
+                run = (fmt_number(row["run_count"] or 0) if row["accounted"] else "--") + "/"
+                definition = ("1" if row["accounted"] else "--") + "/"
+                return (run + fmt_number(row["total_run_count"] or 0) + "|" + definition
+                        + fmt_number(row["total_definition_count"] or 0))
+
+            parts = [(c, "number", occ) for c in ("run_count", "total_run_count", "total_definition_count")]
+            items.append((expr, parts))
+        if "input_shapes" in select:
+            items.append((_input_shapes_expr() if "input_shapes" in frame.columns else pl.lit(""), []))
+
+    names = [f"_i{i}" for i in range(len(items))]
+    cols = frame.select(*(e.alias(n) for (e, _), n in zip(items, names))) if items else pl.DataFrame()
+    for (_, parts), n in zip(items, names):
+        if parts:
+            cols = cols.with_columns(_fix(frame, cols[n], parts).alias(n))
+    joined = (
+        cols.select(pl.concat_str(pl.all(), separator=", ", ignore_nulls=True).fill_null("")).to_series()
+        if items
+        else pl.Series([""] * frame.height, dtype=pl.String)
+    )
+    lines = frame["name"] + " (" + joined + ")"
+    return pl.select(lines.str.pad_start(lines.str.len_chars() + frame["indent"])).to_series()
