@@ -18,10 +18,10 @@ from tfprof.errors import TfprofError
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, keep_accounted, preorder
 from tfprof.queries.metrics import node_frame
-from tfprof.queries.op import MULTI_MIN_FILTERS, member_sets, picked_members
+from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
-from tfprof.queries.tree import METRICS, is_all, matches
+from tfprof.queries.tree import METRICS, MULTI_MIN_FILTERS, is_all, should_show
 
 GRADIENT_SUFFIX = " (gradient)"
 
@@ -188,19 +188,7 @@ def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]
     unaccounted = int(trie["_unaccounted_gradients"][0]) if trie.height else 0
     forest = keep_accounted(trie.drop("_unaccounted_gradients"))
 
-    def show(frame: pl.DataFrame) -> pl.Expr:
-        cond = pl.lit(True)
-        for option, column in MULTI_MIN_FILTERS.items():
-            threshold = getattr(opts, option)
-            if threshold:
-                cond = cond & (pl.col(column) >= threshold)
-        if not is_all(opts.show_name_regexes):
-            cond = cond & matches("name", opts.show_name_regexes)
-        if opts.hide_name_regexes:
-            cond = cond & ~matches("name", opts.hide_name_regexes)
-        return cond
-
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes)
-    rows, root = display(forest, opts, show, code_mode=True, order_columns={"occurrence": "definitions"})
+    rows, root = display(forest, opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True, order_columns={"occurrence": "definitions"})
     root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members

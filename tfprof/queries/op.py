@@ -14,20 +14,7 @@ import polars as pl
 from tfprof.profile import Profile
 from tfprof.queries.metrics import node_frame
 from tfprof.queries.options import Options
-from tfprof.queries.tree import METRICS, is_all, matches
-
-# min_* option -> column compared; the multi-node views compare totals throughout (spec 5.4.3).
-MULTI_MIN_FILTERS = {
-    "min_bytes": "total_requested_bytes",
-    "min_peak_bytes": "total_peak_bytes",
-    "min_residual_bytes": "total_residual_bytes",
-    "min_output_bytes": "total_output_bytes",
-    "min_micros": "total_exec_micros",
-    "min_accelerator_micros": "total_accelerator_exec_micros",
-    "min_cpu_micros": "total_cpu_exec_micros",
-    "min_params": "total_parameters",
-    "min_float_ops": "total_float_ops",
-}
+from tfprof.queries.tree import METRICS, MULTI_MIN_FILTERS, is_all, matches, should_show
 
 # order_by -> self column sorted descending (in the op view totals equal self at sort time).
 OP_ORDER = {
@@ -110,7 +97,7 @@ def op_view(prof: Profile, opts: Options) -> OpView:
     window = rows.filter((pl.col("idx") >= start) & (pl.col("idx") < stop)).with_columns(
         (pl.col("idx") - start).alias("depth")
     )
-    shown = window.filter(_show(opts))
+    shown = window.filter(should_show(window, opts, {**MULTI_MIN_FILTERS, "min_occurrence": "definitions"}))
     if opts.account_displayed_op_only:
         shown = _cumulate(shown.drop([c for c in shown.columns if c.startswith("total_")]))
         root = _totals_of_first(shown)
@@ -144,18 +131,3 @@ def _start_index(rows: pl.DataFrame, regexes: tuple[str, ...]) -> int:
         return 0
     hits = rows.with_row_index("i").filter(matches("name", regexes))["i"]
     return int(hits[0]) if len(hits) else rows.height
-
-
-def _show(opts: Options) -> pl.Expr:
-    cond = pl.lit(True)
-    for option, column in MULTI_MIN_FILTERS.items():
-        threshold = getattr(opts, option)
-        if threshold:
-            cond = cond & (pl.col(column) >= threshold)
-    if opts.min_occurrence:  # op view: the number of member nodes (tfprof_op.h ShouldShowIfExtra)
-        cond = cond & (pl.col("definitions") >= opts.min_occurrence)
-    if not is_all(opts.show_name_regexes):
-        cond = cond & matches("name", opts.show_name_regexes)
-    if opts.hide_name_regexes:
-        cond = cond & ~matches("name", opts.hide_name_regexes)
-    return cond

@@ -46,6 +46,14 @@ SINGLE_MIN_FILTERS = {
     "min_occurrence": "run_count",
 }
 
+# The multi-node views (op, code) compare totals throughout (spec 5.4.3); min_occurrence is
+# the op view's member count and is ignored by the code view (tfprof_op.h, tfprof_code.h).
+MULTI_MIN_FILTERS = {
+    **{k: v for k, v in SINGLE_MIN_FILTERS.items() if k != "min_occurrence"},
+    "min_params": "total_parameters",
+    "min_float_ops": "total_float_ops",
+}
+
 
 def matches(col: str | pl.Expr, regexes: tuple[str, ...]) -> pl.Expr:
     """True where ``col`` fully matches any of ``regexes`` (RE2 FullMatch); False for none."""
