@@ -238,3 +238,10 @@ def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:
         pl.Series("pos", np.arange(kept.height)),
         pl.Series("parent", np.where(old_parent >= 0, new_pos[np.maximum(old_parent, 0)], -1)),
     )
+
+
+def warm_up() -> None:
+    """Load the compiled kernels (numba's first call in a process costs ~0.3 s)."""
+    parent = np.array([-1, 0], np.int64)
+    subtree_sums(parent, np.ones((2, 1), np.int64))
+    _layout(parent)
