@@ -18,6 +18,7 @@ from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.code import NoCodeTraces, code
 from tfprof.queries.graph import graph
+from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
@@ -72,12 +73,12 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
     if cmd in ("scope", "graph"):
         frame = scope(prof, opts) if cmd == "scope" else graph(prof, opts)
         body = render_tree(frame, opts.select)
-        proto = functools.partial(graph_node_tree, frame)
+        proto = lambda f=frame: graph_node_tree(attach(prof, f, ("input_shapes",)))  # noqa: E731
     elif cmd == "op":
         view = op_view(prof, opts)
         frame, root = view.rows, view.root
         body = render_op(view.rows, view.root, view.members, opts.select)
-        proto = functools.partial(op_chain, view.rows, view.root, view.members)
+        proto = lambda: op_chain(view.rows, view.root, attach(prof, view.members, ("input_shapes",)))  # noqa: E731
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
@@ -92,7 +93,7 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
         body = render_code(frame, opts.select)
-        proto = functools.partial(code_tree_proto, frame, members)
+        proto = lambda: code_tree_proto(frame, attach(prof, members, ("input_shapes",)))  # noqa: E731
     miss = bool(prof.frame("info")["miss_accelerator_stream"][0]) if prof.row_counts()["info"] else False
     text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
     return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, build_proto=proto)

@@ -17,7 +17,7 @@ from numba import njit
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, keep_accounted, preorder
-from tfprof.queries.metrics import node_frame
+from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
@@ -67,7 +67,7 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
     ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
     trie, leaves, missing = prof.memo("code_trie", lambda: _static_trie(prof))
     # Members attach at the innermost trace of their path (the leaf).
-    members = leaves.join(node_frame(prof, opts.step), left_on="member", right_on="node_id").rename(
+    members = leaves.join(node_frame(prof, opts.step, extras_for(opts)), left_on="member", right_on="node_id").rename(
         {"member": "node_id"}
     )
     picked = picked_members(members, opts)

@@ -15,7 +15,7 @@ from numba import njit
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import flags, display
-from tfprof.queries.metrics import node_frame
+from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted, with_root
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
@@ -77,7 +77,7 @@ def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
 
 def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
     """Accounted nodes as a forest in pre-order: ``pos``, ``parent`` and the node's columns."""
-    nodes = node_frame(prof, opts.step).sort("name").with_row_index("gid").with_columns(pl.col("gid").cast(pl.Int64))
+    nodes = node_frame(prof, opts.step, extras_for(opts)).sort("name").with_row_index("gid").with_columns(pl.col("gid").cast(pl.Int64))
     gid = nodes.select(pl.col("name").alias("input_name"), pl.col("gid").alias("child"))
     edges = (
         prof.lazy("node_inputs")

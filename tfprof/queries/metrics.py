@@ -62,37 +62,55 @@ def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
     ).select("node_id", "params", "float_ops", *STEP_METRICS)
 
 
-def node_frame(prof: Profile, step: int = -1) -> pl.DataFrame:
+def node_frame(prof: Profile, step: int = -1, extras: tuple[str, ...] = ()) -> pl.DataFrame:
     """Every graph node with its self values for ``step`` and what the views print about it.
 
-    Columns: node_id, name, shape, parameters, float_ops, run_count, the three times, the four
-    byte metrics, device (canonical device or null), op_types (sorted list), and input_shapes
-    (list of ``{input_idx, dims}``; dims null when tfprof prints ``unknown``).
+    Columns: node_id, name, shape, device (canonical device or null), parameters, float_ops,
+    run_count, the three times and the four byte metrics; with ``extras``, also ``op_types``
+    (sorted list) and ``input_shapes`` (list of ``{input_idx, dims}``; dims null for tfprof's
+    ``unknown``). Everything is computed once per profile and step.
     """
-    return prof.memo(("node_frame", step), lambda: _node_frame(prof, step))
+    frame = prof.memo(("node_frame", step), lambda: _node_frame(prof, step))
+    return attach(prof, frame, extras)
+
+
+def extras_for(opts) -> tuple[str, ...]:
+    """The per-node extras a view with ``opts`` prints or filters on."""
+    out = []
+    if "op_types" in opts.select or tuple(opts.account_type_regexes) != (".*",):
+        out.append("op_types")
+    if "input_shapes" in opts.select:
+        out.append("input_shapes")
+    return tuple(out)
+
+
+def attach(prof: Profile, frame: pl.DataFrame, extras: tuple[str, ...]) -> pl.DataFrame:
+    """``frame`` (keyed by node_id) with the requested extra columns joined on."""
+    for extra in extras:
+        if extra in frame.columns:
+            continue
+        other = prof.memo(extra, lambda e=extra: _EXTRAS[e](prof).collect())
+        frame = frame.join(other, on="node_id", how="left", maintain_order="left")
+    return frame
 
 
 def _node_frame(prof: Profile, step: int) -> pl.DataFrame:
     metrics = node_metrics(prof, step).rename({"params": "parameters"})
-    static = prof.memo("node_static", lambda: _node_static(prof))
-    return static.lazy().join(metrics, on="node_id", how="left").sort("node_id").collect()
+    static = (
+        prof.lazy("nodes")
+        .select("node_id", "name", "shape", pl.col("canonical_device").cast(pl.String).alias("device"))
+    )
+    return static.join(metrics, on="node_id", how="left").sort("node_id").collect()
 
 
-def _node_static(prof: Profile) -> pl.DataFrame:
-    """What does not depend on the step: names, shapes, devices, op types, input shapes."""
-    types = (
+def op_types(prof: Profile) -> pl.LazyFrame:
+    """Per node, its op types as a sorted list (byte order, as tfprof's std::set)."""
+    return (
         prof.lazy("node_types")
         .with_columns(pl.col("op_type").cast(pl.String))
         .sort("node_id", "op_type")
         .group_by("node_id", maintain_order=True)
         .agg(pl.col("op_type").alias("op_types"))
-    )
-    return (
-        prof.lazy("nodes")
-        .select("node_id", "name", "shape", pl.col("canonical_device").cast(pl.String).alias("device"))
-        .join(types, on="node_id", how="left")
-        .join(input_shapes(prof), on="node_id", how="left")
-        .collect()
     )
 
 
@@ -110,3 +128,6 @@ def input_shapes(prof: Profile) -> pl.LazyFrame:
         .group_by("node_id", maintain_order=True)
         .agg(pl.struct("input_idx", "dims").alias("input_shapes"))
     )
+
+
+_EXTRAS = {"op_types": op_types, "input_shapes": input_shapes}

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tfprof.profile import Profile
-from tfprof.queries.metrics import node_frame
+from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.tree import METRICS, MULTI_MIN_FILTERS, is_all, matches, should_show
 
@@ -69,7 +69,7 @@ def member_sets(opts: Options) -> list[pl.Expr]:
 
 def op_view(prof: Profile, opts: Options) -> OpView:
     """Rows of the op view, in display order, with cumulative totals."""
-    nodes = node_frame(prof, opts.step).join(
+    nodes = node_frame(prof, opts.step, extras_for(opts)).join(
         prof.lazy("nodes").select("node_id", pl.col("op").cast(pl.String)).collect(), on="node_id"
     )
     members = picked_members(nodes, opts)

@@ -13,7 +13,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted, preorder
-from tfprof.queries.metrics import node_frame
+from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.tree import METRICS, SINGLE_MIN_FILTERS, is_all, matches, should_show
 
@@ -57,9 +57,11 @@ def accounted(frame: pl.DataFrame, opts: Options) -> pl.Expr:
 
 def scope(prof: Profile, opts: Options) -> pl.DataFrame:
     """The displayed scope tree, root first, in display order."""
-    tree = scope_nodes(node_frame(prof, opts.step)).with_columns(
+    nodes = node_frame(prof, opts.step, extras_for(opts))
+    tree_cols = nodes.columns
+    tree = scope_nodes(nodes).with_columns(
         *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count")),
-        pl.col("op_types").fill_null(pl.lit([SCOPE_PARENT])),
+        *([pl.col("op_types").fill_null(pl.lit([SCOPE_PARENT]))] if "op_types" in tree_cols else []),
         pl.col("shape").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
     )
     tree = tree.with_columns(pl.Series("accounted", flags(tree, accounted(tree, opts))))
