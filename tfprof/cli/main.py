@@ -156,8 +156,9 @@ def tables(
 
 @app.command()
 def demo() -> None:
-    """Ingest the sample profile bundled with tfprof and summarise it."""
+    """Ingest the sample profile bundled with tfprof, summarise it and show two tfprof views."""
     import tfprof
+    from tfprof.api import run_view
     from tfprof.queries.summary import model_facts, summary
     from tfprof.views.summary import render_facts, render_frame
 
@@ -169,6 +170,16 @@ def demo() -> None:
     typer.echo(render_frame(summary(prof)))
     typer.echo("\ntables:")
     typer.echo(render_counts(prof.row_counts()))
+    shown = [
+        ("scope", "--account_type_regexes _trainable_variables --select params --max_depth 4",
+         {"account_type_regexes": ["_trainable_variables"], "select": ["params"], "max_depth": 4}),
+        ("op", "--max_depth 7 --order_by micros --select micros,occurrence",
+         {"max_depth": 7, "order_by": "micros", "select": ["micros", "occurrence"]}),
+    ]
+    for cmd, flags, options in shown:
+        text = run_view(prof, cmd, options).text
+        typer.echo(f"\n$ tfprof {cmd} {path.name} {flags}")
+        typer.echo(text[text.index("node name |"):], nl=False)
 
 
 _VIEW_EPILOG = """\b
