@@ -99,3 +99,14 @@ def test_view_bad_values_are_one_line_errors():
         assert proc.returncode == 2, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], (args, proc.stderr)
+
+
+def test_view_defaults_are_the_real_tools_command_line_defaults():
+    """`tfprof <view> P` with no options prints what the real tool prints with its CLI defaults."""
+    for fixture in ("cnn", "multistep"):
+        for view in ("scope", "graph", "op", "code"):
+            golden = (FIXTURES.parent / "golden" / fixture / f"{view}_default_cli.txt").read_text()
+            proc = tfprof(view, str(FIXTURES / fixture / "profile.pb"))
+            assert proc.returncode == 0, proc.stderr
+            ours = proc.stdout[proc.stdout.index("node name |"):]
+            assert ours == golden[golden.index("node name |"):], (fixture, view)
