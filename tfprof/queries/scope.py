@@ -58,17 +58,23 @@ def accounted(frame: pl.DataFrame, opts: Options) -> pl.Expr:
 def scope(prof: Profile, opts: Options) -> pl.DataFrame:
     """The displayed scope tree, root first, in display order."""
     nodes = node_frame(prof, opts.step, extras_for(opts))
-    tree_cols = nodes.columns
-    tree = scope_nodes(nodes).with_columns(
+    layout = prof.memo("scope_layout", lambda: _layout(prof))  # the tree's shape never changes
+    tree = layout.join(nodes.drop("name"), on="node_id", how="left", maintain_order="left").with_columns(
         *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count")),
-        *([pl.col("op_types").fill_null(pl.lit([SCOPE_PARENT]))] if "op_types" in tree_cols else []),
+        *([pl.col("op_types").fill_null(pl.lit([SCOPE_PARENT]))] if "op_types" in nodes.columns else []),
         pl.col("shape").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
     )
     tree = tree.with_columns(pl.Series("accounted", flags(tree, accounted(tree, opts))))
-    forest = keep_accounted(preorder(tree, "name", "parent_name", ["name"]))
+    forest = keep_accounted(tree)
     root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
     rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
     return with_root(rows, root, SCOPE_PARENT)
+
+
+def _layout(prof: Profile) -> pl.DataFrame:
+    """The scope tree in pre-order (children by name): ``pos``, ``parent``, ``name``, ``node_id``."""
+    names = prof.lazy("nodes").select("node_id", "name").collect()
+    return preorder(scope_nodes(names), "name", "parent_name", ["name"]).select("pos", "parent", "name", "node_id")
 
 
 def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.DataFrame:
