@@ -92,10 +92,14 @@ def _static_trie(prof: Profile) -> tuple[pl.DataFrame, pl.DataFrame, int]:
         prof.lazy("nodes").select("node_id", "name").sort("name").with_row_index("rank")
         .with_columns(pl.col("rank").cast(pl.Int64)).collect()
     )
+    raw = prof.lazy("code_frames").select("node_id", "depth", "file", "lineno", "function").collect()
+    # Trace strings are built once per distinct (file, line, function), then carried as ids.
+    triples = trace_strings(raw.select("file", "lineno", "function").unique().lazy()).collect()
+    names = triples.select("trace").unique().sort("trace").with_row_index("code").with_columns(pl.col("code").cast(pl.Int64))
+    triples = triples.join(names, on="trace").drop("trace")
     frames = (
-        trace_strings(prof.lazy("code_frames"))
-        .select("node_id", "depth", "trace")
-        .collect()
+        raw.join(triples, on=["file", "lineno", "function"])
+        .select("node_id", "depth", "code")
         .join(nodes.select("node_id", "rank"), on="node_id")
     )
     if frames.height == 0:
@@ -118,18 +122,23 @@ def _static_trie(prof: Profile) -> tuple[pl.DataFrame, pl.DataFrame, int]:
         grads.filter(pl.col("fwd_id").is_not_null())
         .join(grad_ranks, on="forward")
         .select(pl.col("node_id").alias("member"), "fwd_id", pl.col("grank").cast(pl.Int64))
-        .join(frames.select(pl.col("node_id").alias("fwd_id"), "depth", "trace"), on="fwd_id")
+        .join(frames.select(pl.col("node_id").alias("fwd_id"), "depth", "code"), on="fwd_id")
         .with_columns(
-            (pl.col("trace") + GRADIENT_SUFFIX).alias("trace"), pl.lit(1).alias("phase"), pl.col("grank").alias("creator")
+            # a gradient path's traces are the forward ones + " (gradient)": ids after the plain ones
+            (pl.col("code") + names.height).alias("code"), pl.lit(1).alias("phase"), pl.col("grank").alias("creator")
         )
     )
     paths = pl.concat(
         [
-            fwd_paths.select("member", "depth", "trace", "phase", "creator"),
-            grad_paths.select("member", "depth", "trace", "phase", "creator"),
+            fwd_paths.select("member", "depth", "code", "phase", "creator"),
+            grad_paths.select("member", "depth", "code", "phase", "creator"),
         ]
     ).with_columns((pl.col("phase").cast(pl.Int64) * (1 << 40) + pl.col("creator")).alias("key"))
     trie, leaves = _trie(paths)
+    labels = pl.concat(
+        [names, names.select(pl.col("code") + names.height, pl.col("trace") + GRADIENT_SUFFIX)]
+    ).rename({"trace": "name"})
+    trie = trie.join(labels, on="code", how="left").drop("code")
     # Pre-order with children in creation order (the first member that walked through them).
     return preorder(trie, "tid", "parent_tid", ["key"]), leaves, missing
 
@@ -155,22 +164,20 @@ def _prefix_hashes(first: np.ndarray, codes: np.ndarray):  # pragma: no cover - 
 
 
 def _trie(paths: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Trie nodes from (member, phase, depth, trace, key) rows.
+    """Trie nodes from (member, phase, depth, code, key) rows (``code``: a trace string's id).
 
     A trie node is a path prefix of trace strings (trace strings are unique only among
     siblings), identified by a hash of the prefix computed in one pass over the rows. Returns
-    the nodes (``tid``, ``parent_tid``, ``name``, ``key`` = the smallest creation key through
+    the nodes (``tid``, ``parent_tid``, ``code``, ``key`` = the smallest creation key through
     it) and each member's leaf ``tid``.
     """
-    paths = paths.sort("member", "phase", "depth").with_columns(
-        pl.col("trace").cast(pl.Categorical).to_physical().alias("code")
-    )
+    paths = paths.sort("member", "phase", "depth")
     first = paths.select(pl.struct("member", "phase").is_first_distinct()).to_series().to_numpy()
     h, parent = _prefix_hashes(first, paths["code"].to_numpy().astype(np.int64))
     paths = paths.with_columns(pl.Series("tid", h), pl.Series("parent_tid", parent))
     trie = paths.group_by("tid").agg(
         pl.col("parent_tid").first(),
-        pl.col("trace").first().alias("name"),
+        pl.col("code").first(),
         pl.col("key").min(),
         pl.struct("parent_tid", "code").n_unique().alias("_variants"),
     )

@@ -24,10 +24,12 @@ COUNTED = (*METRICS, "run_count")
 @njit(cache=True)
 def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
     totals = values.copy()
+    k = values.shape[1]
     for v in range(parent.shape[0] - 1, -1, -1):
         p = parent[v]
         if p >= 0:
-            totals[p] += totals[v]
+            for j in range(k):
+                totals[p, j] += totals[v, j]
     return totals
 
 
