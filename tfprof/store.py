@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -86,24 +88,52 @@ def write_store(path: PathLike, batches: Iterable[dict[str, pa.Table]], progress
 
 
 def _write_tables(folder: Path, batches: Iterable[dict[str, pa.Table]]) -> dict[str, int]:
+    """Write each batch's tables as row groups, on a second thread while the next batch decodes.
+
+    Parquet encoding releases the GIL, so decoding batch i+1 and writing batch i overlap; the
+    queue holds at most two batches, which bounds memory.
+    """
     writers: dict[str, pq.ParquetWriter] = {}
     counts = dict.fromkeys(TABLES, 0)
+    pending: queue.Queue = queue.Queue(maxsize=2)
+    failure: list[BaseException] = []
+
+    def write_all() -> None:
+        try:
+            while (batch := pending.get()) is not None:
+                for name, table in batch.items():
+                    w = writers.get(name)
+                    if w is None:
+                        w = writers[name] = pq.ParquetWriter(
+                            folder / f"{name}.parquet", TABLES[name].schema, compression="lz4"
+                        )
+                    w.write_table(table)
+                    counts[name] += table.num_rows
+        except BaseException as exc:  # surfaced in the caller's thread below
+            failure.append(exc)
+            while pending.get() is not None:  # drain so the producer never blocks
+                pass
+
+    writer = threading.Thread(target=write_all, name="tfprof-store-writer", daemon=True)
+    writer.start()
     try:
         for batch in batches:
-            for name, table in batch.items():
-                w = writers.get(name)
-                if w is None:
-                    w = writers[name] = pq.ParquetWriter(
-                        folder / f"{name}.parquet", TABLES[name].schema, compression="lz4"
-                    )
-                w.write_table(table)
-                counts[name] += table.num_rows
-        for name in TABLES:
-            if name not in writers:
-                writers[name] = pq.ParquetWriter(folder / f"{name}.parquet", TABLES[name].schema)
+            if failure:
+                break
+            pending.put(batch)
     finally:
-        for w in writers.values():
-            w.close()
+        pending.put(None)
+        writer.join()
+        try:
+            if not failure:
+                for name in TABLES:
+                    if name not in writers:
+                        writers[name] = pq.ParquetWriter(folder / f"{name}.parquet", TABLES[name].schema)
+        finally:
+            for w in writers.values():
+                w.close()
+    if failure:
+        raise failure[0]
     return counts
 
 

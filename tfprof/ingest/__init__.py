@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.errors import OptionError
-from tfprof.ingest import profile_proto, raw
+from tfprof.ingest import derive, profile_proto, raw
 from tfprof.schema import TABLES, conform
 
 Progress = Callable[[int, int, str], None]
@@ -170,9 +170,37 @@ def _iter_profile(path, ckpt, ckpt_names, progress) -> Iterator[dict[str, pa.Tab
 
 def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
     """Per-node batches then one batch of whole-profile tables, from the fastest decoder."""
-    tables = profile_proto.tables_from_message(profile_proto.parse_profile(path))
-    yield {k: tables[k] for k in NODE_TABLES}
-    yield {k: v for k, v in tables.items() if k not in NODE_TABLES}
+    try:
+        from tfprof.ingest import wire
+    except ImportError:  # the compiled decoder is missing: the reference decoder always works
+        wire = None
+    if wire is None:
+        tables = profile_proto.tables_from_message(profile_proto.parse_profile(path))
+        yield {k: tables[k] for k in NODE_TABLES if k != "allocator_memory"}
+        yield {k: v for k, v in tables.items() if k not in NODE_TABLES or k == "allocator_memory"}
+        return
+    index = wire.scan_profile(path)
+    total, done = max(index.num_nodes, 1), 0
+    devices: list[pa.Array] = []
+    nodes_seen: list[pa.Table] = []
+    for batch in wire.iter_profile_batches(path, index=index):
+        devices.append(pc.unique(batch["exec_devices"].column("device").combine_chunks().cast(pa.string())))
+        nodes_seen.append(batch["nodes"].select(["canonical_device"]))
+        done += batch["nodes"].num_rows
+        if progress:
+            progress(done, total, "nodes")
+        yield batch
+    exec_devices = pa.table({"device": pa.concat_arrays(devices) if devices else pa.array([], pa.string())})
+    canonical = pa.concat_tables(nodes_seen) if nodes_seen else pa.table({"canonical_device": pa.array([], pa.string())})
+    yield {
+        "steps": conform("steps", {"step": pa.array(index.steps, pa.int64())}),
+        "allocator_memory": TABLES["allocator_memory"].schema.empty_table(),
+        "checkpoint_tensors": TABLES["checkpoint_tensors"].schema.empty_table(),
+        "devices": derive.devices_table(exec_devices, canonical),
+        "info": conform(
+            "info", {"has_trace": [index.has_trace], "miss_accelerator_stream": [index.miss_accelerator_stream]}
+        ),
+    }
 
 
 def _with_checkpoint_types(nodes: pa.Table, node_types: pa.Table, ckpt_names: pa.Array) -> pa.Table:
