@@ -106,3 +106,15 @@ def test_multistep_has_each_step():
 def test_rnn_loop_nodes_run_several_times():
     prof = Profile.from_inputs(**raw_inputs("rnn"))
     assert prof.frame("node_steps")["run_count"].max() > 1
+
+
+def test_progress_is_reported(tmp_path):
+    """Long ingests report progress (the CLI draws it as a bar on a terminal)."""
+    from tfprof.store import ingest_to_store
+
+    calls = []
+    ingest_to_store(tmp_path / "s", profile_path=FIXTURES / "rnn" / "profile.pb", progress=lambda *a: calls.append(a))
+    assert calls and calls[-1][0] == calls[-1][1]  # ends at done == total
+    raw = []
+    Profile.from_inputs(**raw_inputs("multistep"), progress=lambda *a: raw.append(a))
+    assert [c[0] for c in raw] == [1, 2, 3, 4] and raw[-1][1] == 4
