@@ -341,7 +341,7 @@ class ResNet:
 
 
 def build_graph(n_nodes: int, *, scope_depth: int = 6, seed: int = 0, with_trace: bool = True,
-                gpu: bool = True, loops: bool = True) -> tuple[list[Node], dict[str, int]]:
+                gpu: bool = True, loops: bool = True, all_run: bool = False) -> tuple[list[Node], dict[str, int]]:
     """Nodes of a synthetic training graph, exactly ``n_nodes`` of them (the last unit is cut)."""
     rng = np.random.default_rng(seed)
     g = GraphBuilder(rng, with_trace=with_trace, trace_depth=(5, 15))
@@ -380,6 +380,9 @@ def build_graph(n_nodes: int, *, scope_depth: int = 6, seed: int = 0, with_trace
     # Cut edges into the part that was dropped (inputs only point backwards, so none).
     r = rng.random(len(nodes))
     for i, nd in enumerate(nodes):
+        if all_run:
+            nd.runs = True
+            continue
         if nd.op in ("VariableV2", "Const") and nd.runs and r[i] < 0.5:
             nd.runs = False  # variables and constants mostly do not show up in the step stats
         if nd.op in ("ShapeN", "Shape") and r[i] < 0.3:
@@ -636,16 +639,19 @@ def _write_nodes(out, order, keys, sa, sa_off, sb, sb_off, kind, period, loop, t
 
 def _encode(nodes: int, steps: int, *, scope_depth: int = 6, seed: int = 0, trace: bool = True,
              gpu: bool = True, key_order: bool = False, empty_steps: int = 0, loops: bool = True,
-             odd_attrs: bool = False) -> tuple[np.ndarray, bytes]:
+             odd_attrs: bool = False, all_run: bool = False) -> tuple[np.ndarray, bytes]:
     """The nodes map (an array) and the rest of a synthetic ProfileProto.
 
     ``empty_steps`` extra step ids are listed in ``steps`` without any node running in them.
+    ``all_run`` makes every node run in every step (by default, as in a real training step,
+    initializers, ``Assign`` and half of the variables and constants do not run).
     ``key_order`` writes every map sorted by key (as Python's deterministic serializer does)
     instead of in hash order. ``odd_attrs`` gives a few nodes attrs that are valid protobuf but
     not in canonical encoding (unpacked ints, a func attr whose map is not sorted).
     """
     rng = np.random.default_rng(seed + 1)
-    graph, strings = build_graph(nodes, scope_depth=scope_depth, seed=seed, with_trace=trace, gpu=gpu, loops=loops)
+    graph, strings = build_graph(nodes, scope_depth=scope_depth, seed=seed, with_trace=trace, gpu=gpu, loops=loops,
+                                 all_run=all_run)
     n = len(graph)
     if odd_attrs:
         for i in range(0, n, 97):
@@ -736,11 +742,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-gpu", action="store_true", help="every node on cpu:0, no accelerator execs")
     ap.add_argument("--key-order", action="store_true", help="write maps sorted by key instead of hash order")
     ap.add_argument("--empty-steps", type=int, default=0, help="extra listed steps in which nothing ran")
+    ap.add_argument("--all-run", action="store_true", help="every node runs in every step (denser than real)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     t = time.perf_counter()
     size = write_profile(a.out, a.nodes, a.steps, scope_depth=a.scope_depth, seed=a.seed, trace=not a.no_trace,
-                         gpu=not a.no_gpu, key_order=a.key_order, empty_steps=a.empty_steps)
+                         gpu=not a.no_gpu, key_order=a.key_order, empty_steps=a.empty_steps, all_run=a.all_run)
     print(f"wrote {a.out}: {size / 1e6:.1f} MB, {a.nodes} nodes x {a.steps} steps "
           f"in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 

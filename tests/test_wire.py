@@ -199,7 +199,6 @@ def test_attr_values_match_protobuf_serialization(tmp_path):
     """Raw attr slices are used only when they equal protobuf's deterministic serialization."""
     values = _attr_values()
     node = _node(0, "n", attrs={f"a{i:02d}": v for i, v in enumerate(values)})
-    prof = _profile(node)
     # Non-canonical but valid encodings of the same values: unpacked repeated ints, a map in
     # reverse key order, an explicit zero in a proto3 field, a padded varint.
     odd = [
@@ -215,6 +214,28 @@ def test_attr_values_match_protobuf_serialization(tmp_path):
     ours = wire.decode_profile(path)
     assert_same_tables(ours, reference(path))
     assert ours["node_attrs"].num_rows == len(values) + len(odd)
+
+
+def _canonical(raw: bytes) -> bool:
+    buf = np.frombuffer(raw, np.uint8)
+    return wire._canonical(buf, 0, len(buf), wire._SPEC_KIND, wire._SPEC_SUB, np.empty((16, 4), np.int64))
+
+
+def test_canonical_check_accepts_exactly_protobufs_own_bytes():
+    """Whatever the check accepts, protobuf re-serializes to the same bytes (mutation test)."""
+    accepted = 0
+    rng = random.Random(5)
+    for v in _attr_values():
+        raw = v.SerializeToString(deterministic=True)
+        assert _canonical(raw) == (not v.HasField("func") and not v.list.func), v
+        for _ in range(40):
+            bad = bytearray(raw)
+            if bad:
+                bad[rng.randrange(len(bad))] ^= 1 << rng.randrange(8)
+            if _canonical(bytes(bad)):
+                accepted += 1
+                assert attr_value_pb2.AttrValue.FromString(bytes(bad)).SerializeToString(deterministic=True) == bad
+    assert accepted > 50
 
 
 def test_maps_in_any_order_with_repeated_keys(tmp_path):
@@ -264,6 +285,13 @@ def test_value_given_twice_falls_back_to_protobuf(tmp_path):
     assert_same_tables(wire.decode_profile(path), reference(path))
     batches = list(wire.iter_profile_batches(path))
     assert batches[0]["node_steps"].column("all_start_micros").to_pylist() == [5]
+
+
+def test_python_reader_fallback(synth_files, monkeypatch):
+    """Without libc's pread the nodes are read with seek + readinto: same tables."""
+    monkeypatch.setattr(wire, "_PREAD", None)
+    path = synth_files["default"]
+    assert_same_tables(wire.decode_profile(path), reference(path))
 
 
 def test_groups_fall_back_to_protobuf(tmp_path):

@@ -1,28 +1,37 @@
 """Fast ProfileProto decoder: numba kernels walk the protobuf wire format into numpy columns.
 
 ``tables_from_message`` (profile_proto.py) is the reference: it needs the whole parsed message
-(~4.6 GB and a Python loop per exec record for a 70k-node, 50-step profile). This module reads
-the same file through ``mmap`` and produces the same tables, batch by batch:
+(~3 GB and ~10 s just to parse a 70k-node, 50-step profile, then a Python loop per exec
+record). This module produces the same tables from the file, batch by batch, in bounded memory:
 
-1. ``scan_profile`` walks the top level once (sequentially): where each ``nodes`` map entry is,
-   each node's name, ``steps``, ``id_to_string``, the two flags. Map entries may come in any key
-   order (TensorFlow's C++ writes them in hash order); a repeated key keeps the last entry.
-2. ``iter_profile_batches`` cuts the node ids into contiguous ranges. For each range, a *count*
-   kernel walks every node (both cores, ``prange``), validating the wire format and counting the
-   rows each table gets; a *fill* kernel walks them again writing values straight into
-   preallocated column arrays. Nodes are visited in file order in spans of ``_SPAN`` bytes and
-   each span's pages are released (``MADV_DONTNEED``) once walked, so the resident set stays
-   bounded even when the batch's nodes are scattered over the whole file.
+1. ``scan_profile`` walks the top level once, through a read-only ``mmap`` whose pages are
+   released (``MADV_DONTNEED``) behind it: where each ``nodes`` map entry is, each node's name,
+   ``steps``, ``id_to_string``, the two flags. Map entries may come in any key order
+   (TensorFlow's C++ writes maps in hash order); a repeated key keeps the last entry.
+2. ``ProfileReader.batches`` cuts the node ids into contiguous ranges of about ``_BATCH_BYTES``
+   of input. A batch's nodes are copied with ``pread`` into a private buffer in node-id order;
+   a *count* kernel walks them, validating the wire format and counting each table's rows; a
+   *fill* kernel walks them again and writes the values straight into preallocated columns.
+   Both kernels are compiled ``nogil`` and run on every core (each thread takes a contiguous
+   part of the batch). Reading batch k+2, decoding batch k+1 and the caller's handling of
+   batch k overlap.
 3. Device strings (few distinct values, millions of occurrences) are interned in a small hash
-   table and become dictionary codes; other strings are copied out and dictionary-encoded by
-   Arrow. Attr values are sliced raw when a kernel has checked that the slice is exactly what
-   ``SerializeToString(deterministic=True)`` gives, otherwise re-serialized through protobuf.
+   table, compared 8 bytes at a time, and become dictionary codes; other strings are copied
+   out by the fill kernel and dictionary-encoded by Arrow. Attr values are sliced raw when a
+   kernel has checked that the slice is exactly what ``SerializeToString(deterministic=True)``
+   gives, otherwise re-serialized through protobuf.
 
 Every table of a batch is in the schema's row order and its dictionaries list the values the
 batch uses in the order the reference decoder first meets them, so concatenating the batches
-(``pa.concat_tables(...).unify_dictionaries().combine_chunks()``) gives tables equal to the
-reference's. Damaged files raise ``ProfileFormatError``: every length and varint is checked
-against the end of its message before it is used.
+(``concat_batches``) gives tables equal to the reference's (``pa.Table.equals``). Damaged files
+raise ``ProfileFormatError``: every length and varint is checked against the end of its
+message before it is used. The few valid encodings the kernels leave alone (a map entry whose
+value field appears twice, deprecated groups) are decoded by the reference decoder instead.
+
+The kernels are written to keep numba's runtime out of the hot loops (``_nrt=False``: no
+reference counting, no allocation; scratch space comes from the caller) and to let the hottest
+helpers be inlined (``inline="always"``), which roughly halves the decoding time at the price
+of a longer first compile (cached on disk).
 """
 
 from __future__ import annotations
@@ -61,12 +70,12 @@ BATCH_TABLES = (
 """The per-node tables, in the order a batch holds them."""
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases
-_GAP = 4096  # nodes closer than this in the file are read together
 _BATCH_BYTES = 32 << 20  # input bytes per batch when batch_nodes is not given
+_READ_AHEAD = 1  # batches whose bytes are read while an earlier one is decoded
 _PAGE = mmap.PAGESIZE
 
 # Wire errors are negative positions returned by the kernels.
-_E_VARINT, _E_LENGTH, _E_WIRE, _E_MISMATCH, _E_UNUSUAL = -1, -2, -3, -4, -5
+_E_VARINT, _E_LENGTH, _E_WIRE, _E_MISMATCH, _E_UNUSUAL, _E_UTF8 = -1, -2, -3, -4, -5, -7
 _DROP = 1  # a map entry protobuf does not put in the map (see _entry)
 _DROPPED_TUPLE = -100  # _count_map_of_tuples: a valid entry to leave out
 _WIRE_PROBLEMS = {
@@ -74,6 +83,7 @@ _WIRE_PROBLEMS = {
     _E_LENGTH: "a length runs past the end of its message",
     _E_WIRE: "an invalid tag, wire type or group",
     _E_MISMATCH: "a known field has the wrong wire type",
+    _E_UTF8: "a string field is not valid UTF-8",
 }
 # Node-level errors in the kernels' err arrays (wire errors are stored as they are).
 _E_NONAME, _E_ID, _E_STEP, _E_INPUT = 10, 11, 12, 13
@@ -90,7 +100,8 @@ _HSLOTS0 = 1024  # initial device hash table size (power of two)
 
 
 class _Unusual(Exception):
-    """Valid protobuf that this decoder does not handle (a map entry with two values)."""
+    """Valid protobuf that the kernels leave to the reference decoder: a map entry whose value
+    field appears twice (protobuf merges the two), a deprecated group, a node named twice."""
 
 
 # ================================================================================ wire primitives
@@ -125,6 +136,26 @@ def _tag(buf, pos, end):
     if t >> 32 or (t >> 3) == 0:
         return 0, 0, _E_WIRE
     return t >> 3, t & 7, pos
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _tag_fast(buf, pos, end):
+    """``_tag`` with one-byte tags (fields 1-15) decoded in line, for the hot loops."""
+    if pos < end:
+        b = np.int64(buf[pos])
+        if 8 <= b < 0x80:
+            return b >> 3, b & 7, pos + 1
+    return _tag(buf, pos, end)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _varint_fast(buf, pos, end):
+    """``_varint`` with one-byte values decoded in line, for the hot loops."""
+    if pos < end:
+        b = np.int64(buf[pos])
+        if b < 0x80:
+            return b, pos + 1
+    return _varint(buf, pos, end)
 
 
 @njit(cache=True, _nrt=False)
@@ -233,9 +264,13 @@ def _utf8_ok(buf, s, e):
 
 @njit(cache=True, _nrt=False)
 def _word(bw, p):
-    """The 8 bytes at ``p`` as a little-endian uint64 (``bw``: the buffer viewed as uint64 at each of
-    the 8 byte offsets, so any position is an aligned load in one of them)."""
-    return bw[p & 7][p >> 3]
+    """The 8 bytes at ``p`` as a little-endian uint64, from ``bw``: the (8-aligned, padded) buffer
+    viewed as uint64 words."""
+    i = p >> 3
+    k = np.uint64((p & 7) * 8)
+    if k == 0:
+        return bw[i]
+    return (bw[i] >> k) | (bw[i + 1] << (np.uint64(64) - k))
 
 
 @njit(cache=True, _nrt=False)
@@ -262,7 +297,7 @@ def _str_key(b, p, n):
     return w, w
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _dev_lookup(buf, bw, off, n, dev_words, dev_tab, dev_w2, slots):
     """The code of device string ``buf[off:off+n]``; -1 when it is not interned yet.
 
@@ -350,7 +385,7 @@ class _Devices:
 
 
 @njit(cache=True, _nrt=False)
-def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
+def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap):
     """Walk top-level fields from ``pos`` until ``stop`` (or a full output array); returns the new pos.
 
     ent[k] = (key, node start, node end, name start, name end); names gets the name bytes;
@@ -398,7 +433,10 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
                     dropped = True  # not a map entry for protobuf (see _entry)
                 if q < 0:
                     return q
-            if dropped:
+            if dropped:  # not a map entry for protobuf, but it still parses the node
+                st = _count_node(buf, ns, ne, scrap)[0] if ne > ns else 0
+                if st < 0:
+                    return st
                 pos = e
                 continue
             # The name: the first name field of the node (the count kernel checks it is the only one).
@@ -501,6 +539,8 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
                 if q < 0:
                     return q
             if dropped:
+                if ve > vs and not _utf8_ok(buf, vs, ve):
+                    return _E_UTF8
                 pos = e
                 continue
             k = state[3]
@@ -553,26 +593,6 @@ def _entry(buf, s, e, key_wt, val_wt):
     val = np.int64(0)
     vs = e
     ve = e
-    # Fast path: the layout every writer uses, key then value, each once.
-    if e - s >= 4 and buf[s] == (8 | key_wt) and key_wt == 0 and val_wt == 2:
-        key, p = _varint(buf, s + 1, e)
-        if p > 0 and p < e and buf[p] == 0x12:
-            vs, ve = _len(buf, p + 1, e)
-            if vs >= 0 and ve == e:
-                return key, ks, ke, val, vs, ve, 0
-        key = np.int64(0)
-        vs = e
-        ve = e
-    elif e - s >= 4 and buf[s] == 0x0A and key_wt == 2 and val_wt == 2:
-        ks, ke = _len(buf, s + 1, e)
-        if ks >= 0 and ke < e and buf[ke] == 0x12:
-            vs, ve = _len(buf, ke + 1, e)
-            if vs >= 0 and ve == e:
-                return key, ks, ke, val, vs, ve, 0
-        ks = e
-        ke = e
-        vs = e
-        ve = e
     seen = False
     dropped = False
     pos = s
@@ -604,7 +624,32 @@ def _entry(buf, s, e, key_wt, val_wt):
             dropped = True
         if pos < 0:
             return key, ks, ke, val, vs, ve, pos
-    return key, ks, ke, val, vs, ve, _DROP if dropped else 0
+    if dropped:
+        # Protobuf still parses the entry, so a string key must be valid UTF-8.
+        if ke > ks and not _utf8_ok(buf, ks, ke):
+            return key, ks, ke, val, vs, ve, _E_UTF8
+        return key, ks, ke, val, vs, ve, _DROP
+    return key, ks, ke, val, vs, ve, 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _entry_fast(buf, s, e, key_wt, val_wt):
+    """``_entry`` with the layout every writer uses (key, then a length-delimited value, once
+    each) decoded in line; anything else goes to ``_entry``. Inlined where entries are hot."""
+    if e - s >= 4 and val_wt == 2:
+        if key_wt == 0 and buf[s] == 0x08:
+            key, p = _varint(buf, s + 1, e)
+            if p > 0 and p < e and buf[p] == 0x12:
+                vs, ve = _len(buf, p + 1, e)
+                if vs >= 0 and ve == e:
+                    return key, e, e, np.int64(0), vs, ve, 0
+        elif key_wt == 2 and buf[s] == 0x0A:
+            ks, ke = _len(buf, s + 1, e)
+            if ks >= 0 and ke < e and buf[ke] == 0x12:
+                vs, ve = _len(buf, ke + 1, e)
+                if vs >= 0 and ve == e:
+                    return np.int64(0), ks, ke, np.int64(0), vs, ve, 0
+    return _entry(buf, s, e, key_wt, val_wt)
 
 
 @njit(cache=True, _nrt=False)
@@ -686,7 +731,7 @@ def _count_exec(buf, s, e, cnt):
                 return ps
             pos = pe
             if f == 4 or f == 5:
-                _, ks, ke, _, vs, ve, st = _entry(buf, ps, pe, 2, 2)
+                _, ks, ke, _, vs, ve, st = _entry_fast(buf, ps, pe, 2, 2)
                 if st < 0:
                     return st
                 if st == 0:
@@ -731,7 +776,7 @@ def _count_exec(buf, s, e, cnt):
                         ms, me = _len(buf, q, pe)
                         if ms < 0:
                             return ms
-                        _, _, _, _, vs, ve, st = _entry(buf, ms, me, 0, 2)
+                        _, _, _, _, vs, ve, st = _entry_fast(buf, ms, me, 0, 2)
                         if st < 0:
                             return st
                         st2 = _check_varints(buf, vs, ve, 2)
@@ -862,7 +907,7 @@ def _count_node(buf, s, e, cnt):
                 cnt[C_ATTRS] += 1
                 cnt[C_STRB] += ke - ks + ve - vs
         elif f == 12:
-            _, _, _, _, vs, ve, st = _entry(buf, ps, pe, 0, 2)
+            _, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 0, 2)
             if st == 0:
                 st = _count_exec(buf, vs, ve, cnt)
                 cnt[C_STEPS] += 1
@@ -953,7 +998,9 @@ def _minimal_varint(buf, s, e):
     v, p = _varint(buf, s, e)
     if p < 0:
         return v, p, False
-    return v, p, (p - s == 1) or buf[p - 1] != 0
+    n = p - s
+    # No trailing zero groups; a 10th byte can only carry bit 63 (protobuf drops the rest).
+    return v, p, (n == 1 or buf[p - 1] != 0) and (n < 10 or buf[p - 1] == 1)
 
 
 @njit(cache=True, _nrt=False)
@@ -1238,7 +1285,7 @@ def _tuple_values(buf, s, e, out, o, limit):
     return n
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _device(buf, s, e, dev, miss, i):
     """Device code of ``buf[s:e]``; records the first string that is not interned yet."""
     dev_words, dev_tab, dev_w2, slots, bw = dev
@@ -1252,7 +1299,7 @@ def _device(buf, s, e, dev, miss, i):
     return c
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
     """Decode one ExecProfile into the node_steps, exec_devices, execs, memory, output_memory and
     allocations rows at ``rows`` (advanced in place)."""
@@ -1270,11 +1317,11 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
     nmem = 0
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = _tag_fast(buf, pos, e)
         if pos < 0:
             return _E_CHANGED
         if f <= 3 and wt == 0:
-            v, pos = _varint(buf, pos, e)
+            v, pos = _varint_fast(buf, pos, e)
             if f == 1:
                 run_count = v
             elif f == 2:
@@ -1292,7 +1339,7 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
             return _E_CHANGED
         pos = pe
         if f == 4 or f == 5:
-            _, ks, ke, _, vs, ve, st = _entry(buf, ps, pe, 2, 2)
+            _, ks, ke, _, vs, ve, st = _entry_fast(buf, ps, pe, 2, 2)
             if st < 0:
                 return _E_CHANGED
             if st == _DROP:
@@ -1331,17 +1378,17 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
             nom = 0
             q = ps
             while q < pe:
-                g, w, q = _tag(buf, q, pe)
+                g, w, q = _tag_fast(buf, q, pe)
                 if q < 0:
                     return _E_CHANGED
                 if g <= 10 and w == 0:
-                    v, q = _varint(buf, q, pe)
+                    v, q = _varint_fast(buf, q, pe)
                     o_mem[2 + g, r] = v
                 elif g == 11 and w == 2:
                     ms, me = _len(buf, q, pe)
                     if ms < 0:
                         return _E_CHANGED
-                    k, _, _, _, vs, ve, st = _entry(buf, ms, me, 0, 2)
+                    k, _, _, _, vs, ve, st = _entry_fast(buf, ms, me, 0, 2)
                     q = me
                     if st == _DROP:
                         continue
@@ -1357,7 +1404,11 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
                     if q < 0:
                         return _E_CHANGED
             rows[C_MEM] = r + 1
-            m = _keep_last_sorted(om_k, nom, sort_a, sort_b)
+            if nom <= 1:  # the usual case, without a call
+                m = nom
+                sort_a[0] = 0
+            else:
+                m = _keep_last_sorted(om_k, nom, sort_a, sort_b)
             order = sort_a
             for x in range(m):
                 y = order[x]
@@ -1369,11 +1420,11 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
                 q = om_s[y]
                 qe = om_e[y]
                 while q < qe:
-                    g, w, q = _tag(buf, q, qe)
+                    g, w, q = _tag_fast(buf, q, qe)
                     if q < 0:
                         return _E_CHANGED
                     if g <= 2 and w == 0:
-                        v, q = _varint(buf, q, qe)
+                        v, q = _varint_fast(buf, q, qe)
                         if g == 1:
                             b = v
                         else:
@@ -1399,11 +1450,11 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
             o_alloc[3, r] = 0
             q = ps
             while q < pe:
-                g, w, q = _tag(buf, q, pe)
+                g, w, q = _tag_fast(buf, q, pe)
                 if q < 0:
                     return _E_CHANGED
                 if g <= 2 and w == 0:
-                    v, q = _varint(buf, q, pe)
+                    v, q = _varint_fast(buf, q, pe)
                     o_alloc[1 + g, r] = v
                 else:
                     q = _skip(buf, q, pe, w, g)
@@ -1441,7 +1492,12 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
         keys = acc_c if kind == 0 else cpu_c
         ss = acc_s if kind == 0 else cpu_s
         ee = acc_e if kind == 0 else cpu_e
-        m = _keep_last_sorted(keys, na if kind == 0 else nc, sort_a, sort_b)
+        n = na if kind == 0 else nc
+        if n <= 1:  # the usual case, without a call
+            m = n
+            sort_a[0] = 0
+        else:
+            m = _keep_last_sorted(keys, n, sort_a, sort_b)
         order = sort_a
         for x in range(m):
             y = order[x]
@@ -1449,14 +1505,21 @@ def _fill_exec(buf, s, e, nid, step, i, dev, scr, rows, lim, out, miss):
             q = ss[y]
             qe = ee[y]
             while q < qe:
-                g, w, q = _tag(buf, q, qe)
+                g, w, q = _tag_fast(buf, q, qe)
                 if q < 0:
                     return _E_CHANGED
                 if g == 1 and w == 2:
                     ts, te = _len(buf, q, qe)
                     if ts < 0:
                         return _E_CHANGED
-                    v0, v1 = _tuple2(buf, ts, te)
+                    # Fast path for the usual [start, duration] packed in one field.
+                    if te - ts >= 4 and buf[ts] == 0x0A and buf[ts + 1] < 0x80 and ts + 2 + buf[ts + 1] == te:
+                        v0, q2 = _varint_fast(buf, ts + 2, te)
+                        v1, q3 = _varint_fast(buf, q2, te) if q2 > 0 and q2 < te else (np.int64(0), q2)
+                        if q2 < 0 or q3 != te:
+                            v0, v1 = _tuple2(buf, ts, te)
+                    else:
+                        v0, v1 = _tuple2(buf, ts, te)
                     r = rows[C_EXECS]
                     if r >= lim[C_EXECS]:
                         return _E_CHANGED
@@ -1610,16 +1673,24 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
     at_ks, at_ke, at_vs, at_ve = scr[S_AT_KS], scr[S_AT_KE], scr[S_AT_VS], scr[S_AT_VE]
     ex_k, ex_s, ex_e = scr[S_EX_K], scr[S_EX_S], scr[S_EX_E]
     sort_a, sort_b = scr[S_ORD_A], scr[S_TMP_A]
+    # Touch every cache line of the node front to back first: the exec records are decoded in
+    # step order, which the file does not follow (C++ writes maps in hash order), and random
+    # reads from memory would each wait for a cache miss; a sequential pass lets the hardware
+    # prefetcher stream the node into cache.
+    touch = np.uint8(0)
+    for p in range(s, e, 64):
+        touch ^= buf[p]
+    scr[S_STR_ID, 3] = touch
     n_i = n_src = n_osh = n_at = n_ex = 0
     op_s = op_e = cd_s = cd_e = hd_s = hd_e = 0
     float_ops = np.int64(0)
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = _tag_fast(buf, pos, e)
         if pos < 0:
             return _E_CHANGED
         if wt == 0 and (f == 4 or f == 8):
-            v, pos = _varint(buf, pos, e)
+            v, pos = _varint_fast(buf, pos, e)
             if f == 8:
                 float_ops = v
             else:
@@ -1657,7 +1728,7 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
         elif f == 4:
             q = ps
             while q < pe:
-                v, q = _varint(buf, q, pe)
+                v, q = _varint_fast(buf, q, pe)
                 r = rows[C_SHAPE]
                 if q < 0 or r >= lim[C_SHAPE]:
                     return _E_CHANGED
@@ -1699,7 +1770,7 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
             at_ve[n_at] = ve
             n_at += 1
         elif f == 12:
-            k, _, _, _, vs, ve, st = _entry(buf, ps, pe, 0, 2)
+            k, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 0, 2)
             if st == _DROP:
                 continue
             if n_ex >= cnt[C_STEPS]:
@@ -1894,6 +1965,57 @@ def _gather_spans(values, starts, lens):
     return out, offs
 
 
+def _libc_pread():
+    """libc's ``pread``, callable from compiled code (None where there is no such function)."""
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        fn = libc.pread
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_ssize_t
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_longlong]
+    return fn
+
+
+_PREAD = _libc_pread()
+
+
+@njit(cache=True, nogil=True)
+def _pread_nodes(pread, fd, starts, ends, dst, pos):
+    """Read each node ``[starts[i], ends[i])`` of the file to ``dst[pos[i]:]`` with ``pread``, one
+    call per run of nodes that follow each other in both; 0, or -1 on a short read."""
+    base = dst.ctypes.data
+    i = 0
+    n = len(starts)
+    while i < n:
+        j = i + 1
+        while j < n and starts[j] == ends[j - 1] and pos[j] == pos[j - 1] + ends[j - 1] - starts[j - 1]:
+            j += 1
+        off = starts[i]
+        size = ends[j - 1] - off
+        got = 0
+        while got < size:
+            k = pread(fd, base + pos[i] + got, size - got, off + got)
+            if k <= 0:
+                return -1
+            got += k
+        i = j
+    return 0
+
+
+def _pread_nodes_py(file, starts: np.ndarray, ends: np.ndarray, dst: np.ndarray, pos: np.ndarray) -> bool:
+    """``_pread_nodes`` where libc's pread cannot be called: one seek and read per node."""
+    view = memoryview(dst)
+    for s, e, p in zip(starts.tolist(), ends.tolist(), pos.tolist()):
+        file.seek(s)
+        if file.readinto(view[p: p + e - s]) != e - s:
+            return False
+    return True
+
+
 # ================================================================================ Python side
 
 
@@ -1921,16 +2043,11 @@ class ProfileIndex:
         return len(self.keys)
 
 
-def _words(a: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``a`` (uint8) as uint64 at each of the 8 byte offsets: any 8 bytes are one aligned load (_word)."""
-    size = len(a)
-    mv = memoryview(a)
-    out = []
-    for k in range(8):
-        w = np.frombuffer(mv, np.uint64, count=max(0, (size - k) // 8), offset=min(k, size))
-        w.flags.writeable = False  # one numba type for every buffer
-        out.append(w)
-    return tuple(out)
+def _words(a: np.ndarray) -> np.ndarray:
+    """``a`` (uint8; 8-aligned, at least 8 bytes of padding) as uint64 words, for ``_word``."""
+    w = np.frombuffer(memoryview(a), np.uint64, count=len(a) // 8)
+    w.flags.writeable = False  # one numba type for every buffer
+    return w
 
 
 class _View:
@@ -2027,10 +2144,11 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     steps = np.empty(256, np.int64)
     ids = np.empty((1024, 3), np.int64)
     state = np.zeros(6, np.int64)
+    scrap = np.zeros(2 * _NCOUNT, np.int64)  # counters of nodes that only need validating
     pos = 0
     while pos < end:
         stop = min(end, pos + _SPAN)
-        new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids)
+        new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap)
         if new < 0:
             raise _wire_error(p, new, pos)
         if new < stop:  # an output array is full: grow it and go on from the same entry
@@ -2107,7 +2225,7 @@ def _batch_bounds(index: ProfileIndex, batch_nodes: int | None) -> list[tuple[in
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -2140,10 +2258,10 @@ def _fill_scratch(counts: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, ...
 class _Batcher:
     """Decodes sets of nodes of one file; keeps the device dictionary across batches.
 
-    A batch's nodes are read with ``pread`` into one private buffer (in file order, neighbours
-    read together) rather than walked through the memory map: a key-ordered batch of a file
-    written in hash order has its nodes scattered over the whole file, and mapping pages around
-    each one (twice: count and fill) costs more than copying the bytes once.
+    A batch's nodes are read with ``pread`` into one private buffer rather than walked through
+    the memory map: a key-ordered batch of a file written in hash order has its nodes scattered
+    over the whole file, and mapping pages around each one (twice: count and fill) costs more
+    than copying the bytes once.
     """
 
     def __init__(self, path: Path, file, index: ProfileIndex) -> None:
@@ -2156,6 +2274,7 @@ class _Batcher:
         self.step_set = np.unique(index.steps)
         self.ids = (index.id_keys, index.id_code, np.int64(index.empty_code))
         self.spec = (_SPEC_KIND, _SPEC_SUB)
+        self._buffers = [np.empty(0, np.uint8) for _ in range(_READ_AHEAD + 1)]
         self._seed()
 
     def _seed(self) -> None:
@@ -2163,33 +2282,35 @@ class _Batcher:
         n = self.index.num_nodes
         self._decode(np.unique(np.linspace(0, n - 1, min(n, 64)).astype(np.int64)))
 
-    def _read(self, starts: np.ndarray, ends: np.ndarray) -> tuple[_View, np.ndarray, np.ndarray]:
-        """The bytes of nodes ``[starts, ends)`` in a private buffer, and their positions there."""
-        order = np.argsort(starts, kind="stable")
-        s, e = starts[order], ends[order]
-        # Runs of nodes close together in the file are read with one call, gaps included.
-        new_run = np.ones(len(s), bool)
-        new_run[1:] = s[1:] > e[:-1] + _GAP
-        first = np.flatnonzero(new_run)
-        run_s = s[first]
-        run_e = np.maximum.reduceat(e, first) if len(first) else first
-        run_len = run_e - run_s
-        run_dest = np.cumsum(run_len) - run_len
-        data = np.empty(int(run_len.sum()) + 8, np.uint8)
-        view = memoryview(data)
+    def read(self, a: int, b: int, slot: int = 0) -> tuple[_View, np.ndarray, np.ndarray]:
+        """The bytes of the batch of node ids ``index.keys[a:b]`` (see ``_read``), into buffer ``slot``."""
+        return self._read(self.index.node_start[a:b], self.index.node_end[a:b], slot)
+
+    def _read(self, starts: np.ndarray, ends: np.ndarray, slot: int = 0) -> tuple[_View, np.ndarray, np.ndarray]:
+        """The bytes of nodes ``[starts, ends)`` (in node-id order) one after the other in a
+        private buffer, and their positions there.
+
+        Node-id order, not file order: the kernels then read their input and write their output
+        columns front to back. Nodes next to each other in both orders are read with one call.
+        """
+        lens = ends - starts
+        pos = np.cumsum(lens) - lens
+        need = (int(lens.sum()) + 15) // 8 * 8  # whole words, one of them padding (see _word)
+        # A few buffers, reused batch after batch (fresh pages would be zeroed by the kernel first):
+        # one being decoded, one being read ahead.
+        if len(self._buffers[slot]) < need:
+            self._buffers[slot] = np.empty(max(need, len(self._buffers[slot]) * 5 // 4), np.uint8)
+        data = self._buffers[slot][:need]
         fd = self.file.fileno()
-        for rs, rl, rd in zip(run_s.tolist(), run_len.tolist(), run_dest.tolist()):
-            got = 0
-            while got < rl:
-                n = os.preadv(fd, [view[rd + got: rd + rl]], rs + got)
-                if n <= 0:
-                    raise damaged(self.path, "profile", "it changed while it was being read")
-                got += n
-        run_of = np.cumsum(new_run) - 1
-        pos = np.empty(len(s), np.int64)
-        pos[order] = run_dest[run_of] + (s - run_s[run_of])
+        if _PREAD is not None:  # one call per run of nodes, from compiled code
+            ok = _pread_nodes(_PREAD, fd, starts, ends, data, pos) == 0
+        else:
+            ok = _pread_nodes_py(self.file, starts, ends, data, pos)
+        if not ok:
+            raise damaged(self.path, "profile", "it changed while it was being read")
+        data = data.view()
         data.flags.writeable = False
-        return _View(data), pos, pos + (ends - starts)
+        return _View(data), pos, pos + lens
 
     def _run(self, kernel, view: _View, ns: np.ndarray, ne: np.ndarray, nodes: np.ndarray, args: tuple,
              scratch=None) -> None:
@@ -2200,24 +2321,25 @@ class _Batcher:
         def call(part: np.ndarray) -> None:
             kernel(view.array, part, ns, ne, *args, *(scratch(part) if scratch else ()))
 
+        # In buffer order, so that each thread streams through memory (the hardware prefetcher
+        # follows), each thread taking a contiguous part of the buffer of about equal size.
         if len(nodes) >= 2 * _THREADS and _THREADS > 1:
-            # Contiguous blocks of about equal bytes: threads writing neighbouring rows of the same
-            # columns would fight over cache lines.
             size = np.cumsum(ne[nodes] - ns[nodes])
             cuts = np.searchsorted(size, size[-1] * np.arange(1, _THREADS) / _THREADS)
             list(_pool().map(call, np.split(nodes, cuts)))
         else:
             call(nodes)
 
-    def decode(self, a: int, b: int) -> dict[str, pa.Table]:
-        """The batch of node ids ``index.keys[a:b]``."""
-        return self._decode(np.arange(a, b), tables=True)
+    def decode(self, a: int, b: int, data: tuple | None = None) -> dict[str, pa.Table]:
+        """The batch of node ids ``index.keys[a:b]``; ``data``: its bytes from ``read``, if read ahead."""
+        return self._decode(np.arange(a, b), tables=True, data=data)
 
-    def _decode(self, sel: np.ndarray, *, tables: bool = False) -> dict[str, pa.Table] | None:
+    def _decode(self, sel: np.ndarray, *, tables: bool = False, data: tuple | None = None
+                ) -> dict[str, pa.Table] | None:
         idx = self.index
         B = len(sel)
         file_s, nids = idx.node_start[sel], idx.keys[sel]
-        view, ns, ne = self._read(file_s, idx.node_end[sel])
+        view, ns, ne = data if data is not None else self._read(file_s, idx.node_end[sel])
         everyone = np.arange(B)
         counts = np.zeros((B, 2 * _NCOUNT), np.int64)  # the second half: scrap for dropped entries
         err = np.zeros(B, np.int64)
@@ -2444,31 +2566,51 @@ class ProfileReader:
 
     def batches(self) -> Iterator[dict[str, pa.Table]]:
         """The per-node tables, batch by batch (node ids ascending)."""
+        yielded = False
+        try:
+            for batch in self._batches():
+                yielded = True
+                yield batch
+        except _Unusual:
+            if yielded:
+                raise damaged(self.path, "profile", "a map entry holds its value twice; decode it with "
+                              "tfprof.ingest.wire.decode_profile, which falls back to protobuf") from None
+            self._use_reference()
+            yield from _reference_batches(self._fallback, self.batch_nodes)
+        self._done = True
+
+    def _use_reference(self) -> None:
+        self._index = None
+        self._fallback = profile_proto.tables_from_message(profile_proto.parse_profile(self.path))
+
+    def _batches(self) -> Iterator[dict[str, pa.Table]]:
+        """``batches``, raising ``_Unusual`` for what the kernels leave to protobuf."""
         index = self.index
         if index is None:
             yield from _reference_batches(self._fallback, self.batch_nodes)
-            self._done = True
             return
         bounds = _batch_bounds(index, self.batch_nodes)
-        yielded = False
-        with open(self.path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-next") as ahead:
-            try:
-                self._batcher = _Batcher(self.path, f, index)
-                nxt = ahead.submit(self._batcher.decode, *bounds[0])
-                for k in range(len(bounds)):
-                    batch = nxt.result()
-                    if k + 1 < len(bounds):
-                        nxt = ahead.submit(self._batcher.decode, *bounds[k + 1])
-                    yielded = True
-                    yield batch
-            except _Unusual:
-                if yielded:
-                    raise damaged(self.path, "profile", "a map entry holds its value twice; decode it with "
-                                  "tfprof.ingest.wire.decode_profile, which falls back to protobuf") from None
-                self._index = None
-                self._fallback = profile_proto.tables_from_message(profile_proto.parse_profile(self.path))
-                yield from _reference_batches(self._fallback, self.batch_nodes)
-        self._done = True
+        with open(self.path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-next") as ahead, \
+                ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-read") as reader:
+            b = self._batcher = _Batcher(self.path, f, index)
+            # Three stages run at once: the caller handles batch k, batch k+1 is decoded, the
+            # bytes of the batches after it are read.
+            reads = {k: reader.submit(b.read, *bounds[k], k % (_READ_AHEAD + 1))
+                     for k in range(min(_READ_AHEAD, len(bounds)))}
+
+            def decode(k: int) -> dict[str, pa.Table]:
+                data = reads.pop(k).result()
+                if k + _READ_AHEAD < len(bounds):
+                    j = k + _READ_AHEAD
+                    reads[j] = reader.submit(b.read, *bounds[j], j % (_READ_AHEAD + 1))
+                return b.decode(*bounds[k], data=data)
+
+            nxt = ahead.submit(decode, 0)
+            for k in range(len(bounds)):
+                batch = nxt.result()
+                if k + 1 < len(bounds):
+                    nxt = ahead.submit(decode, k + 1)
+                yield batch
 
     def profile_tables(self) -> dict[str, pa.Table]:
         """steps, devices, info (and the empty allocator_memory, checkpoint_tensors), as the
@@ -2525,12 +2667,11 @@ def decode_profile(path: str | os.PathLike) -> dict[str, pa.Table]:
     """Every table of ProfileProto ``path``: equal to ``tables_from_message(parse_profile(path))``."""
     reader = ProfileReader(path)
     try:
-        batches = list(reader.batches())
-    except ProfileFormatError:
-        if reader._index is None:
-            raise
-        # A repeated map value met after the first batch: the reference decoder handles it.
-        return profile_proto.tables_from_message(profile_proto.parse_profile(reader.path))
+        batches = list(reader._batches())
+    except _Unusual:  # an encoding the kernels leave to protobuf (see ``_Unusual``)
+        reader._use_reference()
+        return reader._fallback
+    reader._done = True
     tables = {name: concat_batches([b[name] for b in batches]) for name in BATCH_TABLES}
     tables.update(reader.profile_tables())
     order = list(profile_proto._FROM_PROTO) + ["allocator_memory", "checkpoint_tensors", "devices", "info"]
