@@ -98,10 +98,10 @@ def test_fixture_profiles_match_reference(path):
     assert_same_tables(wire.decode_profile(path), reference(path))
 
 
-@pytest.mark.parametrize("batch_nodes", [1, 7, 10_000])
-def test_batches_concatenate_to_the_whole_tables(synth_files, batch_nodes):
+@pytest.mark.parametrize("batch_nodes, prefetch", [(1, True), (7, True), (10_000, True), (7, False)])
+def test_batches_concatenate_to_the_whole_tables(synth_files, batch_nodes, prefetch):
     path = synth_files["default"]
-    reader = wire.ProfileReader(path, batch_nodes=batch_nodes)
+    reader = wire.ProfileReader(path, batch_nodes=batch_nodes, prefetch=prefetch)
     batches = list(reader.batches())
     assert len(batches) == -(-400 // batch_nodes)
     last = -1

@@ -2553,14 +2553,17 @@ class ProfileReader:
     >>> write(reader.profile_tables())                           # steps, devices, info, ...  # doctest: +SKIP
 
     ``batches()`` yields dicts of the per-node tables (``BATCH_TABLES``) for consecutive ranges
-    of node ids; while the caller handles one batch, the next one is decoded in the background.
+    of node ids. With ``prefetch`` (the default), while the caller handles one batch the next one
+    is decoded and the one after is read, in the background; a caller that already hands batches
+    to a thread of its own can turn it off and keep one batch less in memory.
     ``profile_tables()`` gives the whole-profile tables once the batches are consumed.
     """
 
     def __init__(self, path: str | os.PathLike, *, batch_nodes: int | None = None,
-                 index: ProfileIndex | None = None) -> None:
+                 index: ProfileIndex | None = None, prefetch: bool = True) -> None:
         self.path = _check_file(path)
         self.batch_nodes = batch_nodes
+        self.prefetch = prefetch
         self._index = index
         self._batcher: _Batcher | None = None
         self._fallback: dict[str, pa.Table] | None = None
@@ -2602,6 +2605,12 @@ class ProfileReader:
             yield from _reference_batches(self._fallback, self.batch_nodes)
             return
         bounds = _batch_bounds(index, self.batch_nodes)
+        if not self.prefetch:
+            with open(self.path, "rb") as f:
+                b = self._batcher = _Batcher(self.path, f, index)
+                for a, z in bounds:
+                    yield b.decode(a, z)
+            return
         with open(self.path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-next") as ahead, \
                 ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-read") as reader:
             b = self._batcher = _Batcher(self.path, f, index)
@@ -2649,16 +2658,17 @@ class ProfileReader:
 
 
 def iter_profile_batches(
-    path: str | os.PathLike, *, batch_nodes: int | None = None, index: ProfileIndex | None = None
+    path: str | os.PathLike, *, batch_nodes: int | None = None, index: ProfileIndex | None = None,
+    prefetch: bool = True,
 ) -> Iterator[dict[str, pa.Table]]:
     """The per-node tables of ProfileProto ``path`` (``BATCH_TABLES``), in batches of node ids.
 
     Each batch covers the next ``batch_nodes`` node ids (default: about ``_BATCH_BYTES`` of the
     file), so concatenating the batches gives the globally sorted tables. ``index`` (from
-    ``scan_profile``) saves the scan. Damaged files raise ``ProfileFormatError``. The
-    whole-profile tables come from ``ProfileReader.profile_tables``.
+    ``scan_profile``) saves the scan; ``prefetch``: see ``ProfileReader``. Damaged files raise
+    ``ProfileFormatError``. The whole-profile tables come from ``ProfileReader.profile_tables``.
     """
-    yield from ProfileReader(path, batch_nodes=batch_nodes, index=index).batches()
+    yield from ProfileReader(path, batch_nodes=batch_nodes, index=index, prefetch=prefetch).batches()
 
 
 def _reference_batches(tables: dict[str, pa.Table], batch_nodes: int | None) -> Iterator[dict[str, pa.Table]]:
