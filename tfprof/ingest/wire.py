@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -2178,9 +2179,9 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     ent = ent[:n]
     name_off = np.append(ent[:, 4], state[1])
     name_len = np.diff(name_off)
-    if ((ent[:, 3] < 0) | (name_len == 0)).any():
-        raise damaged(p, "profile", "a node has no name or a wrong id; is this another kind of file?")
     keys, keep = _last_of_each_key(ent[:, 0])
+    if ((ent[keep, 3] < 0) | (name_len[keep] == 0)).any():
+        raise damaged(p, "profile", "a node has no name or a wrong id; is this another kind of file?")
     all_names = _strings(names[: state[1]], name_off.astype(np.int32), p, "a node name")
     id_n = int(state[3])
     id_keys, id_keep = _last_of_each_key(ids[:id_n, 0])
@@ -2237,16 +2238,25 @@ def _batch_bounds(index: ProfileIndex, batch_nodes: int | None) -> list[tuple[in
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)))
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_THREADS = max(1, min(8, _cpus()))
 _POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
     """Threads for the kernels (compiled ``nogil``: they run on all cores at once)."""
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(_THREADS, thread_name_prefix="tfprof-wire")
-    return _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(_THREADS, thread_name_prefix="tfprof-wire")
+        return _POOL
 
 
 def _alloc(shape: tuple[int, ...], dtype) -> np.ndarray:
