@@ -237,21 +237,20 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], flush=True)
             return r
 
-        cache = work / "numba-cache"
-        add("numba compile (cold, empty cache)", _run("jit", profile, work, env={"NUMBA_CACHE_DIR": str(cache)}),
-            "tiny profile")
-        add("numba load (warm cache)", _run("jit", profile, work, env={"NUMBA_CACHE_DIR": str(cache)}),
+        # One numba cache for every phase: compiled once (cold), then loaded (warm) by the others.
+        env = {"NUMBA_CACHE_DIR": str(work / "numba-cache")}
+        add("numba compile (cold, empty cache)", _run("jit", profile, work, env=env), "tiny profile")
+        add("numba load (warm cache)", _run("jit", profile, work, env=env),
             "tiny profile; numba's start + loading the kernels")
-        _run("jit", profile, work)  # make sure the default cache is warm for what follows
-        add("protobuf parse (reference's first step)", _run("parse", profile, work))
+        add("protobuf parse (reference's first step)", _run("parse", profile, work, env=env))
         if a.with_reference or a.quick:
-            add("reference decode (tables_from_message)", _run("reference", profile, work, timeout=3600))
-        add("wire decode (scan + batches)", _run("decode", profile, work))
-        add("wire -> Parquet (ParquetWriter loop)", _run("parquet", profile, work / "pq"))
+            add("reference decode (tables_from_message)", _run("reference", profile, work, env=env, timeout=3600))
+        add("wire decode (scan + batches)", _run("decode", profile, work, env=env))
+        add("wire -> Parquet (ParquetWriter loop)", _run("parquet", profile, work / "pq", env=env))
         store = work / "store"
-        r = add("ingest_to_store (tfprof.store)", _run("store", profile, store, timeout=1800))
+        r = add("ingest_to_store (tfprof.store)", _run("store", profile, store, env=env, timeout=1800))
         if "error" not in r:
-            add("reopen store (Profile.open)", _run("reopen", profile, store))
+            add("reopen store (Profile.open)", _run("reopen", profile, store, env=env))
         print("\n" + "\n".join(rows))
         print("\nwall: the phase's own work, after imports; process: the whole child process "
               "(interpreter, imports, numba start, exit).")
