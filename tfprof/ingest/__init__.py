@@ -17,29 +17,13 @@ import pyarrow.compute as pc
 
 from tfprof.errors import OptionError
 from tfprof.ingest import derive, profile_proto, raw
-from tfprof.schema import TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES, conform
 
 Progress = Callable[[int, int, str], None]
 """Progress callback: (done, total, what)."""
 
 PathLike = str | os.PathLike
 
-# Per-node tables (batched when streaming) and whole-profile tables.
-NODE_TABLES = (
-    "nodes",
-    "node_inputs",
-    "node_types",
-    "output_shapes",
-    "node_attrs",
-    "node_steps",
-    "exec_devices",
-    "execs",
-    "memory",
-    "output_memory",
-    "allocator_memory",
-    "allocations",
-    "code_frames",
-)
 
 
 def split_paths(value: PathLike | list[PathLike] | tuple[PathLike, ...] | None) -> list[str]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from tfprof.ingest import derive
 from tfprof.ingest.sources import damaged, parse_binary, read_bytes
-from tfprof.schema import TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import tfprof_log_pb2
 
 
@@ -113,18 +113,5 @@ def finish(tables: dict[str, pa.Table], *, has_trace: bool, miss_accelerator_str
     return tables
 
 
-_FROM_PROTO = (
-    "nodes",
-    "node_inputs",
-    "node_types",
-    "output_shapes",
-    "node_attrs",
-    "steps",
-    "node_steps",
-    "exec_devices",
-    "execs",
-    "memory",
-    "output_memory",
-    "allocations",
-    "code_frames",
-)
+# What a ProfileProto carries: every per-node table but the raw allocator entries, and the steps.
+_FROM_PROTO = (*(t for t in NODE_TABLES if t != "allocator_memory"), "steps")

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from tfprof.ingest import derive
 from tfprof.ingest.sources import damaged, looks_like_text, parse_binary, parse_text, read_bytes
-from tfprof.schema import conform
+from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 
 # spec 2.3.1: devices whose stats count as cpu time (and carry memory).
@@ -367,30 +367,10 @@ def _append(cols: dict[str, list], *values) -> None:
 
 
 def _names(table: str) -> list[str]:
-    from tfprof.schema import TABLES
-
     return TABLES[table].schema.names
 
 
-_COLUMNS = {
-    t: _names(t)
-    for t in (
-        "nodes",
-        "node_inputs",
-        "node_types",
-        "output_shapes",
-        "node_attrs",
-        "steps",
-        "node_steps",
-        "exec_devices",
-        "execs",
-        "memory",
-        "output_memory",
-        "allocator_memory",
-        "allocations",
-        "code_frames",
-    )
-}
+_COLUMNS = {t: _names(t) for t in (*NODE_TABLES, "steps")}
 _CKPT_COLS = _names("checkpoint_tensors")
 
 

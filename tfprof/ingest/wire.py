@@ -52,22 +52,9 @@ from numba import njit
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest import derive, profile_proto
 from tfprof.ingest.sources import KINDS, damaged
-from tfprof.schema import TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES, conform
 
-BATCH_TABLES = (
-    "nodes",
-    "node_inputs",
-    "node_types",
-    "output_shapes",
-    "node_attrs",
-    "node_steps",
-    "exec_devices",
-    "execs",
-    "memory",
-    "output_memory",
-    "allocations",
-    "code_frames",
-)
+BATCH_TABLES = tuple(t for t in NODE_TABLES if t != "allocator_memory")  # what a ProfileProto carries per node
 """The per-node tables, in the order a batch holds them."""
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases

@@ -21,7 +21,8 @@ from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
-from tfprof.queries.tree import METRICS, MULTI_MIN_FILTERS, is_all, should_show
+from tfprof.queries.tree import MULTI_MIN_FILTERS, is_all, should_show
+from tfprof.schema import METRICS
 
 GRADIENT_SUFFIX = " (gradient)"
 

@@ -16,7 +16,8 @@ import polars as pl
 from numba import njit
 
 from tfprof.queries.options import Options
-from tfprof.queries.tree import METRICS, is_all, matches, sort_key
+from tfprof.queries.tree import is_all, matches, sort_key
+from tfprof.schema import METRICS
 
 COUNTED = (*METRICS, "run_count")
 

@@ -14,7 +14,8 @@ import polars as pl
 from tfprof.profile import Profile
 from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
-from tfprof.queries.tree import METRICS, MULTI_MIN_FILTERS, is_all, matches, should_show
+from tfprof.queries.tree import MULTI_MIN_FILTERS, is_all, matches, should_show
+from tfprof.schema import METRICS
 
 # order_by -> self column sorted descending (in the op view totals equal self at sort time).
 OP_ORDER = {

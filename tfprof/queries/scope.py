@@ -15,7 +15,8 @@ from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted, preorder
 from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
-from tfprof.queries.tree import METRICS, SINGLE_MIN_FILTERS, is_all, matches, should_show
+from tfprof.queries.tree import SINGLE_MIN_FILTERS, is_all, matches, should_show
+from tfprof.schema import METRICS
 
 ROOT = "_TFProfRoot"
 SCOPE_PARENT = "_kTFScopeParent"  # op type of synthetic scope parents (and of the root)

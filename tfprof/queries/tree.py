@@ -6,18 +6,6 @@ import polars as pl
 
 from tfprof.queries.options import Options, full_match_any
 
-METRICS = (
-    "exec_micros",
-    "accelerator_exec_micros",
-    "cpu_exec_micros",
-    "requested_bytes",
-    "peak_bytes",
-    "residual_bytes",
-    "output_bytes",
-    "parameters",
-    "float_ops",
-)
-"""Metrics summed into ``total_*`` (GraphNodeProto's AddSelfToTotal), besides the counts."""
 
 # order_by value -> total column it sorts on (descending); others sort by name (spec 5.5).
 ORDER_COLUMNS = {

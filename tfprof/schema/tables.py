@@ -370,3 +370,19 @@ TABLES: dict[str, Table] = {
         INFO,
     )
 }
+
+NODE_TABLES: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.schema.names[0] == "node_id")
+"""The tables keyed by node (first column ``node_id``): what a streaming ingest writes in batches."""
+
+METRICS = (
+    "exec_micros",
+    "accelerator_exec_micros",
+    "cpu_exec_micros",
+    "requested_bytes",
+    "peak_bytes",
+    "residual_bytes",
+    "output_bytes",
+    "parameters",
+    "float_ops",
+)
+"""The self values of GraphNodeProto that views add up into ``total_*`` (AddSelfToTotal)."""

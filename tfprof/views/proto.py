@@ -11,19 +11,10 @@ from collections.abc import Iterator
 
 import polars as pl
 
+from tfprof.schema import METRICS
 from tfprof.schema.proto import tensor_shape_pb2, tfprof_output_pb2
 
-_SELF = (
-    "exec_micros",
-    "accelerator_exec_micros",
-    "cpu_exec_micros",
-    "requested_bytes",
-    "peak_bytes",
-    "residual_bytes",
-    "output_bytes",
-    "parameters",
-    "float_ops",
-)
+_SELF = METRICS
 _TOTAL = tuple("total_" + c for c in _SELF)
 
 
