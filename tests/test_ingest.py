@@ -118,3 +118,11 @@ def test_progress_is_reported(tmp_path):
     raw = []
     Profile.from_inputs(**raw_inputs("multistep"), progress=lambda *a: raw.append(a))
     assert [c[0] for c in raw] == [1, 2, 3, 4] and raw[-1][1] == 4
+
+
+def test_overflowing_shape_wraps_like_tfprof():
+    """A shape whose product overflows int64 wraps (as tfprof's C++ arithmetic), never crashes."""
+    from tfprof.ingest.derive import params
+
+    assert params([3, 4]) == 12 and params([]) == 0 and params([-1, 4]) == 0
+    assert params([2**40, 2**30]) == (2**70 + 2**63) % 2**64 - 2**63

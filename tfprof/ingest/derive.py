@@ -14,7 +14,8 @@ def params(shape: list[int]) -> int:
     """spec 2.1.3: product of the dims; 0 for no shape or any unknown (negative) dim."""
     if not shape or any(d < 0 for d in shape):
         return 0
-    return math.prod(shape)
+    # an absurd shape overflows int64 in tfprof's C++ too: wrap as its arithmetic does
+    return (math.prod(shape) + 2**63) % 2**64 - 2**63
 
 
 def params_column(shapes: pa.ListArray | pa.ChunkedArray) -> pa.Array:
