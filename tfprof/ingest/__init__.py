@@ -1,9 +1,9 @@
 """Ingest: every tfprof input turned into the tables of ``tfprof.schema``.
 
-``read_inputs`` is the one entry point. It takes the inputs as tfprof's command line names them
+``iter_inputs`` is the one entry point. It takes the inputs as tfprof's command line names them
 (``graph_path``, ``run_meta_path``, ``op_log_path``, ``checkpoint_path``, ``profile_path``) and
-returns ``dict[str, pyarrow.Table]``. ``iter_inputs`` yields the same tables in batches of nodes
-for writers that stream to disk.
+yields the tables (``dict[str, pyarrow.Table]``) in batches of nodes, so that a writer can stream
+them to disk; ``merge_batches`` joins the batches into whole tables.
 """
 
 from __future__ import annotations
@@ -47,29 +47,6 @@ def check_combination(*, graph_path, run_meta_path, op_log_path, profile_path) -
             "no input given: pass --profile_path FILE, or --graph_path FILE with optional "
             "--run_meta_path a,b,c and --op_log_path FILE"
         )
-
-
-def read_inputs(
-    *,
-    graph_path: PathLike | None = None,
-    run_meta_path: PathLike | list[PathLike] | None = None,
-    op_log_path: PathLike | None = None,
-    checkpoint_path: PathLike | None = None,
-    profile_path: PathLike | None = None,
-    progress: Progress | None = None,
-) -> dict[str, pa.Table]:
-    """All tables of the profile described by tfprof-style inputs, in memory."""
-    batches = list(
-        iter_inputs(
-            graph_path=graph_path,
-            run_meta_path=run_meta_path,
-            op_log_path=op_log_path,
-            checkpoint_path=checkpoint_path,
-            profile_path=profile_path,
-            progress=progress,
-        )
-    )
-    return merge_batches(batches)
 
 
 def merge_batches(batches: list[dict[str, pa.Table]]) -> dict[str, pa.Table]:
