@@ -121,3 +121,27 @@ def test_same_tables_as_the_real_tools_profile():
     for name, table in ours.items():
         if name != "allocator_memory":
             assert_tables_equal(table, real.table(name), name)
+
+
+def test_missing_stream_warning_follows_the_real_tool(tmp_path):
+    """The warning prints for profiles built from RunMetadata; tfprof does not restore the flag
+    when it loads a ProfileProto (spec 2.6), so a profile file never warns, flag or not."""
+    from tfprof.api import run_view
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    graph, rm = tmp_path / "g.pbtxt", tmp_path / "rm.pbtxt"
+    graph.write_text(GRAPH)
+    rm.write_text(RUN_META.replace("/stream:all", "/stream:3"))
+    raw = Profile.from_inputs(graph_path=graph, run_meta_path=str(rm))
+    warning = "Found accelerator operation but misses accelerator stream stats!"
+    assert warning in run_view(raw, "scope", {}).text
+    raw.to_parquet(tmp_path / "store")
+    assert warning in run_view(Profile.open(tmp_path / "store"), "scope", {}).text
+
+    prof = tfprof_log_pb2.ProfileProto.FromString((FIXTURE / "profile.pb").read_bytes())
+    prof.miss_accelerator_stream = True
+    flagged = tmp_path / "flagged.pb"
+    flagged.write_bytes(prof.SerializeToString())
+    from_file = Profile.from_inputs(profile_path=flagged)
+    assert from_file.frame("info")["miss_accelerator_stream"][0]  # the data keeps the flag
+    assert warning not in run_view(from_file, "scope", {}).text

@@ -94,7 +94,11 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
             notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
         body = render_code(frame, opts.select)
         proto = lambda: code_tree_proto(frame, attach(prof, members, ("input_shapes",)))  # noqa: E731
-    miss = bool(prof.frame("info")["miss_accelerator_stream"][0]) if prof.row_counts()["info"] else False
+    miss = (
+        prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
+        and prof.row_counts()["info"] > 0
+        and bool(prof.frame("info")["miss_accelerator_stream"][0])
+    )
     text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
     return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, build_proto=proto)
 

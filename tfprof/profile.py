@@ -27,9 +27,15 @@ class Profile:
     (a store written by ``to_parquet``).
     """
 
-    def __init__(self, tables: dict[str, pa.Table] | None = None, *, store: Path | None = None) -> None:
+    def __init__(
+        self, tables: dict[str, pa.Table] | None = None, *, store: Path | None = None, source: str = "profile"
+    ) -> None:
         self._tables: dict[str, pa.Table] = dict(tables or {})
         self._store = store
+        # "run_metadata" when built from raw step stats, "profile" from a ProfileProto. tfprof
+        # forgets miss_accelerator_stream when it loads a ProfileProto (spec 2.6), so only
+        # profiles built from RunMetadata print the missing-stream warning.
+        self.source = source
         self._con: duckdb.DuckDBPyConnection | None = None
         self._memo: dict[object, object] = {}
 
@@ -52,7 +58,7 @@ class Profile:
             if checkpoint_path:
                 from tfprof.ingest.checkpoint import read_checkpoint
 
-                prof = cls(add_checkpoint(prof.tables(), read_checkpoint(checkpoint_path)))
+                prof = cls(add_checkpoint(prof.tables(), read_checkpoint(checkpoint_path)), source=prof.source)
             return prof
         batches = iter_inputs(
             graph_path=graph_path,
@@ -62,14 +68,14 @@ class Profile:
             profile_path=profile_path,
             progress=progress,
         )
-        return cls(merge_batches(list(batches)))
+        return cls(merge_batches(list(batches)), source="profile" if profile_path else "run_metadata")
 
     @classmethod
     def open(cls, path: PathLike) -> Profile:
         """Open a store directory without reading any table yet."""
         p = Path(path)
         read_manifest(p)
-        return cls(store=p)
+        return cls(store=p, source=read_manifest(p).get("source", "profile"))
 
     # ----------------------------------------------------------------------- access
 
@@ -143,7 +149,7 @@ class Profile:
 
     def to_parquet(self, path: PathLike) -> Path:
         """Write the tables as a store at ``path`` (replaced atomically if it is already a store)."""
-        return write_store(path, [self.tables()])
+        return write_store(path, [self.tables()], source=self.source)
 
     def __repr__(self) -> str:
         counts = self.row_counts()

@@ -48,7 +48,7 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
-def write_store(path: PathLike, batches: Iterable[dict[str, pa.Table]], progress: Progress | None = None) -> Path:
+def write_store(path: PathLike, batches: Iterable[dict[str, pa.Table]], *, source: str = "profile") -> Path:
     """Write batches of tables (see ``tfprof.ingest.iter_inputs``) as a store at ``path``.
 
     Everything is written into a temporary sibling directory first and moved into place at the
@@ -70,7 +70,7 @@ def write_store(path: PathLike, batches: Iterable[dict[str, pa.Table]], progress
         raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
     try:
         counts = _write_tables(tmp, batches)
-        (tmp / MANIFEST).write_text(json.dumps({"format": STORE_FORMAT, "tables": counts}, indent=1) + "\n")
+        (tmp / MANIFEST).write_text(json.dumps({"format": STORE_FORMAT, "source": source, "tables": counts}, indent=1) + "\n")
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=parent))
             os.replace(dest, old / "store")
@@ -150,10 +150,11 @@ def ingest_to_store(out: PathLike, *, progress: Progress | None = None, **inputs
         from tfprof.profile import Profile
 
         prof = Profile.from_inputs(**inputs)
-        batches = [prof.tables()]
+        batches, source = [prof.tables()], prof.source
     else:
         batches = iter_inputs(**inputs, progress=progress)
-    dest = write_store(out, batches)
+        source = "profile" if src else "run_metadata"
+    dest = write_store(out, batches, source=source)
     return dest, read_manifest(dest)["tables"]
 
 
