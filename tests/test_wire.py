@@ -27,11 +27,10 @@ FIXTURE_PROFILES = sorted((ROOT / "tests" / "fixtures").glob("*/profile.pb"))
 
 
 def _load_synth():
-    spec = importlib.util.spec_from_file_location("tfprof_bench_synth", ROOT / "benchmarks" / "synth.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    # always the module name `synthlib`, as benchmarks/synth.py imports it: numba's cache of its
+    # kernels is keyed by module and must be loadable by both
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    return importlib.import_module("synthlib")
 
 
 synth = _load_synth()
