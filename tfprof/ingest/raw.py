@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tfprof.ingest import derive
-from tfprof.ingest.sources import damaged, looks_like_text, parse_binary, parse_text, read_bytes
+from tfprof.ingest.sources import (
+    damaged,
+    looks_like_text,
+    parse_binary,
+    parse_binary_then_text,
+    parse_text,
+    read_bytes,
+)
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 
@@ -58,9 +65,7 @@ def _check_graph(path: str | os.PathLike, graph: graph_pb2.GraphDef) -> None:
 def read_run_meta(path: str | os.PathLike) -> run_metadata_pb2.RunMetadata:
     """A RunMetadata from a binary or text file; binary is tried first, as tfprof does."""
     data = read_bytes(path, "run_meta")
-    rm = parse_binary(run_metadata_pb2.RunMetadata, data)
-    if (rm is None or not _run_meta_ok(rm)) and looks_like_text(data):
-        rm = parse_text(run_metadata_pb2.RunMetadata, data)
+    rm = parse_binary_then_text(run_metadata_pb2.RunMetadata, data, _run_meta_ok)
     if rm is None:
         raise damaged(path, "run_meta", "neither binary nor text RunMetadata, or truncated")
     if not rm.HasField("step_stats"):
@@ -80,9 +85,7 @@ def _run_meta_ok(rm: run_metadata_pb2.RunMetadata) -> bool:
 def read_op_log(path: str | os.PathLike) -> tfprof_log_pb2.OpLogProto:
     """An OpLogProto from a binary file (as tfprof reads it) or a text file."""
     data = read_bytes(path, "op_log")
-    log = parse_binary(tfprof_log_pb2.OpLogProto, data)
-    if (log is None or not _op_log_ok(log)) and looks_like_text(data):
-        log = parse_text(tfprof_log_pb2.OpLogProto, data)
+    log = parse_binary_then_text(tfprof_log_pb2.OpLogProto, data, _op_log_ok)
     if log is None:
         raise damaged(path, "op_log", "not a binary OpLogProto, or truncated")
     if not _op_log_ok(log):

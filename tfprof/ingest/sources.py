@@ -68,6 +68,15 @@ def parse_text(cls: type[M], data: bytes) -> M | None:
     return msg
 
 
+def parse_binary_then_text(cls: type[M], data: bytes, plausible) -> M | None:
+    """Parse ``data`` as binary ``cls``; if that fails or gives an implausible message (another
+    kind of file can parse as wire format), and the bytes look like text, parse as text format."""
+    msg = parse_binary(cls, data)
+    if (msg is None or not plausible(msg)) and looks_like_text(data):
+        msg = parse_text(cls, data)
+    return msg
+
+
 def looks_like_text(data: bytes) -> bool:
     """True when ``data`` is printable UTF-8 text (a text-format proto), not binary wire format."""
     head = data[:4096]
