@@ -1,0 +1,379 @@
+"""Wire-format primitives shared by every kernel: varints, tags, lengths, fields checked against
+a table of wire types, map entries, packed numbers, UTF-8, and the error codes they return.
+
+Errors are negative positions: a function that returns a position (or a range's start) returns
+one of the ``_E_*`` codes instead when the bytes are damaged; the Python side turns a code into
+``ProfileFormatError`` (``_wire_error``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from tfprof.ingest.sources import damaged
+
+_E_VARINT, _E_LENGTH, _E_WIRE, _E_MISMATCH, _E_UNUSUAL, _E_CHANGED, _E_UTF8 = -1, -2, -3, -4, -5, -6, -7
+_WIRE_PROBLEMS = {
+    _E_VARINT: "a varint is truncated or longer than 10 bytes",
+    _E_LENGTH: "a length runs past the end of its message",
+    _E_WIRE: "an invalid tag, wire type or group",
+    _E_MISMATCH: "a known field has the wrong wire type",
+    _E_CHANGED: "it changed while it was being read",  # the fill kernel's rows disagree with the count kernel's
+    _E_UTF8: "a string field is not valid UTF-8",
+}
+_DROP = 1  # a map entry protobuf does not put in the map (see _entry)
+
+
+class _Unusual(Exception):
+    """Valid protobuf that the kernels leave to the reference decoder: a map entry whose value
+    field appears twice (protobuf merges the two), a deprecated group, a node named twice."""
+
+
+def _wire_error(path, code: int, at: int):
+    """The ``ProfileFormatError`` for kernel status ``code`` met near byte ``at`` of ``path``
+    (raises ``_Unusual`` for what protobuf itself must decode)."""
+    if code == _E_UNUSUAL:
+        raise _Unusual()
+    problem = _WIRE_PROBLEMS.get(code, "damaged wire format")
+    return damaged(path, "profile", f"not protobuf wire format, or truncated: {problem}, near byte {at}")
+
+
+# ================================================================================ field table
+
+# The wire type of each field the kernels read, by message (tfprof_log.proto): ``_field`` checks
+# it, and a known field with another wire type is an error (``_E_MISMATCH``). Fields not listed
+# may be anything and are skipped.
+_ANY, _VARINT, _LD, _PACKED = -1, 0, 2, 8  # _PACKED: a repeated number, packed (2) or not (0)
+_UNCHECKED = -1  # as a message: the fill kernel reads bytes the count kernel has checked
+(W_PROFILE, W_NODE_NAME, W_NODE, W_CODE_DEF, W_TRACE, W_EXEC, W_EXEC_TIME, W_TUPLE, W_MEMORY,
+ W_TWO_NUMBERS) = range(10)
+_MESSAGES = {
+    # ProfileProto: nodes (map), has_trace, steps, id_to_string (map), miss_accelerator_stream
+    W_PROFILE: {1: _LD, 2: _VARINT, 3: _PACKED, 4: _LD, 5: _VARINT},
+    W_NODE_NAME: {1: _LD},  # ProfileNode as the scan reads it: only the name
+    # ProfileNode: every field up to 16 is a string, message or map but shape, float_ops and id
+    W_NODE: {**{f: _LD for f in range(1, 17)}, 4: _PACKED, 8: _VARINT, 13: _VARINT},
+    W_CODE_DEF: {1: _LD},  # traces
+    # CodeDef.Trace: file, function, line (inline strings); lineno, func_start_line, *_id
+    W_TRACE: {1: _LD, 3: _LD, 4: _LD, 2: _VARINT, 5: _VARINT, 6: _VARINT, 7: _VARINT, 8: _VARINT},
+    # ExecProfile: run_count, all_start_micros, latest_end_micros; accelerator_execs, cpu_execs
+    # (maps), devices, memory_execs, allocations
+    W_EXEC: {1: _VARINT, 2: _VARINT, 3: _VARINT, 4: _LD, 5: _LD, 6: _LD, 7: _LD, 11: _LD},
+    W_EXEC_TIME: {1: _LD},  # times
+    W_TUPLE: {1: _PACKED},  # int64_values
+    W_MEMORY: {**{f: _VARINT for f in range(1, 11)}, 11: _LD},  # ExecMemory: 10 numbers, output_memory
+    # Memory (output_memory's values): bytes, ptr; AllocationRecord: alloc_micros, alloc_bytes
+    W_TWO_NUMBERS: {1: _VARINT, 2: _VARINT},
+}
+
+
+def _wire_types() -> np.ndarray:
+    table = np.full((len(_MESSAGES), 17), _ANY, np.int64)
+    for msg, fields in _MESSAGES.items():
+        for f, wt in fields.items():
+            table[msg, f] = wt
+    return table
+
+
+_WT = _wire_types()
+
+
+# ================================================================================ primitives
+
+
+@njit(cache=True, _nrt=False)
+def _varint(buf, pos, end):
+    """(value, new pos); new pos < 0 on a truncated or over-long varint."""
+    if pos < end:
+        b = np.int64(buf[pos])
+        if b < 0x80:
+            return b, pos + 1
+    result = np.int64(0)
+    shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            return np.int64(0), _E_VARINT
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+@njit(cache=True, _nrt=False)
+def _tag(buf, pos, end):
+    """(field, wire type, new pos); new pos < 0 on a bad tag."""
+    t, pos = _varint(buf, pos, end)
+    if pos < 0:
+        return 0, 0, pos
+    if t >> 32 or (t >> 3) == 0:
+        return 0, 0, _E_WIRE
+    return t >> 3, t & 7, pos
+
+
+@njit(cache=True, _nrt=False)
+def _len(buf, pos, end):
+    """(payload start, payload end) of a length-delimited field; start < 0 on error."""
+    n, pos = _varint(buf, pos, end)
+    if pos < 0:
+        return pos, 0
+    if n < 0 or n > end - pos:
+        return _E_LENGTH, 0
+    return pos, pos + n
+
+
+@njit(cache=True, _nrt=False)
+def _skip(buf, pos, end, wt, field):
+    """Position after a field's value; < 0 when it is damaged."""
+    if wt == 0:
+        for k in range(10):
+            if pos + k >= end:
+                return _E_VARINT
+            if buf[pos + k] < 0x80:
+                return pos + k + 1
+        return _E_VARINT
+    if wt == 1:
+        return pos + 8 if end - pos >= 8 else _E_LENGTH
+    if wt == 2:
+        s, e = _len(buf, pos, end)
+        return e if s >= 0 else s
+    if wt == 5:
+        return pos + 4 if end - pos >= 4 else _E_LENGTH
+    if wt == 3:
+        return _E_UNUSUAL  # a (deprecated) group: protobuf itself decides, see _Unusual
+    return _E_WIRE
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _field(buf, pos, end, msg):
+    """The field at ``pos`` of a message ``msg`` (``W_*``; ``_UNCHECKED``: bytes the count kernel
+    has checked): (field, wire type, varint value, payload start, payload end, next pos).
+
+    A varint comes back as its value, a length-delimited field as its payload's range, anything
+    else is skipped; next pos < 0 when the field is damaged or has the wrong wire type. Inlined
+    everywhere: it reads every field of the file.
+    """
+    b = np.int64(buf[pos]) if pos < end else np.int64(0)
+    if 8 <= b < 0x80:  # a one-byte tag (fields 1-15), decoded in line
+        f = b >> 3
+        wt = b & 7
+        p = pos + 1
+    else:
+        f, wt, p = _tag(buf, pos, end)
+    if msg != _UNCHECKED and p >= 0 and f < _WT.shape[1]:
+        want = _WT[msg, f]
+        if want != _ANY and wt != want and (want != _PACKED or (wt != 0 and wt != 2)):
+            p = _E_MISMATCH
+    v = np.int64(0)
+    s = e = p
+    if p < 0:
+        pass
+    elif wt == 0:
+        v, p = _varint(buf, p, end)
+        s = e = p
+    elif wt == 2:
+        s, e = _len(buf, p, end)
+        p = e if s >= 0 else s
+    else:
+        p = _skip(buf, p, end, wt, f)
+        s = e = p
+    return f, wt, v, s, e, p
+
+
+@njit(cache=True, _nrt=False)
+def _check(buf, s, e, msg):
+    """Validate message ``buf[s:e]`` (``W_*``) without looking at its values; 0 or < 0."""
+    pos = s
+    while pos < e:
+        pos = _field(buf, pos, e, msg)[5]
+        if pos < 0:
+            return pos
+    return 0
+
+
+# ================================================================================ numbers
+
+
+@njit(cache=True, _nrt=False)
+def _packed(buf, s, e, out, o, limit):
+    """The varints of packed field ``buf[s:e]``: written to ``out[o:limit]`` (``out`` None: only
+    counted); returns how many there are, < 0 when one is cut."""
+    n = 0
+    pos = s
+    while pos < e:
+        v, pos = _varint(buf, pos, e)
+        if pos < 0:
+            return pos
+        if out is not None:
+            if o + n < limit:
+                out[o + n] = v
+        n += 1
+    return n
+
+
+@njit(cache=True, _nrt=False)
+def _tuple_values(buf, s, e, out, o, limit):
+    """A Tuple's int64_values (packed or not): written to ``out[o:limit]`` (``out`` None: only
+    counted); returns how many there are, < 0 when the Tuple is damaged."""
+    n = 0
+    pos = s
+    while pos < e:
+        f, wt, v, ps, pe, pos = _field(buf, pos, e, W_TUPLE)
+        if pos < 0:
+            return pos
+        if f == 1 and wt == 0:
+            if out is not None:
+                if o + n < limit:
+                    out[o + n] = v
+            n += 1
+        elif f == 1:
+            k = _packed(buf, ps, pe, out, o + n, limit)
+            if k < 0:
+                return k
+            n += k
+    return n
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _i32(v):
+    """An int32 field's value (a negative int32 is written as a 10-byte varint)."""
+    return np.int64(np.int32(v))
+
+
+# ================================================================================ map entries
+
+
+@njit(cache=True, _nrt=False)
+def _entry(buf, s, e, key_wt, val_wt, val_str=False):
+    """A map entry: (key, key start, key end, value, value start, value end, status).
+
+    Varint parts come back as values, length-delimited parts as ranges (empty at ``e`` when
+    absent). A repeated key or scalar value keeps the last, and so does a repeated string value
+    (``val_str``); a repeated message value would have to be merged, which this decoder leaves
+    to the reference (status ``_E_UNUSUAL``). Status ``_DROP``: the entry has a field other than
+    key and value, and protobuf then keeps it as an unknown field of the parent instead of a map
+    entry, so it is not one.
+    """
+    key = np.int64(0)
+    ks = e
+    ke = e
+    val = np.int64(0)
+    vs = e
+    ve = e
+    seen = False
+    dropped = False
+    pos = s
+    while pos < e:
+        f, wt, pos = _tag(buf, pos, e)
+        if pos < 0:
+            return key, ks, ke, val, vs, ve, pos
+        if f == 1:
+            if wt != key_wt:
+                return key, ks, ke, val, vs, ve, _E_MISMATCH
+            if wt == 0:
+                key, pos = _varint(buf, pos, e)
+            else:
+                ks, ke = _len(buf, pos, e)
+                pos = ke if ks >= 0 else ks
+        elif f == 2:
+            if wt != val_wt:
+                return key, ks, ke, val, vs, ve, _E_MISMATCH
+            if wt == 0:
+                val, pos = _varint(buf, pos, e)
+            else:
+                if seen and not val_str:
+                    return key, ks, ke, val, vs, ve, _E_UNUSUAL
+                seen = True
+                vs, ve = _len(buf, pos, e)
+                pos = ve if vs >= 0 else vs
+        else:
+            pos = _skip(buf, pos, e, wt, f)
+            dropped = True
+        if pos < 0:
+            return key, ks, ke, val, vs, ve, pos
+    if dropped:
+        # Protobuf still parses the entry, so its strings must be valid UTF-8.
+        if (ke > ks and not _utf8_ok(buf, ks, ke)) or (val_str and ve > vs and not _utf8_ok(buf, vs, ve)):
+            return key, ks, ke, val, vs, ve, _E_UTF8
+        return key, ks, ke, val, vs, ve, _DROP
+    return key, ks, ke, val, vs, ve, 0
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _entry_fast(buf, s, e, key_wt, val_wt):
+    """``_entry`` with the layout every writer uses (key, then a length-delimited value, once
+    each) decoded in line; anything else goes to ``_entry``. Inlined where entries are hot."""
+    if e - s >= 4 and val_wt == 2:
+        if key_wt == 0 and buf[s] == 0x08:
+            key, p = _varint(buf, s + 1, e)
+            if p > 0 and p < e and buf[p] == 0x12:
+                vs, ve = _len(buf, p + 1, e)
+                if vs >= 0 and ve == e:
+                    return key, e, e, np.int64(0), vs, ve, 0
+        elif key_wt == 2 and buf[s] == 0x0A:
+            ks, ke = _len(buf, s + 1, e)
+            if ks >= 0 and ke < e and buf[ke] == 0x12:
+                vs, ve = _len(buf, ke + 1, e)
+                if vs >= 0 and ve == e:
+                    return np.int64(0), ks, ke, np.int64(0), vs, ve, 0
+    return _entry(buf, s, e, key_wt, val_wt)
+
+
+# ================================================================================ bytes
+
+
+@njit(cache=True, _nrt=False)
+def _bytes_lt(buf, o1, l1, o2, l2):
+    """Byte-wise ``buf[o1:o1+l1] < buf[o2:o2+l2]``."""
+    n = min(l1, l2)
+    for k in range(n):
+        a = buf[o1 + k]
+        b = buf[o2 + k]
+        if a != b:
+            return a < b
+    return l1 < l2
+
+
+@njit(cache=True, _nrt=False)
+def _bytes_eq(a, ao, b, bo, n):
+    for k in range(n):
+        if a[ao + k] != b[bo + k]:
+            return False
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def _utf8_ok(buf, s, e):
+    """Strict UTF-8 check (no overlongs, surrogates or code points past U+10FFFF), as protobuf does."""
+    pos = s
+    while pos < e:
+        c = buf[pos]
+        if c < 0x80:
+            pos += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            n = 1
+            lo, hi = 0x80, 0xBF
+        elif 0xE0 <= c <= 0xEF:
+            n = 2
+            lo = 0xA0 if c == 0xE0 else 0x80
+            hi = 0x9F if c == 0xED else 0xBF
+        elif 0xF0 <= c <= 0xF4:
+            n = 3
+            lo = 0x90 if c == 0xF0 else 0x80
+            hi = 0x8F if c == 0xF4 else 0xBF
+        else:
+            return False
+        if pos + n >= e:
+            return False
+        c1 = buf[pos + 1]
+        if c1 < lo or c1 > hi:
+            return False
+        for k in range(2, n + 1):
+            ck = buf[pos + k]
+            if ck < 0x80 or ck > 0xBF:
+                return False
+        pos += n + 1
+    return True
