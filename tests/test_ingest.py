@@ -155,3 +155,33 @@ def test_store_indexes_give_the_same_views(fixture_name, tmp_path):
     # the stored index is what the store's views read
     stored = Profile.open(tmp_path / "a").index("code_trie", lambda p: pytest.fail("rebuilt an index the store has"))
     assert stored["trie"].height > 0
+
+
+def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
+    """A store whose manifest records another index layout (or none: stores written before the
+    layout was versioned) still opens; its indexes are rebuilt on use, not misread."""
+    import json
+
+    from tfprof.api import run_view
+    from tfprof.store import INDEX_FORMAT, MANIFEST, read_index
+
+    memory = Profile.from_inputs(**raw_inputs("rnn"))
+    store = memory.to_parquet(tmp_path / "s")
+    assert read_index(store, "code_trie") is not None
+    manifest = json.loads((store / MANIFEST).read_text())
+    assert manifest["index_format"] == INDEX_FORMAT
+    for stale in (INDEX_FORMAT - 1, None):
+        if stale is None:
+            del manifest["index_format"]
+        else:
+            manifest["index_format"] = stale
+        (store / MANIFEST).write_text(json.dumps(manifest))
+        assert read_index(store, "code_trie") is None
+        rebuilt = []
+        prof = Profile.open(store)
+        from tfprof.queries.code import static_trie
+
+        prof.index("code_trie", lambda p: rebuilt.append(1) or static_trie(p))
+        assert rebuilt == [1]
+        opts = {"max_depth": 4, "select": ["micros"]}
+        assert run_view(Profile.open(store), "code", opts).text == run_view(memory, "code", opts).text

@@ -21,6 +21,9 @@ from tfprof.schema import TABLES
 MANIFEST = "tfprof_store.json"
 INDEXES = "indexes"  # sub-directory of a store holding frames derived at ingest
 STORE_FORMAT = 1
+# Version of the indexes' layout: a store whose indexes have another version has them rebuilt
+# on first use (the tables are unchanged, so the store stays readable).
+INDEX_FORMAT = 2
 
 
 def read_manifest(path: Path) -> dict:
@@ -78,6 +81,7 @@ def write_store(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if indexes:
             manifest["indexes"] = _write_indexes(tmp, source)
+            manifest["index_format"] = INDEX_FORMAT
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=parent))
@@ -112,11 +116,13 @@ def _write_indexes(folder: Path, source: str) -> dict[str, list[str]]:
 
 
 def read_index(path: Path, name: str) -> dict | None:
-    """Index ``name`` of store ``path`` as {part: polars DataFrame}, or None if it has none."""
+    """Index ``name`` of store ``path`` as {part: polars DataFrame}, or None if it has none (or
+    has it in an older layout)."""
     import polars as pl
 
-    parts = read_manifest(path).get("indexes", {}).get(name)
-    if parts is None:
+    manifest = read_manifest(path)
+    parts = manifest.get("indexes", {}).get(name)
+    if parts is None or manifest.get("index_format", 1) != INDEX_FORMAT:
         return None
     return {part: pl.read_parquet(path / INDEXES / name / f"{part}.parquet") for part in parts}
 

@@ -64,34 +64,59 @@ def forward_names(names: pl.Expr) -> pl.Expr:
 def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
 
-    One row per trie node, in pre-order, with self values summed over its picked member nodes,
-    ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the top)."""
+    One row per trie node, in pre-order (``tid`` = ``pos`` = the row), with self values summed
+    over its picked member nodes, ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the
+    top). The sums are one scatter over the members into per-node arrays: the trie of a large
+    profile has millions of nodes, few of them with members."""
     index = prof.index("code_trie", static_trie)
-    trie, leaves = index["trie"], index["leaves"]
+    trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
     missing = int(index["unmatched"]["gradient_groups"][0])
     # Members attach at the innermost trace of their path (the leaf).
     members = leaves.join(node_frame(prof, opts.step, extras_for(opts)), left_on="member", right_on="node_id").rename(
         {"member": "node_id"}
     )
     picked = picked_members(members, opts)
-    sums = picked.group_by("tid").agg(
-        *(pl.col(m).sum() for m in METRICS),
-        pl.col("run_count").sum(),
-        pl.len().alias("definitions"),
-        *member_sets(opts),
+    n = trie.height
+    counted = (*METRICS, "run_count")
+    values = np.zeros((len(counted) + 1, n), np.int64)  # + the member count, "definitions"
+    member_values = np.empty((len(counted) + 1, picked.height), np.int64)
+    for i, c in enumerate(counted):
+        member_values[i] = picked[c].to_numpy()
+    member_values[len(counted)] = 1
+    _scatter_add(picked["tid"].to_numpy().astype(np.int64), member_values, values)
+    label = trie["label"].to_numpy()
+    pos = np.arange(n, dtype=np.int64)
+    frame = pl.DataFrame(
+        {
+            "tid": pos,
+            "pos": pos,
+            "parent": trie["parent"],
+            "name": labels["trace"].gather(label),
+            "name_rank": labels["name_rank"].to_numpy()[label],
+            **{c: values[i] for i, c in enumerate(counted)},
+            "definitions": values[len(counted)],
+            "accounted": (values[len(counted)] > 0) | is_all(opts.account_type_regexes),
+        }
     )
-    trie = trie.join(sums, on="tid", how="left", maintain_order="left").with_columns(
-        *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count", "definitions")),
-        ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
-        pl.lit(missing).alias("_unaccounted_gradients"),
-    )
-    return trie, picked
+    sets = member_sets(opts)
+    if sets:  # device / op-type sets: only where the report prints them
+        frame = frame.join(picked.group_by("tid").agg(*sets), on="tid", how="left", maintain_order="left")
+    return frame.with_columns(pl.lit(missing).alias("_unaccounted_gradients")), picked
+
+
+@njit(cache=True)
+def _scatter_add(at, values, out):  # pragma: no cover - numba
+    """``out[:, at[i]] += values[:, i]`` for every i (repeated targets add up)."""
+    for j in range(values.shape[0]):
+        for i in range(at.shape[0]):
+            out[j, at[i]] += values[j, i]
 
 
 def static_trie(prof: Profile) -> dict[str, pl.DataFrame]:
     """The call-stack trie of a profile (it depends on no option, so stores keep it as an
-    index): ``trie`` (trie nodes in pre-order), ``leaves`` (each member node's leaf) and
-    ``unmatched`` (one row: gradient groups with no forward node)."""
+    index): ``trie`` (trie nodes in pre-order: ``parent``, ``label``), ``labels`` (``trace``
+    text and ``name_rank`` per label), ``leaves`` (each member node's leaf position ``tid``)
+    and ``unmatched`` (one row: gradient groups with no forward node)."""
     frames = prof.lazy("code_frames").select("node_id", "depth", "file", "lineno", "function").collect()
     if frames.height == 0:
         raise NoCodeTraces("No code trace information")
@@ -151,22 +176,18 @@ def static_trie(prof: Profile) -> dict[str, pl.DataFrame]:
     pos = np.empty_like(tid)
     pos[tid] = np.arange(tid.shape[0])
     labels = pl.concat([names, names.select(pl.col("code") + names.height, pl.col("trace") + GRADIENT_SUFFIX)])
-    label_rank = labels["trace"].rank("dense").cast(pl.Int64).to_numpy()
-    node_code = code[tid]
-    parent_of = parent[tid]
-    trie = pl.DataFrame(
-        {
-            "tid": tid,
-            "key": key[tid],
-            "name": labels["trace"].gather(node_code),
-            "name_rank": label_rank[node_code],
-            "pos": np.arange(tid.shape[0]),
-            "parent": np.where(parent_of >= 0, pos[np.maximum(parent_of, 0)], -1),
-        }
-    )
+    at_leaf = leaf >= 0
     return {
-        "trie": trie,
-        "leaves": pl.DataFrame({"member": members["node_id"], "tid": leaf}).filter(pl.col("tid") >= 0),
+        # Trie nodes in pre-order (the row is the node's position): parent position, label.
+        "trie": pl.DataFrame(
+            {
+                "parent": np.where(parent[tid] >= 0, pos[np.maximum(parent[tid], 0)], -1),
+                "label": code[tid].astype(np.int32),
+            }
+        ),
+        # Labels: the trace text and its rank among all labels (sorting siblings by name).
+        "labels": labels.select("trace", pl.col("trace").rank("dense").cast(pl.Int64).alias("name_rank")),
+        "leaves": pl.DataFrame({"member": members["node_id"].filter(pl.Series(at_leaf)), "tid": pos[leaf[at_leaf]]}),
         "unmatched": pl.DataFrame({"gradient_groups": [missing]}, schema={"gradient_groups": pl.Int64}),
     }
 

@@ -35,6 +35,20 @@ def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragm
 
 
 @njit(cache=True)
+def subtree_sums_by_column(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
+    """``subtree_sums`` of values laid out one metric per row (``values[j, v]``): each metric's
+    totals come out contiguous, ready to become a column."""
+    totals = values.copy()
+    k = values.shape[0]
+    for v in range(parent.shape[0] - 1, -1, -1):
+        p = parent[v]
+        if p >= 0:
+            for j in range(k):
+                totals[j, p] += totals[j, v]
+    return totals
+
+
+@njit(cache=True)
 def _starts(parent: np.ndarray, match: np.ndarray, match_all: bool):  # pragma: no cover - numba
     n = parent.shape[0]
     is_start = np.zeros(n, np.bool_)
@@ -162,16 +176,17 @@ def display(
     """
     n = forest.height
     parent = forest["parent"].to_numpy().astype(np.int64)
-    values = np.empty((n, len(COUNTED)), np.int64)
+    values = np.empty((len(COUNTED) + 1, n), np.int64)  # one metric per row, + the node count
     for i, c in enumerate(COUNTED):
-        values[:, i] = forest[c].to_numpy()
-    totals = subtree_sums(parent, values)
-    sizes = subtree_sums(parent, np.ones((n, 1), np.int64))[:, 0]
+        values[i] = forest[c].to_numpy()
+    values[len(COUNTED)] = 1
+    totals = subtree_sums_by_column(parent, values)
     frame = forest.with_columns(
-        *(pl.Series("total_" + c, totals[:, i]) for i, c in enumerate(COUNTED)),
-        pl.Series("total_definition_count", sizes),
+        *(pl.Series("total_" + c, totals[i]) for i, c in enumerate(COUNTED)),
+        pl.Series("total_definition_count", totals[len(COUNTED)]),
     )
-    sums = values.sum(axis=0)
+    del totals
+    sums = values.sum(axis=1)
     root = {"total_" + c: int(sums[i]) for i, c in enumerate(COUNTED)}
     root["total_definition_count"] = n
 
@@ -185,8 +200,7 @@ def display(
     shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
 
     if opts.account_displayed_op_only and not code_mode:
-        with_count = np.concatenate([values, np.ones((n, 1), np.int64)], axis=1)
-        rtotals, rroot = _displayed_sums(shown, dparent, np.ascontiguousarray(with_count))
+        rtotals, rroot = _displayed_sums(shown, dparent, np.ascontiguousarray(values.T))
         frame = frame.with_columns(
             *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(COUNTED)),
             pl.Series("total_definition_count", rtotals[:, len(COUNTED)]),
@@ -239,6 +253,9 @@ def preorder(frame: pl.DataFrame, id_col: str, parent_col: str, sibling_order: l
 def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:
     """tfprof's Account for scope and code trees: keep accounted nodes and their ancestors,
     renumbered in pre-order."""
+    accounted = forest["accounted"]
+    if accounted.all():
+        return forest
     parent = forest["parent"].to_numpy().astype(np.int64)
     below = subtree_sums(parent, forest["accounted"].to_numpy().astype(np.int64).reshape(-1, 1))
     keep = below[:, 0] > 0

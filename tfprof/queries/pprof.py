@@ -99,8 +99,8 @@ def trie_traces(prof: Profile) -> pl.DataFrame:
             pl.coalesce("forward", "name").alias("creator_name"),
             pl.coalesce("fwd_id", "node_id").alias("frame_owner"),
             pl.col("forward").is_not_null().alias("gradient"),
+            pl.col("tid").alias("pos"),  # the trie's rows are in pre-order: a node's tid is its pos
         )
-        .join(trie.select("tid", "pos"), on="tid")
     )
     # every (member, call-tree node on its path): walk up from the leaves, one level per step
     pos = owners["pos"].to_numpy().astype(np.int64)
@@ -127,9 +127,8 @@ def trie_traces(prof: Profile) -> pl.DataFrame:
     ).collect()
     return (
         creators.join(frames, on=["frame_owner", "depth"])
-        .join(trie.select("tid", "pos"), on="pos")
         .select(
-            "tid", "file", "lineno",
+            pl.col("pos").alias("tid"), "file", "lineno",
             pl.when(pl.col("gradient")).then(pl.col("function") + GRADIENT_SUFFIX).otherwise("function").alias("function"),
             "func_start_line",
         )
