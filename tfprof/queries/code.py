@@ -16,7 +16,7 @@ from numba import njit
 
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
-from tfprof.queries.forest import _layout, display, keep_accounted
+from tfprof.queries.forest import display, keep_accounted
 from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
@@ -124,14 +124,19 @@ def static_trie(prof: Profile) -> dict[str, pl.DataFrame]:
     if not _sorted_frames(ids, depths):  # stores keep them sorted (the schema's sort key)
         frames = frames.sort("node_id", "depth")
         ids = frames["node_id"].to_numpy()
-    # Trace strings are built once per distinct (file, line, function), then carried as ids
-    # (``code``), numbered in string order; the gradient copy of trace c is c + len(names).
-    triples = trace_strings(frames.select("file", "lineno", "function").unique().lazy()).collect()
-    names = triples.select("trace").unique().sort("trace").with_row_index("code").with_columns(pl.col("code").cast(pl.Int64))
-    triples = triples.join(names, on="trace").drop("trace")
-    codes = frames.select("file", "lineno", "function").join(
-        triples, on=["file", "lineno", "function"], how="left", maintain_order="left"
-    )["code"].to_numpy()
+    del depths
+    # Trace strings are built once per distinct (file, line, function) — found by a hash over
+    # the categorical codes, not by joining strings — then carried as ids (``code``), numbered
+    # in string order; the gradient copy of trace c is c + len(names).
+    triple, first_row = _intern_triples(
+        frames["file"].to_physical().to_numpy(), frames["lineno"].to_numpy(), frames["function"].to_physical().to_numpy()
+    )
+    traces = trace_strings(frames.select("file", "lineno", "function")[first_row].lazy()).collect()["trace"]
+    del frames
+    names = traces.unique().sort().to_frame("trace").with_row_index("code").with_columns(pl.col("code").cast(pl.Int64))
+    trace_code = names["code"].to_numpy()[names["trace"].search_sorted(traces)]
+    codes = trace_code.astype(np.int32)[triple]
+    del triple
 
     # Members and the node whose frames make their path: forward nodes walk their own frames
     # (phase 0, created in name order); a gradient node walks its forward op's frames with the
@@ -157,34 +162,24 @@ def static_trie(prof: Profile) -> dict[str, pl.DataFrame]:
                          ((1 << 40) + pl.col("grank").cast(pl.Int64)).alias("key")),
         ]
     )
+    # Members go in creation-key order, so a trie node's creator is the first member through it
+    # and siblings are created in the order tfprof sorts them.
+    members = members.sort("key", maintain_order=True)
     at = np.searchsorted(uniq, members["src"].to_numpy())  # a member's path: its source's frames
     ends = np.append(first[1:], ids.shape[0])
-    parent, code, key, leaf = _build_trie(
-        first[at].astype(np.int64),
-        ends[at].astype(np.int64),
-        codes.astype(np.int64),
-        members["offset"].to_numpy().astype(np.int64),
-        members["key"].to_numpy().astype(np.int64),
+    del ids
+    parent, code, leaf = _build_trie(
+        first[at].astype(np.int64), ends[at].astype(np.int64), codes, members["offset"].to_numpy().astype(np.int32)
     )
-    # Pre-order with children in creation order (the first member that walked through them).
-    sib = np.lexsort((key, parent))
-    row_of = np.empty_like(sib)
-    row_of[sib] = np.arange(sib.shape[0])
-    prow = np.where(parent[sib] >= 0, row_of[np.maximum(parent[sib], 0)], -1)
-    order, _ = _layout(prow.astype(np.int64))
-    tid = sib[order]  # trie nodes in pre-order
-    pos = np.empty_like(tid)
-    pos[tid] = np.arange(tid.shape[0])
+    del codes
+    pos = _preorder(parent)  # children in creation order
+    out_parent, out_label = _in_preorder(pos, parent, code)
+    del parent, code
     labels = pl.concat([names, names.select(pl.col("code") + names.height, pl.col("trace") + GRADIENT_SUFFIX)])
     at_leaf = leaf >= 0
     return {
         # Trie nodes in pre-order (the row is the node's position): parent position, label.
-        "trie": pl.DataFrame(
-            {
-                "parent": np.where(parent[tid] >= 0, pos[np.maximum(parent[tid], 0)], -1),
-                "label": code[tid].astype(np.int32),
-            }
-        ),
+        "trie": pl.DataFrame({"parent": out_parent, "label": out_label}),
         # Labels: the trace text and its rank among all labels (sorting siblings by name).
         "labels": labels.select("trace", pl.col("trace").rank("dense").cast(pl.Int64).alias("name_rank")),
         "leaves": pl.DataFrame({"member": members["node_id"].filter(pl.Series(at_leaf)), "tid": pos[leaf[at_leaf]]}),
@@ -201,60 +196,97 @@ def _sorted_frames(ids, depths):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _slot(p, c, cap):  # pragma: no cover - numba
-    h = (np.uint64(p + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(c) * np.uint64(0xBF58476D1CE4E5B9))
+def _hash3(a, b, c, cap):  # pragma: no cover - numba
+    h = (np.uint64(a + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
+    h ^= np.uint64(c) * np.uint64(0x94D049BB133111EB)
     h ^= h >> np.uint64(29)
     return np.int64(h & np.uint64(cap - 1))
 
 
 @njit(cache=True)
-def _build_trie(lo, hi, codes, offset, keys):  # pragma: no cover - numba
+def _intern_triples(f, line, g):  # pragma: no cover - numba
+    """Number the distinct (f, line, g) rows in order of first appearance: per row its number,
+    and per number its first row."""
+    n = f.shape[0]
+    cap = 1 << 10
+    table = np.full(cap, -1, np.int64)  # number of the triple in a slot
+    first = np.empty(cap // 2, np.int64)
+    out = np.empty(n, np.int32)
+    k = 0
+    for i in range(n):
+        s = _hash3(np.int64(f[i]), np.int64(line[i]), np.int64(g[i]), cap)
+        while True:
+            t = table[s]
+            if t < 0:
+                table[s] = k
+                first[k] = i
+                t = k
+                k += 1
+                if 2 * k >= cap:  # keep the table at most half full
+                    cap *= 2
+                    first = _grow(first, cap // 2)
+                    table = np.full(cap, -1, np.int64)
+                    for u in range(k):
+                        r = first[u]
+                        q = _hash3(np.int64(f[r]), np.int64(line[r]), np.int64(g[r]), cap)
+                        while table[q] >= 0:
+                            q = (q + 1) & (cap - 1)
+                        table[q] = u
+                break
+            r = first[t]
+            if f[r] == f[i] and line[r] == line[i] and g[r] == g[i]:
+                break
+            s = (s + 1) & (cap - 1)
+        out[i] = t
+    return out, first[:k].copy()
+
+
+@njit(cache=True)
+def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     """Insert member i's path (trace codes ``codes[lo[i]:hi[i]] + offset[i]``) into a trie.
 
     A trie node is found by (parent node, code) in an open-addressing hash table, so the build
-    is one pass over the path rows. Returns per trie node its parent (-1 at the top), code and
-    the smallest creation key of the members through it, and each member's leaf (-1: no path).
+    is one pass over the path rows. Nodes are numbered in creation order (a parent before its
+    children). Returns per trie node its parent (-1 at the top) and code, and each member's
+    leaf (-1: no path).
     """
     cap = 1 << 16
-    table = np.full(cap, -1, np.int64)
+    table = np.full(cap, -1, np.int32)
     size = 1 << 12
-    parent = np.empty(size, np.int64)
-    code = np.empty(size, np.int64)
-    key = np.empty(size, np.int64)
+    parent = np.empty(size, np.int32)
+    code = np.empty(size, np.int32)
     n = 0
     leaf = np.full(lo.shape[0], -1, np.int64)
     for i in range(lo.shape[0]):
         p = -1
         for r in range(lo[i], hi[i]):
             c = codes[r] + offset[i]
-            slot = _slot(p, c, cap)
+            slot = _hash3(np.int64(p), np.int64(c), np.int64(0), cap)
             while True:
                 t = table[slot]
                 if t < 0:  # a new trie node
                     if n == size:
                         size *= 2
-                        parent, code, key = _grow(parent, size), _grow(code, size), _grow(key, size)
-                    parent[n], code[n], key[n] = p, c, keys[i]
+                        parent, code = _grow(parent, size), _grow(code, size)
+                    parent[n], code[n] = p, c
                     table[slot] = n
                     t = n
                     n += 1
                     if 2 * n > cap:  # keep the table at most half full
-                        cap *= 4
-                        table = np.full(cap, -1, np.int64)
+                        cap *= 2
+                        table = np.full(cap, -1, np.int32)
                         for u in range(n):
-                            s = _slot(parent[u], code[u], cap)
+                            s = _hash3(np.int64(parent[u]), np.int64(code[u]), np.int64(0), cap)
                             while table[s] >= 0:
                                 s = (s + 1) & (cap - 1)
                             table[s] = u
                     break
                 if parent[t] == p and code[t] == c:
-                    if keys[i] < key[t]:
-                        key[t] = keys[i]
                     break
                 slot = (slot + 1) & (cap - 1)
             p = t
         leaf[i] = p
-    return parent[:n].copy(), code[:n].copy(), key[:n].copy(), leaf
+    return parent[:n].copy(), code[:n].copy(), leaf
 
 
 @njit(cache=True)
@@ -262,6 +294,44 @@ def _grow(a, size):  # pragma: no cover - numba
     out = np.empty(size, a.dtype)
     out[: a.shape[0]] = a
     return out
+
+
+@njit(cache=True)
+def _preorder(parent):  # pragma: no cover - numba
+    """Pre-order position of each node of a forest whose parents precede their children
+    (``parent[v] < v``), siblings in number order: subtree sizes, then one pass handing each
+    node the next free position under its parent."""
+    n = parent.shape[0]
+    acc = np.ones(n, np.int64)  # subtree sizes, then each node's next free child position
+    for v in range(n - 1, -1, -1):
+        if parent[v] >= 0:
+            acc[parent[v]] += acc[v]
+    pos = np.empty(n, np.int64)
+    top = 0
+    for v in range(n):
+        p = parent[v]
+        size = acc[v]
+        if p < 0:
+            pos[v] = top
+            top += size
+        else:
+            pos[v] = acc[p]
+            acc[p] += size
+        acc[v] = pos[v] + 1
+    return pos
+
+
+@njit(cache=True)
+def _in_preorder(pos, parent, code):  # pragma: no cover - numba
+    """The trie's arrays reordered by pre-order position: parent positions and codes."""
+    n = pos.shape[0]
+    out_parent = np.empty(n, np.int64)
+    out_code = np.empty(n, np.int32)
+    for v in range(n):
+        p = parent[v]
+        out_parent[pos[v]] = pos[p] if p >= 0 else -1
+        out_code[pos[v]] = code[v]
+    return out_parent, out_code
 
 
 def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]:
