@@ -225,7 +225,10 @@ def display(
     dp = dparent[rows_sorted]
     dp_rows = np.where(dp >= 0, row_of[np.maximum(dp, 0)], -1)
     order, level = _layout(dp_rows.astype(np.int64))
-    out = frame[rows_sorted[order]].with_columns(pl.Series("indent", level * 2))
+    # the forest's own bookkeeping columns are not part of the displayed rows
+    shown_frame = frame.drop(["pos", "parent", "name_rank"], strict=False)
+    del frame
+    out = shown_frame[rows_sorted[order]].with_columns(pl.Series("indent", level * 2))
     return out, root
 
 
