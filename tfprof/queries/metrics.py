@@ -97,20 +97,27 @@ def attach(prof: Profile, frame: pl.DataFrame, extras: tuple[str, ...]) -> pl.Da
 def step_means(prof: Profile) -> dict[str, pl.DataFrame]:
     """The index of per-node means over all steps (``node_metrics`` for step -1, the default
     of every view), so that a freshly opened store need not aggregate every exec record."""
-    return {"metrics": node_metrics(prof, -1).collect()}
+    return {"metrics": node_metrics(prof, -1).sort("node_id").collect()}
 
 
 def _node_frame(prof: Profile, step: int) -> pl.DataFrame:
-    if step < 0:
-        metrics = prof.index("step_means", step_means)["metrics"].lazy()
-    else:
-        metrics = node_metrics(prof, step)
-    metrics = metrics.rename({"params": "parameters"})
     static = (
         prof.lazy("nodes")
         .select("node_id", "name", "shape", pl.col("canonical_device").cast(pl.String).alias("device"))
+        .collect()
     )
-    return static.join(metrics, on="node_id", how="left").sort("node_id").collect()
+    if not static["node_id"].is_sorted():
+        static = static.sort("node_id")
+    if step < 0:
+        metrics = prof.index("step_means", step_means)["metrics"]
+    else:
+        metrics = node_metrics(prof, step).sort("node_id").collect()
+    metrics = metrics.rename({"params": "parameters"})
+    # Both sides hold every node once: in node-id order the rows pair up without a join (a
+    # join and sort of a multi-million-row frame of strings and lists would triple its memory).
+    if metrics.height == static.height and (metrics["node_id"] == static["node_id"]).all():
+        return static.hstack(metrics.drop("node_id"))
+    return static.join(metrics, on="node_id", how="left", maintain_order="left")
 
 
 def op_types(prof: Profile) -> pl.LazyFrame:
