@@ -35,17 +35,15 @@ def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragm
 
 
 @njit(cache=True)
-def subtree_sums_by_column(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
-    """``subtree_sums`` of values laid out one metric per row (``values[j, v]``): each metric's
-    totals come out contiguous, ready to become a column."""
-    totals = values.copy()
+def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # pragma: no cover - numba
+    """``subtree_sums`` in place, over values laid out one metric per row (``values[j, v]``):
+    each metric's totals come out contiguous, ready to become a column, with no second copy."""
     k = values.shape[0]
     for v in range(parent.shape[0] - 1, -1, -1):
         p = parent[v]
         if p >= 0:
             for j in range(k):
-                totals[j, p] += totals[j, v]
-    return totals
+                values[j, p] += values[j, v]
 
 
 @njit(cache=True)
@@ -180,15 +178,15 @@ def display(
     for i, c in enumerate(COUNTED):
         values[i] = forest[c].to_numpy()
     values[len(COUNTED)] = 1
-    totals = subtree_sums_by_column(parent, values)
-    frame = forest.with_columns(
-        *(pl.Series("total_" + c, totals[i]) for i, c in enumerate(COUNTED)),
-        pl.Series("total_definition_count", totals[len(COUNTED)]),
-    )
-    del totals
     sums = values.sum(axis=1)
     root = {"total_" + c: int(sums[i]) for i, c in enumerate(COUNTED)}
     root["total_definition_count"] = n
+    accumulate_subtrees(parent, values)  # the self values stay in the forest's columns
+    frame = forest.with_columns(
+        *(pl.Series("total_" + c, values[i]) for i, c in enumerate(COUNTED)),
+        pl.Series("total_definition_count", values[len(COUNTED)]),
+    )
+    del values
 
     match_all = is_all(opts.start_name_regexes)
     match = np.zeros(n, np.bool_) if match_all else flags(frame, matches("name", opts.start_name_regexes))
@@ -200,7 +198,11 @@ def display(
     shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
 
     if opts.account_displayed_op_only and not code_mode:
-        rtotals, rroot = _displayed_sums(shown, dparent, np.ascontiguousarray(values.T))
+        own = np.empty((n, len(COUNTED) + 1), np.int64)
+        for i, c in enumerate(COUNTED):
+            own[:, i] = forest[c].to_numpy()
+        own[:, len(COUNTED)] = 1
+        rtotals, rroot = _displayed_sums(shown, dparent, own)
         frame = frame.with_columns(
             *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(COUNTED)),
             pl.Series("total_definition_count", rtotals[:, len(COUNTED)]),

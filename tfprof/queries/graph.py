@@ -15,7 +15,7 @@ from numba import njit
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import flags, display
-from tfprof.queries.metrics import extras_for, node_frame
+from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted, with_root
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
@@ -106,24 +106,25 @@ def graph_structure(prof: Profile) -> dict[str, pl.DataFrame]:
 
 
 def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
-    """Accounted nodes as a forest in pre-order: ``pos``, ``parent`` and the node's columns."""
+    """Accounted nodes as a forest in pre-order: ``pos``, ``parent``, ``name``, ``node_id``,
+    ``name_rank`` and the node's numbers (the printed details are attached after display)."""
     g = {k: f.to_series().to_numpy() for k, f in prof.index("graph_structure", graph_structure).items()}
     # node_frame rows are in node-id order; in name order a node's row number is its name rank
-    nodes = node_frame(prof, opts.step, extras_for(opts))[g["perm"]]
+    nodes = node_frame(prof, opts.step, extras_for(opts))
     n = nodes.height
-    account = flags(nodes, accounted(nodes, opts))
+    account = flags(nodes, accounted(nodes, opts))[g["perm"]]
     order, forest_parent = _account_walk(g["roots"], g["starts"], g["children"], account)
-    reached = order >= 0
+    reached = np.flatnonzero(order >= 0)
+    by_pos = reached[np.argsort(order[reached])]  # name-order rows of the forest, in pre-order
     pos_of = np.full(n, -1, np.int64)
-    pos_of[reached] = order[reached]
-    parent_pos = np.where(forest_parent >= 0, pos_of[np.maximum(forest_parent, 0)], -1)
-    return (
-        nodes.with_columns(
-            pl.Series("pos", pos_of), pl.Series("parent", parent_pos), pl.Series("name_rank", np.arange(n))
-        )
-        .filter(pl.col("pos") >= 0)
-        .sort("pos")
-        .with_columns(pl.lit(True).alias("accounted"))
+    pos_of[by_pos] = np.arange(by_pos.shape[0])
+    fp = forest_parent[by_pos]
+    numbers = nodes.select(pl.exclude(DETAILS))[pl.Series(g["perm"][by_pos])]
+    return numbers.with_columns(
+        pl.Series("pos", np.arange(by_pos.shape[0])),
+        pl.Series("parent", np.where(fp >= 0, pos_of[np.maximum(fp, 0)], -1)),
+        pl.Series("name_rank", by_pos),
+        pl.lit(True).alias("accounted"),
     )
 
 
@@ -132,4 +133,5 @@ def graph(prof: Profile, opts: Options) -> pl.DataFrame:
     forest = graph_forest(prof, opts)
     root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
     rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
+    rows = attach_details(rows, node_frame(prof, opts.step, extras_for(opts)), {})
     return with_root(rows, root, GRAPH_PARENT)

@@ -7,6 +7,7 @@ step's own value, or for ``step=-1`` the node's mean over the steps in which it 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
@@ -148,3 +149,27 @@ def input_shapes(prof: Profile) -> pl.LazyFrame:
 
 
 _EXTRAS = {"op_types": op_types, "input_shapes": input_shapes}
+
+# What the views print about a node but never compute with: carried beside the tree, not in it,
+# and attached to the displayed rows only.
+DETAILS = ("shape", "device", "op_types", "input_shapes")
+
+
+def attach_details(rows: pl.DataFrame, nodes: pl.DataFrame, defaults: dict[str, object]) -> pl.DataFrame:
+    """``rows`` with the detail columns of ``nodes`` (a ``node_frame``, in node-id order)
+    gathered by ``node_id``; rows without a node (synthetic parents) get ``defaults``."""
+    details = [c for c in DETAILS if c in nodes.columns]
+    if not details:
+        return rows
+    ids = nodes["node_id"].to_numpy()
+    want = rows["node_id"].fill_null(-1).to_numpy()
+    at = np.minimum(np.searchsorted(ids, want), max(len(ids) - 1, 0))
+    found = (want >= 0) & (ids[at] == want) if len(ids) else np.zeros(len(want), np.bool_)
+    picked = nodes.select(details)[pl.Series(np.where(found, at, 0))] if len(ids) else None
+    cols = []
+    for c in details:
+        col = picked[c] if picked is not None else pl.Series(c, [None] * rows.height, dtype=nodes.schema[c])
+        if not found.all():
+            col = pl.select(pl.when(pl.Series(found)).then(col).otherwise(pl.lit(defaults.get(c), nodes.schema[c]))).to_series()
+        cols.append(col.alias(c))
+    return rows.with_columns(cols)

@@ -9,11 +9,12 @@ accounted nodes and their ancestors; ``tfprof.queries.forest.display`` does the 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted, preorder
-from tfprof.queries.metrics import extras_for, node_frame
+from tfprof.queries.metrics import attach_details, extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, is_all, matches, should_show
 from tfprof.schema import METRICS
@@ -60,15 +61,27 @@ def scope(prof: Profile, opts: Options) -> pl.DataFrame:
     """The displayed scope tree, root first, in display order."""
     nodes = node_frame(prof, opts.step, extras_for(opts))
     layout = prof.index("scope_layout", scope_layout)["layout"]  # the tree's shape never changes
-    tree = layout.join(nodes.drop("name"), on="node_id", how="left", maintain_order="left").with_columns(
-        *(pl.col(m).fill_null(0) for m in (*METRICS, "run_count")),
-        *([pl.col("op_types").fill_null(pl.lit([SCOPE_PARENT]))] if "op_types" in nodes.columns else []),
-        pl.col("shape").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
-    )
-    tree = tree.with_columns(pl.Series("accounted", flags(tree, accounted(tree, opts))))
+    # Each tree node's row in `nodes` (node-id order); -1 for synthetic parents. The tree gets
+    # the numbers only; what is printed but not computed with is attached to the shown rows.
+    ids = nodes["node_id"].to_numpy()
+    row = np.searchsorted(ids, layout["node_id"].fill_null(-1).to_numpy())
+    row = np.where(layout["node_id"].is_null().to_numpy(), -1, row)
+    values = {}
+    for m in (*METRICS, "run_count"):
+        v = nodes[m].to_numpy()
+        values[m] = np.where(row >= 0, v[np.maximum(row, 0)], 0) if len(v) else np.zeros(len(row), np.int64)
+    if is_all(opts.account_type_regexes):
+        acc = np.ones(len(row), np.bool_)
+    else:
+        node_acc = flags(nodes, accounted(nodes, opts))
+        parent_acc = flags(pl.DataFrame({"op_types": [[SCOPE_PARENT]]}), accounted(nodes, opts))[0]
+        acc = np.where(row >= 0, node_acc[np.maximum(row, 0)] if len(node_acc) else False, parent_acc)
+    tree = layout.with_columns(**values, accounted=acc)
     forest = keep_accounted(tree)
+    del tree
     root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
     rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
+    rows = attach_details(rows, nodes, {"shape": [], "op_types": [SCOPE_PARENT]})
     return with_root(rows, root, SCOPE_PARENT)
 
 
