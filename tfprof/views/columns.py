@@ -4,7 +4,11 @@
 up, which is what printf prints for the nearest double unless 100·v/D is exactly a half (a tie)
 or v is so large that the double's error can reach a half. Those rows — rare — are formatted by
 Python's ``%`` like the per-value formatters in ``format.py``; a test checks both agree on many
-values. Every item of every line is one polars expression, evaluated together in one ``select``.
+values.
+
+The lines of a tree report are written byte by byte by ``lines.render`` (``tree_lines``,
+``tree_text``), from the items ``_program`` lists; ``tree_lines_polars`` builds the same lines
+as polars string expressions, for the frames the writer does not take and as its reference.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import polars as pl
+import pyarrow as pa
 
+from tfprof.views import lines
 from tfprof.views.format import FIELDS, fmt_memory, fmt_number, fmt_time, time_fields
 
 # (small-value suffix, ((divisor, suffix), ...)) per format
@@ -106,8 +112,9 @@ def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     return {name: text.gather(distinct.search_sorted(col)) for name, col in values.items()}
 
 
-def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
-    """Every line of a scope/graph view (or, with ``code``, a code view), indentation included."""
+def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
+    """``tree_lines`` as polars string expressions: the reference the byte writer must match,
+    and the path for frames it does not take (see ``_writer_takes``)."""
     items: list[pl.Expr] = []
     needed: dict[str, tuple[str, str]] = {}  # formatted column -> (source column, kind)
 
@@ -175,3 +182,104 @@ def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False
         )["_joined"]
     lines = frame["name"] + " (" + joined + ")"
     return pl.select(lines.str.pad_start(lines.str.len_chars() + frame["indent"])).to_series()
+
+
+# ----------------------------------------------------------------------------- the byte writer
+
+
+def _program(frame: pl.DataFrame, select: Sequence[str], code: bool) -> lines.Program:
+    """``tree_lines_polars``'s items as a ``lines.Program`` (same order, same conditions)."""
+    prog = lines.Program()
+
+    def pair(field: str, suffix: str = "") -> None:
+        f = FIELDS[field]
+        kind = _KIND[f.fmt]
+        prog.item(("own", f.column, kind), ("lit", "/"), ("val", "total_" + f.column, kind), ("lit", suffix))
+
+    if code:
+        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
+            if f in select or f in time_fields(select):
+                pair(f)
+        if "params" in select:
+            pair("params", " params")
+        if "float_ops" in select:
+            pair("float_ops", " flops")
+        if "device" in select and "devices" in frame.columns:
+            prog.item(nullable=pl.when(pl.col("devices").list.len() > 0).then(pl.col("devices").list.join("|")))
+        if "op_types" in select:
+            prog.item(nullable=pl.col("op_types").list.join("|").fill_null(""))
+        if "occurrence" in select:
+            prog.item(("lit", "occurrence N/A in code view"))
+        if "input_shapes" in select:
+            prog.item(("lit", "input_shapes N/A in code view"))
+    else:
+        if "params" in select:
+            prog.item(nullable=pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape"))))
+            pair("params", " params")
+        if "float_ops" in select:
+            pair("float_ops", " flops")
+        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
+            if f in select or f in time_fields(select):
+                pair(f)
+        if "device" in select and "device" in frame.columns:
+            prog.item(nullable=pl.col("device").cast(pl.String))
+        if "op_types" in select:
+            prog.item(nullable=pl.col("op_types").list.join("|").fill_null(""))
+        if "occurrence" in select:
+            prog.item(
+                ("own", "run_count", "number"), ("lit", "/"), ("val", "total_run_count", "number"), ("lit", "|"),
+                ("acc", "1", "--"), ("lit", "/"), ("val", "total_definition_count", "number"),
+            )  # fmt: skip
+        if "input_shapes" in select:
+            if "input_shapes" in frame.columns:
+                prog.item(nullable=_input_shapes_expr())
+            else:
+                prog.item(("lit", ""))
+    return prog
+
+
+def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | None) -> bool:
+    """Whether ``lines.render`` reproduces the polars lines of this frame; if not, the polars
+    path runs (and raises what it raises for a frame it cannot take)."""
+    if not {"name", "indent", *prog.columns} <= set(frame.columns) or frame.height == 0:
+        return False
+    schema = frame.schema
+    if schema["name"] != pl.String or frame["name"].null_count():
+        return False
+    if not schema["indent"].is_integer() or frame["indent"].null_count() or frame["indent"].min() < 0:
+        return False
+    if prog.uses_accounted and schema["accounted"] != pl.Boolean:
+        return False
+    if not all(schema[c].is_numeric() for c, _ in prog.value_columns) or len(prog.value_columns) > lines.MAX_VALUES:
+        return False
+    return after is None or (len(after) == frame.height and after.dtype == pl.String)
+
+
+def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
+    """Every line of a scope/graph view (or, with ``code``, a code view), indentation included."""
+    prog = _program(frame, select, code)
+    if not _writer_takes(frame, prog, None):
+        return tree_lines_polars(frame, select, code=code)
+    out, end, line_offs = lines.render(frame, prog, format_column, newline=False)
+    arr = pa.LargeStringArray.from_buffers(frame.height, pa.py_buffer(line_offs), pa.py_buffer(out[:end]))
+    return pl.Series(frame["name"].name, arr, dtype=pl.String)
+
+
+def tree_text(
+    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = ""
+) -> str:
+    """``prefix`` plus every line of ``tree_lines``, each ended by a newline, as one string;
+    ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line."""
+    prog = _program(frame, select, code)
+    if not _writer_takes(frame, prog, after):
+        lines_ = tree_lines_polars(frame, select, code=code)
+        if after is not None:  # text under a line ends with "\n" itself; the join adds one
+            lines_ = pl.select(
+                pl.when(after.str.len_chars() > 0).then(lines_ + "\n" + after.str.strip_suffix("\n")).otherwise(lines_)
+            ).to_series()
+        return prefix + ((lines_ + "\n").str.join("").item() if len(lines_) else "")
+    tail = None
+    if after is not None:  # "\n" and the text, one final newline dropped; null where there is none
+        tail = pl.select(pl.when(after.str.len_chars() > 0).then("\n" + after.str.strip_suffix("\n"))).to_series()
+    out, end, _ = lines.render(frame, prog, format_column, tail=tail, prefix=prefix)
+    return str(memoryview(out)[:end], "utf-8")

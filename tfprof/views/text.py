@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tfprof.views.columns import tree_lines
+from tfprof.views.columns import tree_text
 from tfprof.views.format import (
     FIELDS,
     MISSING_STREAM_WARNING,
@@ -43,14 +43,7 @@ def _join_lines(lines: pl.Series) -> str:
 def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | None = None) -> str:
     """Legend plus one indented line per displayed node, in the frame's order; ``after``
     (one string per row, e.g. a tensor's values) is printed under its row's line."""
-    lines = tree_lines(frame, select)
-    if after is not None:  # text under a line ends with "\n" itself; _join_lines adds one
-        lines = pl.select(
-            pl.when(after.str.len_chars() > 0)
-            .then(lines + "\n" + after.str.strip_suffix("\n"))
-            .otherwise(lines)
-        ).to_series()
-    return tree_legend(select) + _join_lines(lines)
+    return tree_text(frame, select, after=after, prefix=tree_legend(select))
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
@@ -146,4 +139,4 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
 
 def render_code(frame: pl.DataFrame, select: Sequence[str]) -> str:
     """Legend plus one indented line per displayed call-stack node."""
-    return multi_legend(select) + _join_lines(tree_lines(frame, select, code=True))
+    return tree_text(frame, select, code=True, prefix=multi_legend(select))
