@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         store = work / "store"
         ingest_to_store(store, profile_path=pb)
     opts = Options(max_depth=10, select=("micros", "bytes", "params"))
-    from tfprof.queries.forest import warm_up
+    from tfprof.api import warm_up
 
     numba_start, _ = _timed(warm_up)
     rows = []

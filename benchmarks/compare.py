@@ -97,7 +97,7 @@ def _child(step: str, profile: Path, store: Path, out: Path) -> dict:
     t0 = time.perf_counter()
     from tfprof import Profile
     from tfprof.api import run_view
-    from tfprof.queries.forest import warm_up
+    from tfprof.api import warm_up
     from tfprof.store import ingest_to_store
 
     result: dict = {"import": time.perf_counter() - t0}

@@ -17,6 +17,7 @@ import polars as pl
 
 from tfprof.errors import InputError, InputNotFoundError, OptionError, OutputError
 from tfprof.profile import Profile
+from tfprof.schema import METRICS
 from tfprof.queries.code import NoCodeTraces, code
 from tfprof.queries.graph import graph
 from tfprof.queries.metrics import attach
@@ -26,7 +27,7 @@ from tfprof.queries.scope import scope
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
-from tfprof.views.text import render_code, render_op, render_tree, report
+from tfprof.views.text import render_code, render_op, render_tree, report_head
 
 VIEWS = ("scope", "graph", "op", "code")
 
@@ -62,6 +63,21 @@ class ViewResult:
         return view_html(self.cmd, self.text, view_table(self.cmd, self.frame), self.notes)
 
 
+def warm_up() -> None:
+    """Load the views' compiled kernels from numba's cache: numba's start in a process (about
+    0.3 s, then a few milliseconds per kernel), paid here once instead of by the first view."""
+    from tfprof.queries import code, forest, graph
+    from tfprof.views.columns import tree_text
+
+    forest.warm_up()
+    graph.warm_up()
+    code.warm_up()
+    one = pl.DataFrame(
+        {"name": ["x"], "indent": [0], "accounted": [True], **{c: [1] for m in METRICS for c in (m, "total_" + m)}}
+    )
+    tree_text(one, ["micros"], code=True)
+
+
 def check_step(prof: Profile, step: int) -> None:
     """tfprof's step check (spec 2.3.5): a step >= 0 must be one of the profile's steps."""
     if step < 0:
@@ -80,17 +96,24 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
     check_step(prof, opts.step)
     notes: list[str] = []
     root: dict[str, Any] = {}
+    miss = (
+        prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
+        and prof.row_counts()["info"] > 0
+        and bool(prof.frame("info")["miss_accelerator_stream"][0])
+    )
+    # the tree views write the report's head into the same buffer as their lines (no second copy)
+    head = report_head(cmd, opts.select, miss_accelerator_stream=miss)
     if cmd in ("scope", "graph"):
         frame = scope(prof, opts) if cmd == "scope" else graph(prof, opts)
         # spec 7.5: with a checkpoint, every displayed node but the root is looked up by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
-        body = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None)
+        text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head)
         notes += tensor_notes(tensors) if tensors is not None else []
         proto = lambda f=frame, t=tensors: graph_node_tree(attach(prof, f, ("input_shapes",)), t)  # noqa: E731
     elif cmd == "op":
         view = op_view(prof, opts)
         frame, root = view.rows, view.root
-        body = render_op(view.rows, view.root, view.members, opts.select)
+        text = head + render_op(view.rows, view.root, view.members, opts.select)
         proto = lambda: op_chain(view.rows, view.root, attach(prof, view.members, ("input_shapes",)))  # noqa: E731
     else:
         if opts.account_displayed_op_only:
@@ -105,14 +128,8 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
             notes.append(f"{unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
-        body = render_code(frame, opts.select)
+        text = render_code(frame, opts.select, head=head)
         proto = lambda: code_tree_proto(frame, attach(prof, members, ("input_shapes",)))  # noqa: E731
-    miss = (
-        prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
-        and prof.row_counts()["info"] > 0
-        and bool(prof.frame("info")["miss_accelerator_stream"][0])
-    )
-    text = report(cmd, body, opts.select, miss_accelerator_stream=miss)
     return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, build_proto=proto)
 
 

@@ -345,3 +345,8 @@ def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]
     rows, root = display(forest, opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True, order_columns={"occurrence": "definitions"})
     root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
+
+
+def warm_up() -> None:
+    """Load the code view's compiled kernel (see ``tfprof.queries.forest.warm_up``)."""
+    _scatter_add(np.zeros(1, np.int64), np.ones((1, 1), np.int64), np.zeros((1, 1), np.int64))

@@ -275,7 +275,13 @@ def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:
 
 
 def warm_up() -> None:
-    """Load the compiled kernels (numba's first call in a process costs ~0.3 s)."""
+    """Load the display pass's compiled kernels from numba's cache: numba's first call in a
+    process costs ~0.3 s, and each kernel's first call a few milliseconds more."""
     parent = np.array([-1, 0], np.int64)
     subtree_sums(parent, np.ones((2, 1), np.int64))
+    accumulate_subtrees(parent, np.ones((1, 2), np.int64))
     _layout(parent)
+    is_start, start_of, _ = _starts(parent, np.zeros(2, np.bool_), True)
+    none = np.zeros(2, np.bool_)
+    shown, dparent = _visit(parent, is_start, start_of, none, none, ~none, True, False)
+    _displayed_sums(shown, dparent, np.ones((2, 1), np.int64))

@@ -135,3 +135,9 @@ def graph(prof: Profile, opts: Options) -> pl.DataFrame:
     rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
     rows = attach_details(rows, node_frame(prof, opts.step, extras_for(opts)), {})
     return with_root(rows, root, GRAPH_PARENT)
+
+
+def warm_up() -> None:
+    """Load the graph walk's compiled kernel (see ``tfprof.queries.forest.warm_up``)."""
+    one = np.zeros(1, np.int64)
+    _account_walk(one, np.zeros(2, np.int64), one, np.ones(1, np.bool_))

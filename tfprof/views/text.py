@@ -40,16 +40,21 @@ def _join_lines(lines: pl.Series) -> str:
     return (lines + "\n").str.join("").item() if len(lines) else ""
 
 
-def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | None = None) -> str:
-    """Legend plus one indented line per displayed node, in the frame's order; ``after``
-    (one string per row, e.g. a tensor's values) is printed under its row's line."""
-    return tree_text(frame, select, after=after, prefix=tree_legend(select))
+def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | None = None, *, head: str = "") -> str:
+    """``head``, the legend, then one indented line per displayed node, in the frame's order;
+    ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line."""
+    return tree_text(frame, select, after=after, prefix=head + tree_legend(select))
+
+
+def report_head(cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
+    """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``."""
+    warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
+    return warning + doc_block(cmd, select) + "Profile:\n"
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
-    """What tfprof writes for stdout/file output: [warning] + doc block + ``Profile:`` + body."""
-    warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
-    return warning + doc_block(cmd, select) + "Profile:\n" + body
+    """``report_head`` + ``body``."""
+    return report_head(cmd, select, miss_accelerator_stream=miss_accelerator_stream) + body
 
 
 # ----------------------------------------------------------------------------- multi-node views
@@ -137,6 +142,6 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
     return "".join(out)
 
 
-def render_code(frame: pl.DataFrame, select: Sequence[str]) -> str:
-    """Legend plus one indented line per displayed call-stack node."""
-    return tree_text(frame, select, code=True, prefix=multi_legend(select))
+def render_code(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -> str:
+    """``head``, the legend, then one indented line per displayed call-stack node."""
+    return tree_text(frame, select, code=True, prefix=head + multi_legend(select))
