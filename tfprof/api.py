@@ -42,11 +42,17 @@ class ViewResult:
 
     cmd: str
     options: Options
-    frame: pl.DataFrame
     text: str
     notes: list[str] = field(default_factory=list)
     root: dict[str, Any] = field(default_factory=dict)
     build_proto: Callable[[], Any] | None = field(default=None, repr=False)
+    build_frame: Callable[[], pl.DataFrame] | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def frame(self) -> pl.DataFrame:
+        """The displayed rows with every metric column (built on first access where the report
+        was printed from a narrower frame)."""
+        return self.build_frame() if self.build_frame else pl.DataFrame()
 
     @functools.cached_property
     def proto(self) -> Any:
@@ -119,7 +125,8 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
         try:
-            frame, unaccounted, members = code(prof, opts)
+            # the report from the columns it prints, sorts and filters on; the full rows on request
+            lean, unaccounted, members = code(prof, opts, report_metrics(opts))
         except NoCodeTraces:
             raise OptionError(
                 "the code view needs code traces: pass an op log written with traces (--op_log_path)"
@@ -127,10 +134,31 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if unaccounted:
             notes.append(f"{unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
-            notes += ["code view has no tensor value to show"] * max(frame.height - 1, 0)
-        text = render_code(frame, opts.select, head=head)
-        proto = lambda: code_tree_proto(frame, attach(prof, members, ("input_shapes",)))  # noqa: E731
-    return ViewResult(cmd=cmd, options=opts, frame=frame, text=text, notes=notes, root=root, build_proto=proto)
+            notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
+        text = render_code(lean, opts.select, head=head)
+        del lean
+        full = functools.cache(lambda: code(prof, opts)[0])
+        proto = lambda: code_tree_proto(full(), attach(prof, members, ("input_shapes",)))  # noqa: E731
+        return ViewResult(cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=full)
+    return ViewResult(
+        cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
+    )
+
+
+def report_metrics(opts: Options) -> tuple[str, ...]:
+    """The self columns a code report prints (``select``), sorts on (``order_by``) and filters
+    on (the ``min_*`` options in use)."""
+    from tfprof.queries.tree import MULTI_MIN_FILTERS, ORDER_COLUMNS
+    from tfprof.views.format import FIELDS, time_fields
+
+    wanted = {FIELDS[f].column for f in (*opts.select, *time_fields(opts.select)) if f in FIELDS}
+    order = ORDER_COLUMNS.get(opts.order_by)
+    if order:
+        wanted.add(order.removeprefix("total_"))
+    for option, column in MULTI_MIN_FILTERS.items():
+        if getattr(opts, option):
+            wanted.add(column.removeprefix("total_"))
+    return tuple(sorted(wanted))
 
 
 def print_notes(result: ViewResult) -> None:

@@ -61,13 +61,14 @@ def forward_names(names: pl.Expr) -> pl.Expr:
     )
 
 
-def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
+def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
 
     One row per trie node, in pre-order (``tid`` = ``pos`` = the row), with self values summed
     over its picked member nodes, ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the
     top). The sums are one scatter over the members into per-node arrays: the trie of a large
-    profile has millions of nodes, few of them with members."""
+    profile has millions of nodes, few of them with members. ``metrics`` limits the summed
+    columns (default: every metric and ``run_count``)."""
     index = prof.index("code_trie", static_trie)
     trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
     missing = int(index["unmatched"]["gradient_groups"][0])
@@ -77,7 +78,7 @@ def code_tree(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]
     )
     picked = picked_members(members, opts)
     n = trie.height
-    counted = (*METRICS, "run_count")
+    counted = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
     values = np.zeros((len(counted) + 1, n), np.int64)  # + the member count, "definitions"
     member_values = np.empty((len(counted) + 1, picked.height), np.int64)
     for i, c in enumerate(counted):
@@ -334,10 +335,12 @@ def _in_preorder(pos, parent, code):  # pragma: no cover - numba
     return out_parent, out_code
 
 
-def code(prof: Profile, opts: Options) -> tuple[pl.DataFrame, int, pl.DataFrame]:
+def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The displayed code tree (root first), the number of unaccounted gradient groups, and the
-    picked member nodes with their trie node ``tid``."""
-    trie, members = code_tree(prof, opts)
+    picked member nodes with their trie node ``tid``. With ``metrics``, only those self and
+    total columns (what a report prints, sorts and filters on): on a trie of millions of nodes
+    the other columns are most of the memory."""
+    trie, members = code_tree(prof, opts, metrics)
     unaccounted = int(trie["_unaccounted_gradients"][0]) if trie.height else 0
     forest = keep_accounted(trie.drop("_unaccounted_gradients"))
 

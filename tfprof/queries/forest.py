@@ -167,24 +167,26 @@ def display(
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Run tfprof's display pipeline over ``forest``; return (displayed rows in order, root totals).
 
-    ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED``.
+    ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED`` (or,
+    for a report that prints and filters on fewer, those only).
     ``show_cond(frame)`` is ShouldShow as an expression over a frame that has the ``total_*``
     columns, ``depth`` and the self columns. ``order_columns`` adds view-specific order_by
     columns (the code view sorts `occurrence` by member count).
     """
     n = forest.height
+    counted = [c for c in COUNTED if c in forest.columns]  # a lean forest has only what is shown
     parent = forest["parent"].to_numpy().astype(np.int64)
-    values = np.empty((len(COUNTED) + 1, n), np.int64)  # one metric per row, + the node count
-    for i, c in enumerate(COUNTED):
+    values = np.empty((len(counted) + 1, n), np.int64)  # one metric per row, + the node count
+    for i, c in enumerate(counted):
         values[i] = forest[c].to_numpy()
-    values[len(COUNTED)] = 1
+    values[len(counted)] = 1
     sums = values.sum(axis=1)
-    root = {"total_" + c: int(sums[i]) for i, c in enumerate(COUNTED)}
+    root = {"total_" + c: int(sums[i]) for i, c in enumerate(counted)}
     root["total_definition_count"] = n
     accumulate_subtrees(parent, values)  # the self values stay in the forest's columns
     frame = forest.with_columns(
-        *(pl.Series("total_" + c, values[i]) for i, c in enumerate(COUNTED)),
-        pl.Series("total_definition_count", values[len(COUNTED)]),
+        *(pl.Series("total_" + c, values[i]) for i, c in enumerate(counted)),
+        pl.Series("total_definition_count", values[len(counted)]),
     )
     del values
 
@@ -198,17 +200,17 @@ def display(
     shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
 
     if opts.account_displayed_op_only and not code_mode:
-        own = np.empty((n, len(COUNTED) + 1), np.int64)
-        for i, c in enumerate(COUNTED):
+        own = np.empty((n, len(counted) + 1), np.int64)
+        for i, c in enumerate(counted):
             own[:, i] = forest[c].to_numpy()
-        own[:, len(COUNTED)] = 1
+        own[:, len(counted)] = 1
         rtotals, rroot = _displayed_sums(shown, dparent, own)
         frame = frame.with_columns(
-            *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(COUNTED)),
-            pl.Series("total_definition_count", rtotals[:, len(COUNTED)]),
+            *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(counted)),
+            pl.Series("total_definition_count", rtotals[:, len(counted)]),
         )
-        root = {"total_" + c: int(rroot[i]) for i, c in enumerate(COUNTED)}
-        root["total_definition_count"] = int(rroot[len(COUNTED)]) + 1  # the root counts itself (quirk)
+        root = {"total_" + c: int(rroot[i]) for i, c in enumerate(counted)}
+        root["total_definition_count"] = int(rroot[len(counted)]) + 1  # the root counts itself (quirk)
 
     # Order each displayed node's children: integer sort keys over the shown rows only, then one
     # gather of the whole frame in display order.
