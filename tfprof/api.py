@@ -69,12 +69,21 @@ class ViewResult:
         return view_html(self.cmd, self.text, view_table(self.cmd, self.frame), self.notes)
 
 
-def warm_up() -> None:
+def warm_up(*, ingest: bool = False) -> None:
     """Load the views' compiled kernels from numba's cache: numba's start in a process (about
-    0.3 s, then a few milliseconds per kernel), paid here once instead of by the first view."""
+    0.3 s, then a few milliseconds per kernel), paid here once instead of by the first view.
+    With ``ingest``, also the decoder's and the indexes' kernels (by decoding the bundled
+    sample profile and building its code trie)."""
     from tfprof.queries import code, forest, graph
     from tfprof.views.columns import tree_text
 
+    if ingest:
+        from tfprof import sample_path
+        from tfprof.ingest.wire import iter_profile_batches
+
+        for _ in iter_profile_batches(sample_path()):
+            pass
+        code.static_trie(Profile.from_inputs(profile_path=sample_path()))
     forest.warm_up()
     graph.warm_up()
     code.warm_up()
