@@ -27,7 +27,8 @@ from tfprof.queries.scope import scope
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
-from tfprof.views.text import render_code, render_op, render_tree, report_head
+from tfprof.views.columns import decode
+from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head
 
 VIEWS = ("scope", "graph", "op", "code")
 
@@ -144,11 +145,16 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
             notes.append(f"{unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
-        text = render_code(lean, opts.select, head=head)
-        del lean
-        full = functools.cache(lambda: code(prof, opts)[0])
-        proto = lambda: code_tree_proto(full(), attach(prof, members, ("input_shapes",)))  # noqa: E731
-        return ViewResult(cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=full)
+        data = render_code_bytes(lean, opts.select, head=head)
+        del lean  # before the text is made from the bytes: the rows, the bytes and the text never all at once
+        text = decode(data)
+        del data
+        del members  # the report's: only the columns it needed
+        full = functools.cache(lambda: code(prof, opts))
+        proto = lambda: code_tree_proto(full()[0], attach(prof, full()[2], ("input_shapes",)))  # noqa: E731
+        return ViewResult(
+            cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: full()[0]
+        )
     return ViewResult(
         cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
     )

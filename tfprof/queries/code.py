@@ -17,7 +17,7 @@ from numba import njit
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, keep_accounted
-from tfprof.queries.metrics import extras_for, node_frame
+from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
@@ -71,14 +71,21 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
     columns (default: every metric and ``run_count``)."""
     index = prof.index("code_trie", static_trie)
     trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
-    missing = int(index["unmatched"]["gradient_groups"][0])
-    # Members attach at the innermost trace of their path (the leaf).
-    members = leaves.join(node_frame(prof, opts.step, extras_for(opts)), left_on="member", right_on="node_id").rename(
-        {"member": "node_id"}
-    )
-    picked = picked_members(members, opts)
-    n = trie.height
     counted = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
+    # Members attach at the innermost trace of their path (the leaf).
+    if metrics is None:
+        nodes = node_frame(prof, opts.step, extras_for(opts))
+    else:  # a report's members: what it sums, filters on and prints (not every node's strings)
+        nodes = attach(prof, node_numbers(prof, opts.step).select("node_id", *counted), extras_for(opts))
+        if "device" in opts.select:
+            nodes = nodes.join(
+                prof.lazy("nodes").select("node_id", pl.col("canonical_device").cast(pl.String).alias("device")).collect(),
+                on="node_id", how="left", maintain_order="left",
+            )
+    members = leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
+    picked = picked_members(members, opts)
+    del members
+    n = trie.height
     values = np.zeros((len(counted) + 1, n), np.int64)  # + the member count, "definitions"
     member_values = np.empty((len(counted) + 1, picked.height), np.int64)
     for i, c in enumerate(counted):
@@ -92,8 +99,8 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
             "tid": pos,
             "pos": pos,
             "parent": trie["parent"],
-            "name": labels["trace"].gather(label),
-            "name_rank": labels["name_rank"].to_numpy()[label],
+            "name": labels["trace"].cast(pl.Categorical).gather(label),  # 4 bytes a node; String once shown
+            "name_rank": labels["name_rank"].to_numpy().astype(np.int32)[label],
             **{c: values[i] for i, c in enumerate(counted)},
             "definitions": values[len(counted)],
             "accounted": (values[len(counted)] > 0) | is_all(opts.account_type_regexes),
@@ -102,7 +109,7 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
     sets = member_sets(opts)
     if sets:  # device / op-type sets: only where the report prints them
         frame = frame.join(picked.group_by("tid").agg(*sets), on="tid", how="left", maintain_order="left")
-    return frame.with_columns(pl.lit(missing).alias("_unaccounted_gradients")), picked
+    return frame, picked
 
 
 @njit(cache=True)
@@ -340,12 +347,17 @@ def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -
     picked member nodes with their trie node ``tid``. With ``metrics``, only those self and
     total columns (what a report prints, sorts and filters on): on a trie of millions of nodes
     the other columns are most of the memory."""
-    trie, members = code_tree(prof, opts, metrics)
-    unaccounted = int(trie["_unaccounted_gradients"][0]) if trie.height else 0
-    forest = keep_accounted(trie.drop("_unaccounted_gradients"))
-
-    # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes)
-    rows, root = display(forest, opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True, order_columns={"occurrence": "definitions"})
+    parts = list(code_tree(prof, opts, metrics))
+    members = parts.pop()
+    missing = prof.index("code_trie", static_trie)["unmatched"]["gradient_groups"][0]
+    unaccounted = int(missing) if parts[0].height else 0
+    # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes);
+    # the forest is handed over (no reference kept here), so display can free it as it goes
+    rows, root = display(
+        keep_accounted(parts.pop()), opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True,
+        order_columns={"occurrence": "definitions"},
+    )
+    rows = rows.with_columns(pl.col("name").cast(pl.String))
     root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
 

@@ -222,17 +222,28 @@ def display(
         pl.Series("_dparent", dparent[idx]), pl.Series("pre", idx)
     )
     perm = keys.select(pl.arg_sort_by(["_dparent", *cols], descending=[False, *desc])).to_series().to_numpy()
+    del keys
     rows_sorted = idx[perm]
+    del perm, idx, is_start, start_of, trim, too_deep, cond
     # displayed parents as positions in that sorted order
     row_of = np.full(n, -1, np.int64)
     row_of[rows_sorted] = np.arange(rows_sorted.shape[0])
     dp = dparent[rows_sorted]
     dp_rows = np.where(dp >= 0, row_of[np.maximum(dp, 0)], -1)
-    order, level = _layout(dp_rows.astype(np.int64))
-    # the forest's own bookkeeping columns are not part of the displayed rows
+    del row_of, dp, dparent, shown
+    order, level = _layout(dp_rows)
+    del dp_rows
+    # The displayed rows, without the forest's bookkeeping columns, gathered one column at a
+    # time: each source column is let go once copied (where the caller handed the forest over).
     shown_frame = frame.drop(["pos", "parent", "name_rank"], strict=False)
-    del frame
-    out = shown_frame[rows_sorted[order]].with_columns(pl.Series("indent", level * 2))
+    del frame, forest, parent
+    at = pl.Series(rows_sorted[order])
+    del rows_sorted, order
+    out = {}
+    for c in shown_frame.columns:
+        out[c] = shown_frame[c].gather(at)
+        shown_frame = shown_frame.drop(c)
+    out = pl.DataFrame(out).with_columns(pl.Series("indent", level * 2))
     return out, root
 
 

@@ -101,6 +101,16 @@ def step_means(prof: Profile) -> dict[str, pl.DataFrame]:
     return {"metrics": node_metrics(prof, -1).sort("node_id").collect()}
 
 
+def node_numbers(prof: Profile, step: int = -1) -> pl.DataFrame:
+    """``node_metrics`` for ``step`` collected, with ``params`` named ``parameters`` (the step
+    means index for step -1): a node frame's numbers without its strings and lists."""
+    if step < 0:
+        metrics = prof.index("step_means", step_means)["metrics"]
+    else:
+        metrics = node_metrics(prof, step).sort("node_id").collect()
+    return metrics.rename({"params": "parameters"})
+
+
 def _node_frame(prof: Profile, step: int) -> pl.DataFrame:
     static = (
         prof.lazy("nodes")
@@ -109,11 +119,7 @@ def _node_frame(prof: Profile, step: int) -> pl.DataFrame:
     )
     if not static["node_id"].is_sorted():
         static = static.sort("node_id")
-    if step < 0:
-        metrics = prof.index("step_means", step_means)["metrics"]
-    else:
-        metrics = node_metrics(prof, step).sort("node_id").collect()
-    metrics = metrics.rename({"params": "parameters"})
+    metrics = node_numbers(prof, step)
     # Both sides hold every node once: in node-id order the rows pair up without a join (a
     # join and sort of a multi-million-row frame of strings and lists would triple its memory).
     if metrics.height == static.height and (metrics["node_id"] == static["node_id"]).all():

@@ -270,6 +270,14 @@ def tree_text(
 ) -> str:
     """``prefix`` plus every line of ``tree_lines``, each ended by a newline, as one string;
     ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line."""
+    return decode(tree_bytes(frame, select, code=code, after=after, prefix=prefix))
+
+
+def tree_bytes(
+    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = ""
+) -> memoryview:
+    """``tree_text`` as UTF-8 bytes (``decode`` makes the text): a caller can let the frame go
+    before the text is made, so a multi-gigabyte report is not held three times at once."""
     prog = _program(frame, select, code)
     if not _writer_takes(frame, prog, after):
         lines_ = tree_lines_polars(frame, select, code=code)
@@ -277,9 +285,14 @@ def tree_text(
             lines_ = pl.select(
                 pl.when(after.str.len_chars() > 0).then(lines_ + "\n" + after.str.strip_suffix("\n")).otherwise(lines_)
             ).to_series()
-        return prefix + ((lines_ + "\n").str.join("").item() if len(lines_) else "")
+        return memoryview((prefix + ((lines_ + "\n").str.join("").item() if len(lines_) else "")).encode())
     tail = None
     if after is not None:  # "\n" and the text, one final newline dropped; null where there is none
         tail = pl.select(pl.when(after.str.len_chars() > 0).then("\n" + after.str.strip_suffix("\n"))).to_series()
     out, end, _ = lines.render(frame, prog, format_column, tail=tail, prefix=prefix)
-    return str(memoryview(out)[:end], "utf-8")
+    return memoryview(out)[:end]
+
+
+def decode(data: memoryview) -> str:
+    """The text of ``tree_bytes``."""
+    return str(data, "utf-8")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tfprof.views.columns import tree_text
+from tfprof.views.columns import tree_bytes, tree_text
 from tfprof.views.format import (
     FIELDS,
     MISSING_STREAM_WARNING,
@@ -145,3 +145,8 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
 def render_code(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -> str:
     """``head``, the legend, then one indented line per displayed call-stack node."""
     return tree_text(frame, select, code=True, prefix=head + multi_legend(select))
+
+
+def render_code_bytes(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -> memoryview:
+    """``render_code`` as UTF-8 bytes (``tfprof.views.columns.decode`` makes the text)."""
+    return tree_bytes(frame, select, code=True, prefix=head + multi_legend(select))
