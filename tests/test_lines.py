@@ -246,6 +246,23 @@ def test_names_from_shared_buffers():
     assert_same(chunked, ["micros", "params", "occurrence"], code=False)
 
 
+def test_enum_names_write_like_strings():
+    """A lean code report names its rows by an Enum of the trace labels (4 bytes a row); the
+    text equals the one written from the same names as strings."""
+    rng = random.Random(11)
+    frame = random_frame(rng, 2000)
+    labels = sorted(set(frame["name"].to_list())) + ["a label longer than twelve bytes Ω", "_TFProfRoot"]
+    enum = frame["name"].cast(pl.Enum(labels))
+    for select in (["micros"], ["bytes", "params", "float_ops"]):
+        want = tree_text(frame, select, code=True)
+        got = tree_text(frame.with_columns(enum), select, code=True)
+        assert got == want
+    longer = frame.with_columns(pl.Series("name", ["a label longer than twelve bytes Ω"] * frame.height))
+    assert tree_text(longer.with_columns(longer["name"].cast(pl.Enum(labels))), ["micros"], code=True) == tree_text(
+        longer, ["micros"], code=True
+    )
+
+
 def test_frames_the_writer_does_not_take():
     """Negative indentation, null names, missing columns, non-boolean accounted, empty frames:
     the polars path prints (or raises) exactly as before."""

@@ -99,7 +99,7 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
             "tid": pos,
             "pos": pos,
             "parent": trie["parent"],
-            "name": labels["trace"].cast(pl.Categorical).gather(label),  # 4 bytes a node; String once shown
+            "name": _label_names(labels["trace"]).gather(label),  # 4 bytes a node where it can
             "name_rank": labels["name_rank"].to_numpy().astype(np.int32)[label],
             **{c: values[i] for i, c in enumerate(counted)},
             "definitions": values[len(counted)],
@@ -110,6 +110,15 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
     if sets:  # device / op-type sets: only where the report prints them
         frame = frame.join(picked.group_by("tid").agg(*sets), on="tid", how="left", maintain_order="left")
     return frame, picked
+
+
+def _label_names(traces: pl.Series) -> pl.Series:
+    """The labels as an Enum (with the root's name among its categories), or as strings where
+    two labels are equal."""
+    values = traces.to_list()
+    if len(set(values)) != len(values):
+        return traces
+    return traces.cast(pl.Enum([*values, *([ROOT] if ROOT not in values else [])]))
 
 
 @njit(cache=True)
@@ -353,12 +362,15 @@ def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -
     unaccounted = int(missing) if parts[0].height else 0
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes);
     # the forest is handed over (no reference kept here), so display can free it as it goes
+    # a report's rows: what it prints (name, accounted, the metrics and their totals, the sets)
+    keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics, *("total_" + m for m in metrics)]
     rows, root = display(
         keep_accounted(parts.pop()), opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True,
-        order_columns={"occurrence": "definitions"},
+        order_columns={"occurrence": "definitions"}, keep=keep,
     )
-    rows = rows.with_columns(pl.col("name").cast(pl.String))
-    root_row = pl.DataFrame({**root, "name": [ROOT], "indent": [0], "accounted": [False]})
+    if metrics is None:  # the public rows: names as strings
+        rows = rows.with_columns(pl.col("name").cast(pl.String))
+    root_row = pl.DataFrame({**root, "name": pl.Series([ROOT]).cast(rows.schema["name"]), "indent": [0], "accounted": [False]})
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
 
 

@@ -9,7 +9,7 @@ tree (graph-view forests can be thousands of levels deep, which rules out closur
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -164,8 +164,12 @@ def display(
     code_mode: bool = False,
     root_visits: bool = True,
     order_columns: dict[str, str] | None = None,
+    keep: Sequence[str] | None = None,
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """Run tfprof's display pipeline over ``forest``; return (displayed rows in order, root totals).
+
+    ``keep`` names the columns of the displayed rows (default: all but the forest's
+    bookkeeping); ``indent`` is always added.
 
     ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED`` (or,
     for a report that prints and filters on fewer, those only).
@@ -236,6 +240,8 @@ def display(
     # The displayed rows, without the forest's bookkeeping columns, gathered one column at a
     # time: each source column is let go once copied (where the caller handed the forest over).
     shown_frame = frame.drop(["pos", "parent", "name_rank"], strict=False)
+    if keep is not None:
+        shown_frame = shown_frame.select(c for c in shown_frame.columns if c in keep)
     del frame, forest, parent
     at = pl.Series(rows_sorted[order])
     del rows_sorted, order

@@ -244,7 +244,7 @@ def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | N
     if not {"name", "indent", *prog.columns} <= set(frame.columns) or frame.height == 0:
         return False
     schema = frame.schema
-    if schema["name"] != pl.String or frame["name"].null_count():
+    if not (schema["name"] == pl.String or isinstance(schema["name"], pl.Enum)) or frame["name"].null_count():
         return False
     if not schema["indent"].is_integer() or frame["indent"].null_count() or frame["indent"].min() < 0:
         return False

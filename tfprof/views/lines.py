@@ -380,6 +380,13 @@ def _names(names: pl.Series) -> tuple[tuple, int]:
     """``write``'s name arguments (views, inline bytes, data, buffer starts, offsets) and the
     names' total bytes. Arrow string views are read in place (a code view's names are a few
     strings, repeated), unless their buffers hold much more than the names."""
+    if isinstance(names.dtype, pl.Enum):  # the categories' views, gathered by code
+        (views, inline, data, base, _), _ = _names(pl.Series(names.dtype.categories))
+        if not len(views):  # the categories came as offsets, not views: the names as strings
+            return _names(names.cast(pl.String))
+        codes = names.to_physical().to_numpy()
+        lens = views[:, 0].astype(np.int64)
+        return (views[codes], inline.reshape(-1, 16)[codes].reshape(-1), data, base, np.zeros(0)), int(lens[codes].sum())
     total = int(names.str.len_bytes().sum())
     arr = names.to_arrow(compat_level=pl.CompatLevel.newest())
     if isinstance(arr, pa.ChunkedArray):
