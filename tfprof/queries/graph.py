@@ -139,5 +139,7 @@ def graph(prof: Profile, opts: Options) -> pl.DataFrame:
 
 def warm_up() -> None:
     """Load the graph walk's compiled kernel (see ``tfprof.queries.forest.warm_up``)."""
-    one = np.zeros(1, np.int64)
-    _account_walk(one, np.zeros(2, np.int64), one, np.ones(1, np.bool_))
+    one, starts = np.zeros(1, np.int64), np.zeros(2, np.int64)
+    for a in (one, starts):
+        a.setflags(write=False)  # as the index's arrays come from polars: read-only
+    _account_walk(one, starts, one, np.ones(1, np.bool_))
