@@ -8,7 +8,6 @@ must give the same lines, the same report text and the same lines under tensor v
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -16,12 +15,7 @@ import pytest
 
 from tfprof.views import lines as lines_mod
 from tfprof.views.columns import (
-    _KIND,
     FIELDS,
-    _dims_text,
-    _input_shapes_expr,
-    formatted,
-    time_fields,
     tree_lines,
     tree_lines_polars,
     tree_text,
@@ -29,75 +23,9 @@ from tfprof.views.columns import (
 from tfprof.views.text import multi_legend, render_code, render_tree, tree_legend
 
 
-def reference_tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
-    """``tree_lines`` as it was before the byte writer (polars string expressions), verbatim."""
-    items: list[pl.Expr] = []
-    needed: dict[str, tuple[str, str]] = {}  # formatted column -> (source column, kind)
-
-    def text(column: str, kind: str) -> pl.Expr:
-        name = f"_{kind}_{column}"
-        needed[name] = (column, kind)
-        return pl.col(name)
-
-    def pair(field: str, suffix: str = "") -> None:
-        f = FIELDS[field]
-        kind = _KIND[f.fmt]
-        own = pl.when(pl.col("accounted")).then(text(f.column, kind)).otherwise(pl.lit("--"))
-        items.append(pl.concat_str(own, pl.lit("/"), text("total_" + f.column, kind), pl.lit(suffix)))
-
-    if code:
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "params" in select:
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        if "device" in select and "devices" in frame.columns:
-            items.append(pl.when(pl.col("devices").list.len() > 0).then(pl.col("devices").list.join("|")))
-        if "op_types" in select:
-            items.append(pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            items.append(pl.lit("occurrence N/A in code view"))
-        if "input_shapes" in select:
-            items.append(pl.lit("input_shapes N/A in code view"))
-    else:
-        if "params" in select:
-            items.append(pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape"))))
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "device" in select and "device" in frame.columns:
-            items.append(pl.col("device"))
-        if "op_types" in select:
-            items.append(pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            acc = pl.col("accounted")
-            items.append(
-                pl.when(acc).then(text("run_count", "number")).otherwise(pl.lit("--"))
-                + "/" + text("total_run_count", "number") + "|"
-                + pl.when(acc).then(pl.lit("1")).otherwise(pl.lit("--"))
-                + "/" + text("total_definition_count", "number")
-            )
-        if "input_shapes" in select:
-            items.append(_input_shapes_expr() if "input_shapes" in frame.columns else pl.lit(""))
-
-    if not items:
-        joined = pl.Series([""] * frame.height, dtype=pl.String)
-    else:
-        for kind in {k for _, k in needed.values()}:
-            texts = formatted({n: frame[c] for n, (c, k) in needed.items() if k == kind}, kind)
-            frame = frame.with_columns(t.alias(n) for n, t in texts.items())
-        joined = frame.with_columns(  # with_columns broadcasts a literal item to every row
-            pl.concat_str(*(e.alias(f"_i{i}") for i, e in enumerate(items)), separator=", ", ignore_nulls=True)
-            .fill_null("")
-            .alias("_joined")
-        )["_joined"]
-    lines = frame["name"] + " (" + joined + ")"
-    return pl.select(lines.str.pad_start(lines.str.len_chars() + frame["indent"])).to_series()
+# The reference: ``tree_lines`` as it was before the byte writer (polars string expressions),
+# kept in the package as the writer's fallback.
+reference_tree_lines = tree_lines_polars
 
 
 def reference_text(frame, select, *, code=False, after=None, prefix=""):

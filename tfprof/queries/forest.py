@@ -22,21 +22,16 @@ from tfprof.schema import METRICS
 COUNTED = (*METRICS, "run_count")
 
 
-@njit(cache=True)
-def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:  # pragma: no cover - numba
-    totals = values.copy()
-    k = values.shape[1]
-    for v in range(parent.shape[0] - 1, -1, -1):
-        p = parent[v]
-        if p >= 0:
-            for j in range(k):
-                totals[p, j] += totals[v, j]
-    return totals
+def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per node (rows of ``values``, one column per quantity), the sum over its subtree."""
+    totals = np.array(values.T, dtype=np.int64, order="C")  # a copy, one quantity per row
+    accumulate_subtrees(parent, totals)
+    return totals.T
 
 
 @njit(cache=True)
 def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # pragma: no cover - numba
-    """``subtree_sums`` in place, over values laid out one metric per row (``values[j, v]``):
+    """``subtree_sums`` in place, over values laid out one quantity per row (``values[j, v]``):
     each metric's totals come out contiguous, ready to become a column, with no second copy."""
     k = values.shape[0]
     for v in range(parent.shape[0] - 1, -1, -1):
@@ -297,7 +292,6 @@ def warm_up() -> None:
     """Load the display pass's compiled kernels from numba's cache: numba's first call in a
     process costs ~0.3 s, and each kernel's first call a few milliseconds more."""
     parent = np.array([-1, 0], np.int64)
-    subtree_sums(parent, np.ones((2, 1), np.int64))
     accumulate_subtrees(parent, np.ones((1, 2), np.int64))
     _layout(parent)
     is_start, start_of, _ = _starts(parent, np.zeros(2, np.bool_), True)
