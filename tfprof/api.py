@@ -104,8 +104,12 @@ def check_step(prof: Profile, step: int) -> None:
         raise OptionError(f"Option `step` {step} not found in the profile; available steps: {listed}")
 
 
-def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> ViewResult:
-    """Run view ``cmd`` (scope, graph, op, code) on ``prof`` with ``options``."""
+def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, full_rows: bool = False) -> ViewResult:
+    """Run view ``cmd`` (scope, graph, op, code) on ``prof`` with ``options``.
+
+    ``full_rows``: the caller will use ``frame`` or ``proto`` (every column of the displayed
+    rows), so the code view computes them once and prints from them; otherwise it prints from
+    the columns the report shows and builds the full rows only if asked for later."""
     if cmd not in VIEWS:
         raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
@@ -134,9 +138,10 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
+        full_rows = full_rows or opts.output.kind == "pprof"  # the pprof writer reads the rows
         try:
             # the report from the columns it prints, sorts and filters on; the full rows on request
-            lean, unaccounted, members = code(prof, opts, report_metrics(opts))
+            lean, unaccounted, members = code(prof, opts, None if full_rows else report_metrics(opts))
         except NoCodeTraces:
             raise OptionError(
                 "the code view needs code traces: pass an op log written with traces (--op_log_path)"
@@ -146,14 +151,18 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None) -> 
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
         data = render_code_bytes(lean, opts.select, head=head)
-        del lean  # before the text is made from the bytes: the rows, the bytes and the text never all at once
+        if full_rows:
+            kept = (lean, members)
+            rows_and_members = lambda: kept  # noqa: E731
+        else:
+            del lean, members  # the report's only: the rows, the bytes and the text never all at once
+            rows_and_members = functools.cache(lambda: code(prof, opts)[::2])
         text = decode(data)
         del data
-        del members  # the report's: only the columns it needed
-        full = functools.cache(lambda: code(prof, opts))
-        proto = lambda: code_tree_proto(full()[0], attach(prof, full()[2], ("input_shapes",)))  # noqa: E731
+        proto = lambda: code_tree_proto(rows_and_members()[0], attach(prof, rows_and_members()[1], ("input_shapes",)))  # noqa: E731
         return ViewResult(
-            cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: full()[0]
+            cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto,
+            build_frame=lambda: rows_and_members()[0],
         )
     return ViewResult(
         cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame

@@ -198,7 +198,7 @@ class Profile:
             from tfprof.errors import OptionError
 
             raise OptionError("Profile.view returns rows, not output: drop `output` (run_view(...).text is the report)")
-        return view_table(cmd, run_view(self, cmd, options).frame)
+        return view_table(cmd, run_view(self, cmd, options, full_rows=True).frame)
 
     def _repr_html_(self) -> str:
         """Jupyter's summary of the profile: model facts, totals per step, table sizes."""

@@ -388,7 +388,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text") -> None:
         from tfprof.api import check_output
 
         check_output(cmd, opts)  # fail before the work, as tfprof's pre-checks
-    result = run_view(prof, cmd, opts)
+    result = run_view(prof, cmd, opts, full_rows=fmt != "text")
     print_notes(result)
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.views.table import view_table

@@ -360,9 +360,9 @@ def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -
     members = parts.pop()
     missing = prof.index("code_trie", static_trie)["unmatched"]["gradient_groups"][0]
     unaccounted = int(missing) if parts[0].height else 0
-    # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes);
-    # the forest is handed over (no reference kept here), so display can free it as it goes
-    # a report's rows: what it prints (name, accounted, the metrics and their totals, the sets)
+    # A report's rows keep what it prints: name, accounted, the metrics and their totals, the sets.
+    # The forest is handed over (no reference kept here), so display can free it as it goes;
+    # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
     keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics, *("total_" + m for m in metrics)]
     rows, root = display(
         keep_accounted(parts.pop()), opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True,

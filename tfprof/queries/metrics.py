@@ -161,17 +161,26 @@ _EXTRAS = {"op_types": op_types, "input_shapes": input_shapes}
 DETAILS = ("shape", "device", "op_types", "input_shapes")
 
 
+def node_rows(nodes: pl.DataFrame, node_ids: pl.Series) -> np.ndarray:
+    """Each of ``node_ids``' row in ``nodes`` (a ``node_frame``, in node-id order); -1 where
+    it has none (a null id: a synthetic parent)."""
+    ids = nodes["node_id"].to_numpy()
+    want = node_ids.fill_null(-1).to_numpy()
+    if not len(ids):
+        return np.full(len(want), -1, np.int64)
+    at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+    return np.where((want >= 0) & (ids[at] == want), at, -1)
+
+
 def attach_details(rows: pl.DataFrame, nodes: pl.DataFrame, defaults: dict[str, object]) -> pl.DataFrame:
     """``rows`` with the detail columns of ``nodes`` (a ``node_frame``, in node-id order)
     gathered by ``node_id``; rows without a node (synthetic parents) get ``defaults``."""
     details = [c for c in DETAILS if c in nodes.columns]
     if not details:
         return rows
-    ids = nodes["node_id"].to_numpy()
-    want = rows["node_id"].fill_null(-1).to_numpy()
-    at = np.minimum(np.searchsorted(ids, want), max(len(ids) - 1, 0))
-    found = (want >= 0) & (ids[at] == want) if len(ids) else np.zeros(len(want), np.bool_)
-    picked = nodes.select(details)[pl.Series(np.where(found, at, 0))] if len(ids) else None
+    row = node_rows(nodes, rows["node_id"])
+    found = row >= 0
+    picked = nodes.select(details)[pl.Series(np.maximum(row, 0))] if nodes.height else None
     cols = []
     for c in details:
         col = picked[c] if picked is not None else pl.Series(c, [None] * rows.height, dtype=nodes.schema[c])

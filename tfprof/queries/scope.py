@@ -14,7 +14,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted, preorder
-from tfprof.queries.metrics import attach_details, extras_for, node_frame
+from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows
 from tfprof.queries.options import Options
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, is_all, matches, should_show
 from tfprof.schema import METRICS
@@ -63,9 +63,7 @@ def scope(prof: Profile, opts: Options) -> pl.DataFrame:
     layout = prof.index("scope_layout", scope_layout)["layout"]  # the tree's shape never changes
     # Each tree node's row in `nodes` (node-id order); -1 for synthetic parents. The tree gets
     # the numbers only; what is printed but not computed with is attached to the shown rows.
-    ids = nodes["node_id"].to_numpy()
-    row = np.searchsorted(ids, layout["node_id"].fill_null(-1).to_numpy())
-    row = np.where(layout["node_id"].is_null().to_numpy(), -1, row)
+    row = node_rows(nodes, layout["node_id"])
     values = {}
     for m in (*METRICS, "run_count"):
         v = nodes[m].to_numpy()

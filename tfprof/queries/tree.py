@@ -47,7 +47,7 @@ def matches(col: str | pl.Expr, regexes: tuple[str, ...]) -> pl.Expr:
     """True where ``col`` fully matches any of ``regexes`` (RE2 FullMatch); False for none."""
     expr = pl.col(col) if isinstance(col, str) else col
     rx = full_match_any(regexes)
-    return pl.lit(False) if rx is None else expr.cast(pl.String).str.contains(rx)  # (categorical names too)
+    return pl.lit(False) if rx is None else expr.cast(pl.String).str.contains(rx)  # (Enum names too)
 
 
 def is_all(regexes: tuple[str, ...]) -> bool:

@@ -184,7 +184,7 @@ def _one_shot(graph: Any, run_meta: Any, op_log: Any, add_trace: bool = True) ->
 
 def _show(prof: Profile, cmd: str, options: Any) -> Any:
     opts = python_options(options)
-    result = run_view(prof, cmd, opts)
+    result = run_view(prof, cmd, opts, full_rows=True)  # it returns the proto
     print_notes(result)
     # tfprof's Python API prints its options between banners around a stdout report
     emit_output(prof, result, stdout=_BANNERS[0] + options_text(opts) + _BANNERS[1] + result.text + _BANNERS[2])
