@@ -236,6 +236,24 @@ def _open(out, pos, field):
 
 
 @njit(cache=True)
+def _open_entry(out, pos, field, key):
+    """Start map entry ``field`` and write its key (always, zero too); returns (position, length
+    byte position) for the value and ``_close``."""
+    pos, lenpos = _open(out, pos, field)
+    pos = _put_varint(out, pos, 1 << 3)
+    return _put_varint(out, pos, key), lenpos
+
+
+@njit(cache=True)
+def _put_int_entry(out, pos, field, key, value):
+    """A whole map<int64, int64> entry (key and value written even when zero)."""
+    pos, lenpos = _open_entry(out, pos, field, key)
+    pos = _put_varint(out, pos, 2 << 3)
+    pos = _put_varint(out, pos, value)
+    return _close(out, lenpos, pos)
+
+
+@njit(cache=True)
 def _close(out, lenpos, pos):
     """Finish a field opened with ``_open``: write its length, moving the payload if it needs > 1 byte."""
     n = pos - lenpos - 1
@@ -314,9 +332,7 @@ def write_chunk(out, j, order, n, tables, traces, draws, shuffle, odd_attrs, ste
             st[4] = 0
             if s_half[i] >= 0:
                 st[4], st[5] = 1, s_half[i]
-        p0, lp0 = _open(out, pos, 1)  # ProfileProto.nodes entry
-        p = _put_varint(out, p0, 1 << 3)
-        p = _put_varint(out, p, i)
+        p, lp0 = _open_entry(out, pos, 1, i)  # ProfileProto.nodes entry
         p, lp1 = _open(out, p, 2)  # ProfileNode, fields in number order as TensorFlow's C++ writes them
         p, lp = _open(out, p, 1)
         p = _put_renamed(out, p, blob, slot[s, C_NAME], slot[s, C_NAME_LEN], slot[s, C_NAME_TAIL],
@@ -327,12 +343,7 @@ def write_chunk(out, j, order, n, tables, traces, draws, shuffle, odd_attrs, ste
         for q in range(in_start[s + 1] - a0):
             k = perm[q]
             ref = in_items[a0 + k, I_REF] + (base if in_items[a0 + k, I_IN_TOWER] else 0)
-            p, lp = _open(out, p, 2)
-            p = _put_varint(out, p, 1 << 3)
-            p = _put_varint(out, p, k)
-            p = _put_varint(out, p, 2 << 3)
-            p = _put_varint(out, p, ref)
-            p = _close(out, lp, p)
+            p = _put_int_entry(out, p, 2, k, ref)
         p = _put_raw(out, p, blob, slot[s, C_SHAPE], slot[s, C_SHAPE_LEN])
         if kind:
             p = _put_bytes(out, p, 5, blob, consts[K_DEVICE + dev, 0], consts[K_DEVICE + dev, 1])
@@ -404,12 +415,7 @@ def write_chunk(out, j, order, n, tables, traces, draws, shuffle, odd_attrs, ste
         for q in range(src_start[s + 1] - a0):
             k = perm[q]
             ref = src_items[a0 + k, I_REF] + (base if src_items[a0 + k, I_IN_TOWER] else 0)
-            p, lp = _open(out, p, 14)
-            p = _put_varint(out, p, 1 << 3)
-            p = _put_varint(out, p, ref)
-            p = _put_varint(out, p, 2 << 3)
-            p = _put_varint(out, p, src_items[a0 + k, I_SLOT])
-            p = _close(out, lp, p)
+            p = _put_int_entry(out, p, 14, ref, src_items[a0 + k, I_SLOT])
         a0 = out_start[s]
         permute(st, perm, out_start[s + 1] - a0, shuffle)
         for q in range(out_start[s + 1] - a0):
@@ -434,9 +440,7 @@ def _put_execs(out, p, i, n, kind, every, k, dur_mu, heavy_gpu, out_bytes, dev, 
         s = steps[step_order[si]]
         if s < 0 or s % every:
             continue
-        p, lp2 = _open(out, p, 12)  # execs entry
-        p = _put_varint(out, p, 1 << 3)
-        p = _put_varint(out, p, s)
+        p, lp2 = _open_entry(out, p, 12, s)  # execs entry
         p, lp3 = _open(out, p, 2)
         base = T0_MICROS + s * STEP_PERIOD + i * STEP_PERIOD // (2 * n)
         starts = np.empty(k, np.int64)
@@ -522,9 +526,7 @@ def _put_execs(out, p, i, n, kind, every, k, dur_mu, heavy_gpu, out_bytes, dev, 
             if kind == 2:
                 p = _put_int(out, p, 10, (1 << 28) + np.random.randint(0, 1 << 20) * 256)
             for o in range(len(out_bytes)):
-                p, lp5 = _open(out, p, 11)
-                p = _put_varint(out, p, 1 << 3)
-                p = _put_varint(out, p, o)
+                p, lp5 = _open_entry(out, p, 11, o)
                 p, lp6 = _open(out, p, 2)
                 p = _put_int(out, p, 1, out_bytes[o])
                 p = _put_int(out, p, 2, 0x7F0000000000 + np.random.randint(0, 1 << 30) * 256)
