@@ -75,7 +75,7 @@ def warm_up(*, ingest: bool = False) -> None:
     0.3 s, then a few milliseconds per kernel), paid here once instead of by the first view.
     With ``ingest``, also the decoder's and the indexes' kernels (by decoding the bundled
     sample profile and building its code trie)."""
-    from tfprof.queries import code, forest, graph
+    from tfprof.queries import code, forest, graph, scope
     from tfprof.views.columns import tree_text
 
     if ingest:
@@ -85,6 +85,7 @@ def warm_up(*, ingest: bool = False) -> None:
         for _ in iter_profile_batches(sample_path()):
             pass
         code.static_trie(Profile.from_inputs(profile_path=sample_path()))
+        scope.warm_up()
     forest.warm_up()
     graph.warm_up()
     code.warm_up()

@@ -16,7 +16,7 @@ from numba import njit
 
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, keep_accounted
+from tfprof.queries.forest import display, grow, keep_accounted
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
@@ -241,7 +241,7 @@ def _intern_triples(f, line, g):  # pragma: no cover - numba
                 k += 1
                 if 2 * k >= cap:  # keep the table at most half full
                     cap *= 2
-                    first = _grow(first, cap // 2)
+                    first = grow(first, cap // 2)
                     table = np.full(cap, -1, np.int64)
                     for u in range(k):
                         r = first[u]
@@ -284,7 +284,7 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
                 if t < 0:  # a new trie node
                     if n == size:
                         size *= 2
-                        parent, code = _grow(parent, size), _grow(code, size)
+                        parent, code = grow(parent, size), grow(code, size)
                     parent[n], code[n] = p, c
                     table[slot] = n
                     t = n
@@ -304,13 +304,6 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
             p = t
         leaf[i] = p
     return parent[:n].copy(), code[:n].copy(), leaf
-
-
-@njit(cache=True)
-def _grow(a, size):  # pragma: no cover - numba
-    out = np.empty(size, a.dtype)
-    out[: a.shape[0]] = a
-    return out
 
 
 @njit(cache=True)

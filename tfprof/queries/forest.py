@@ -20,6 +20,9 @@ from tfprof.queries.tree import is_all, matches, sort_key
 from tfprof.schema import METRICS
 
 COUNTED = (*METRICS, "run_count")
+# Displayed rows up to this many cells are gathered in one call; larger ones column by column,
+# each source column let go once copied (a multi-million-line report holds one copy, not two).
+_ONE_GATHER_CELLS = 20_000_000
 
 
 def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -39,6 +42,14 @@ def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # prag
         if p >= 0:
             for j in range(k):
                 values[j, p] += values[j, v]
+
+
+@njit(cache=True)
+def grow(a, size):  # pragma: no cover - numba
+    """``a`` copied into a new array of ``size`` elements (a growing buffer in a kernel)."""
+    out = np.empty(size, a.dtype)
+    out[: a.shape[0]] = a
+    return out
 
 
 @njit(cache=True)
@@ -105,7 +116,7 @@ def _displayed_sums(shown, dparent, values):  # pragma: no cover - numba
 
 
 @njit(cache=True)
-def _layout(dparent_rows: np.ndarray):  # pragma: no cover - numba
+def tree_order(dparent_rows: np.ndarray):  # pragma: no cover - numba
     """Display order of rows whose siblings are already in display order: a DFS from the root.
 
     ``dparent_rows[i]`` is the row of row i's displayed parent (-1 for the root). Returns the
@@ -230,43 +241,24 @@ def display(
     dp = dparent[rows_sorted]
     dp_rows = np.where(dp >= 0, row_of[np.maximum(dp, 0)], -1)
     del row_of, dp, dparent, shown
-    order, level = _layout(dp_rows)
+    order, level = tree_order(dp_rows)
     del dp_rows
-    # The displayed rows, without the forest's bookkeeping columns, gathered one column at a
-    # time: each source column is let go once copied (where the caller handed the forest over).
+    # The displayed rows, without the forest's bookkeeping columns (see _ONE_GATHER_CELLS).
     shown_frame = frame.drop(["pos", "parent", "name_rank"], strict=False)
     if keep is not None:
         shown_frame = shown_frame.select(c for c in shown_frame.columns if c in keep)
     del frame, forest, parent
     at = pl.Series(rows_sorted[order])
     del rows_sorted, order
-    out = {}
-    for c in shown_frame.columns:
-        out[c] = shown_frame[c].gather(at)
-        shown_frame = shown_frame.drop(c)
-    out = pl.DataFrame(out).with_columns(pl.Series("indent", level * 2))
-    return out, root
-
-
-def preorder(frame: pl.DataFrame, id_col: str, parent_col: str, sibling_order: list[str]) -> pl.DataFrame:
-    """Lay a tree out as a forest: rows in pre-order with ``pos`` and ``parent`` (a ``pos``).
-
-    ``parent_col`` holds the parent's ``id_col`` (null at the top); siblings are ordered by
-    ``sibling_order``.
-    """
-    rows = frame.sort([parent_col, *sibling_order], nulls_last=False).with_row_index("_row")
-    ids = rows.select(pl.col(id_col).alias(parent_col), pl.col("_row").alias("_prow"))
-    prow = rows.select(parent_col).join(ids, on=parent_col, how="left", maintain_order="left")["_prow"]
-    parent_rows = prow.fill_null(-1).to_numpy().astype(np.int64)
-    order, _ = _layout(parent_rows)
-    pos = np.empty(rows.height, np.int64)
-    pos[order] = np.arange(rows.height)
-    parent_pos = np.where(parent_rows >= 0, pos[np.maximum(parent_rows, 0)], -1)
-    return (
-        rows.with_columns(pl.Series("pos", pos), pl.Series("parent", parent_pos))
-        .drop("_row")
-        .sort("pos")
-    )
+    if at.len() * shown_frame.width <= _ONE_GATHER_CELLS:
+        out = shown_frame[at]  # one gather, every column at once
+    else:
+        out = {}
+        for c in shown_frame.columns:
+            out[c] = shown_frame[c].gather(at)
+            shown_frame = shown_frame.drop(c)
+        out = pl.DataFrame(out)
+    return out.with_columns(pl.Series("indent", level * 2)), root
 
 
 def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:
@@ -293,7 +285,7 @@ def warm_up() -> None:
     process costs ~0.3 s, and each kernel's first call a few milliseconds more."""
     parent = np.array([-1, 0], np.int64)
     accumulate_subtrees(parent, np.ones((1, 2), np.int64))
-    _layout(parent)
+    tree_order(parent)
     is_start, start_of, _ = _starts(parent, np.zeros(2, np.bool_), True)
     none = np.zeros(2, np.bool_)
     shown, dparent = _visit(parent, is_start, start_of, none, none, ~none, True, False)

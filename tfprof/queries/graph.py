@@ -115,7 +115,8 @@ def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
     account = flags(nodes, accounted(nodes, opts))[g["perm"]]
     order, forest_parent = _account_walk(g["roots"], g["starts"], g["children"], account)
     reached = np.flatnonzero(order >= 0)
-    by_pos = reached[np.argsort(order[reached])]  # name-order rows of the forest, in pre-order
+    by_pos = np.empty(reached.shape[0], np.int64)  # name-order rows of the forest, in pre-order
+    by_pos[order[reached]] = reached  # the walk numbers the reached nodes 0..k-1
     pos_of = np.full(n, -1, np.int64)
     pos_of[by_pos] = np.arange(by_pos.shape[0])
     fp = forest_parent[by_pos]
