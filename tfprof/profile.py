@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import duckdb
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +19,9 @@ from tfprof.errors import QueryError
 from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.schema import TABLES
 from tfprof.store import read_index, read_manifest, write_store
+
+if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
+    import duckdb
 
 
 def _first_line(exc: Exception) -> str:
@@ -156,6 +158,8 @@ class Profile:
         Returns a polars DataFrame (which Jupyter shows as an HTML table), or with
         ``output="arrow"`` a pyarrow Table. A query DuckDB rejects raises ``QueryError``.
         """
+        import duckdb
+
         try:
             rel = self.connection().sql(query)
         except duckdb.Error as exc:
@@ -167,6 +171,8 @@ class Profile:
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection that sees the tables (created on first use)."""
         if self._con is None:
+            import duckdb
+
             con = duckdb.connect()
             for name in TABLES:
                 if self._store is not None and name not in self._tables:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,6 +53,19 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
+@contextlib.contextmanager
+def _system_allocator() -> Iterator[None]:
+    """Arrow allocates from the C library's malloc meanwhile: Arrow's default pool keeps the
+    memory of dropped batches for reuse, which for a store written batch by batch holds on to
+    the largest few batches' worth long after they are gone; malloc gives large blocks back."""
+    previous = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(previous)
+
+
 def write_store(
     path: PathLike, batches: Iterable[dict[str, pa.Table]], *, source: str = "profile", indexes: bool = True
 ) -> Path:
@@ -76,7 +90,8 @@ def write_store(
     except OSError as exc:
         raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
     try:
-        counts = _write_tables(tmp, batches)
+        with _system_allocator():
+            counts = _write_tables(tmp, batches)
         manifest = {"format": STORE_FORMAT, "source": source, "tables": counts}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if indexes:
@@ -109,7 +124,7 @@ def _write_indexes(folder: Path, source: str) -> dict[str, list[str]]:
     for name, parts in build_indexes(Profile(store=folder, source=source)):
         (folder / INDEXES / name).mkdir(parents=True)
         for part, frame in parts.items():
-            frame.write_parquet(folder / INDEXES / name / f"{part}.parquet", compression="lz4")
+            frame.write_parquet(folder / INDEXES / name / f"{part}.parquet", compression="lz4", statistics=False)
         written[name] = list(parts)
         del parts, frame  # one index in memory at a time
     return written
@@ -129,10 +144,15 @@ def read_index(path: Path, name: str) -> dict | None:
 
 def _writer(folder: Path, name: str) -> pq.ParquetWriter:
     """A Parquet writer for table ``name``: lz4, dictionary encoding only for dictionary columns
-    (trying it on every int64 column doubles the encoding time for nothing)."""
+    (trying it on every int64 column doubles the encoding time for nothing), min/max statistics
+    only for numeric columns (what a scan can skip row groups on; over strings they cost as much
+    as the encoding itself)."""
     schema = TABLES[name].schema
     dict_cols = [f.name for f in schema if pa.types.is_dictionary(f.type)]
-    return pq.ParquetWriter(folder / f"{name}.parquet", schema, compression="lz4", use_dictionary=dict_cols)
+    stats = [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+             or pa.types.is_boolean(f.type)]
+    return pq.ParquetWriter(folder / f"{name}.parquet", schema, compression="lz4", use_dictionary=dict_cols,
+                            write_statistics=stats)
 
 
 def _write_tables(folder: Path, batches: Iterable[dict[str, pa.Table]]) -> dict[str, int]:

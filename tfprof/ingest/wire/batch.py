@@ -29,7 +29,9 @@ from tfprof.ingest.wire.fill import _NSCR, _compact_rows, _fill_kernel
 from tfprof.ingest.wire.scan import ProfileIndex
 from tfprof.ingest.wire.tables import _batch_tables, _first_seen
 
-_BATCH_BYTES = 24 << 20  # input bytes per batch when batch_nodes is not given
+_BATCH_BYTES = 24 << 20  # input bytes per batch when batch_nodes is not given (at most)
+_MIN_BATCHES = 12  # a smaller file is cut into about this many batches (down to _MIN_BATCH_BYTES each)
+_MIN_BATCH_BYTES = 2 << 20
 _READ_AHEAD = 1  # batches whose bytes are read while an earlier one is decoded
 
 
@@ -103,10 +105,13 @@ def _batch_bounds(index: ProfileIndex, batch_nodes: int | None) -> list[tuple[in
     n = index.num_nodes
     if batch_nodes is None:
         sizes = np.cumsum(index.node_end - index.node_start)
+        # Batches in flight are what the decoder holds in memory: a few of them whatever the
+        # size of the file, so a small file is cut finer than a large one.
+        step = min(_BATCH_BYTES, max(_MIN_BATCH_BYTES, int(sizes[-1]) // _MIN_BATCHES if n else 0))
         cuts = [0]
         while cuts[-1] < n:
             done = sizes[cuts[-1] - 1] if cuts[-1] else 0
-            nxt = int(np.searchsorted(sizes, done + _BATCH_BYTES, side="right"))
+            nxt = int(np.searchsorted(sizes, done + step, side="right"))
             cuts.append(min(n, max(nxt, cuts[-1] + 1)))
     else:
         if batch_nodes < 1:
