@@ -109,6 +109,15 @@ class Profile:
             self._tables[name] = pq.read_table(self._store / f"{name}.parquet", memory_map=True)
         return self._tables[name]
 
+    def columns(self, name: str, columns: list[str]) -> pa.Table:
+        """Columns ``columns`` of table ``name`` as Arrow, reading only those from a store
+        (and caching nothing: an index built at ingest reads what it needs once)."""
+        if name not in TABLES:
+            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        if self._store is not None and name not in self._tables:
+            return pq.read_table(self._store / f"{name}.parquet", columns=columns, memory_map=True)
+        return self.table(name).select(columns)
+
     def tables(self) -> dict[str, pa.Table]:
         """Every table as Arrow."""
         return {name: self.table(name) for name in TABLES}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.profile import Profile
@@ -78,26 +79,45 @@ def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
 def _structure(prof: Profile) -> dict[str, np.ndarray]:
     """The graph as CSR arrays over nodes in name order (it depends on no option): ``perm``
     (node-id order → name order), ``starts``/``children`` (each node's inputs that are nodes,
-    in input order) and ``roots`` (nodes no one consumes)."""
-    names = prof.lazy("nodes").select("node_id", "name").sort("node_id").collect()
-    perm = names["name"].arg_sort().to_numpy().astype(np.int64)
-    nodes = names[perm].with_row_index("gid").with_columns(pl.col("gid").cast(pl.Int64))
-    gid = nodes.select(pl.col("name").alias("input_name"), pl.col("gid").alias("child"))
-    edges = (
-        prof.lazy("node_inputs")
-        .select("node_id", "input_idx", "input_name")
-        .collect()
-        .join(nodes.select("node_id", "gid"), on="node_id")
-    )
-    consumed = edges["input_name"].unique()
-    linked = edges.join(gid, on="input_name").sort("gid", "input_idx")  # inputs that are nodes
-    counts = np.bincount(linked["gid"].to_numpy(), minlength=nodes.height)
+    in input order) and ``roots`` (nodes no one consumes).
+
+    Inputs are linked by ``input_id``, the producer's id that ingest resolved from the input's
+    name; only the names are sorted (bytewise, as tfprof orders them).
+    """
+    nodes = prof.columns("nodes", ["node_id", "name"])
+    ids = nodes.column("node_id").to_numpy()
+    if len(ids) > 1 and (np.diff(ids) <= 0).any():  # stores keep nodes in id order
+        nodes = nodes.take(np.argsort(ids, kind="stable"))
+        ids = nodes.column("node_id").to_numpy()
+    n = len(ids)
+    perm = pc.sort_indices(nodes.column("name")).to_numpy().astype(np.int64)
+    del nodes
+    gid = np.empty(n, np.int64)  # a node's row (node-id order) → its place in name order
+    gid[perm] = np.arange(n)
+    edges = prof.columns("node_inputs", ["node_id", "input_idx", "input_id"])
+    consumer = _rows(ids, edges.column("node_id").to_numpy())
+    producer = _rows(ids, edges.column("input_id").fill_null(-1).to_numpy())
+    idx = edges.column("input_idx").to_numpy()
+    del edges
+    linked = (consumer >= 0) & (producer >= 0)  # inputs that are nodes, of nodes
+    consumed = np.zeros(n, np.bool_)
+    consumed[producer[linked]] = True
+    parent, child, idx = gid[consumer[linked]], gid[producer[linked]], idx[linked]
+    order = np.lexsort((idx, parent))
     return {
         "perm": perm,
-        "starts": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        "children": linked["child"].to_numpy().astype(np.int64),
-        "roots": nodes.filter(~pl.col("name").is_in(consumed.implode()))["gid"].to_numpy().astype(np.int64),
+        "starts": np.concatenate([[0], np.cumsum(np.bincount(parent, minlength=n))]).astype(np.int64),
+        "children": child[order],
+        "roots": np.flatnonzero(~consumed[perm]).astype(np.int64),
     }
+
+
+def _rows(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Each of ``want``'s row in the sorted ``ids``; -1 where it has none."""
+    if not len(ids):
+        return np.full(len(want), -1, np.int64)
+    at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+    return np.where(ids[at] == want, at, -1)
 
 
 def graph_structure(prof: Profile) -> dict[str, pl.DataFrame]:

@@ -71,8 +71,8 @@ def _layout(prof: Profile) -> pl.DataFrame:
     One kernel finds every name's parent (``_scope_parents``), creating the missing name
     prefixes; one string sort ranks the names; the pre-order follows from the parents and ranks.
     """
-    nodes = prof.lazy("nodes").select("node_id", "name").collect()
-    names = nodes["name"].to_arrow().cast(pa.large_string())
+    nodes = prof.columns("nodes", ["node_id", "name"])
+    names = nodes.column("name").combine_chunks().cast(pa.large_string())
     if names.null_count:  # a node without a name is a node named "" (tfprof's empty string)
         names = pc.fill_null(names, "")
     _, offsets, data = names.buffers()
@@ -80,9 +80,8 @@ def _layout(prof: Profile) -> pl.DataFrame:
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     src, length, parent = _scope_parents(offsets, data)
     all_offsets, all_data = _gather_prefixes(offsets, data, src, length)
-    all_names = pl.Series("name", pa.LargeStringArray.from_buffers(
-        len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data)))
-    by_name = all_names.arg_sort().to_numpy()  # byte order, as tfprof compares names
+    all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
+    by_name = pc.sort_indices(all_names).to_numpy()  # byte order, as tfprof compares names
     rank = np.empty(len(src), np.int64)
     rank[by_name] = np.arange(len(src))
     # rows in name order: a row's parent row, then the pre-order of those rows (siblings by name)
@@ -91,12 +90,12 @@ def _layout(prof: Profile) -> pl.DataFrame:
     entry = by_name[order]  # the entry at each position
     pos = np.empty(len(src), np.int64)
     pos[entry] = np.arange(len(src))
-    ids = nodes["node_id"].to_numpy()
+    ids = nodes.column("node_id").to_numpy()
     real = entry < len(ids)
     return pl.DataFrame({
         "pos": np.arange(len(src)),
         "parent": np.where(parent[entry] >= 0, pos[np.maximum(parent[entry], 0)], -1),
-        "name": all_names[pl.Series(entry)],
+        "name": pl.Series(all_names.take(entry), dtype=pl.String),
         "node_id": pl.Series(np.where(real, ids[np.where(real, entry, 0)] if len(ids) else 0, 0)).set(pl.Series(~real), None),
         "name_rank": order + 1,
     })
