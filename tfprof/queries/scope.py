@@ -72,11 +72,15 @@ def _layout(prof: Profile) -> pl.DataFrame:
     prefixes; one string sort ranks the names; the pre-order follows from the parents and ranks.
     """
     nodes = prof.columns("nodes", ["node_id", "name"])
-    names = nodes.column("name").combine_chunks().cast(pa.large_string())
+    names = nodes.column("name").combine_chunks()
+    if not (pa.types.is_string(names.type) or pa.types.is_large_string(names.type)):
+        names = names.cast(pa.large_string())
     if names.null_count:  # a node without a name is a node named "" (tfprof's empty string)
         names = pc.fill_null(names, "")
     _, offsets, data = names.buffers()
-    offsets = np.frombuffer(offsets, np.int64, count=len(names) + 1, offset=names.offset * 8)
+    width = 4 if pa.types.is_string(names.type) else 8  # 32- or 64-bit offsets: only they are widened
+    offsets = np.frombuffer(offsets, np.int32 if width == 4 else np.int64, count=len(names) + 1,
+                            offset=names.offset * width).astype(np.int64)
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     src, length, parent = _scope_parents(offsets, data)
     all_offsets, all_data = _gather_prefixes(offsets, data, src, length)
@@ -130,13 +134,13 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     is the parent of the others' children.
     """
     n = offsets.shape[0] - 1
-    size = max(16, 2 * n)
+    size = max(16, n + n // 2)
     src = np.empty(size, np.int64)
     length = np.empty(size, np.int64)
     cap = 16
     while cap < 2 * size:
         cap *= 2
-    table = np.full(cap, -1, np.int64)
+    table = np.full(cap, -1, np.int32)  # entry numbers
     m = 0
     for i in range(n):  # every name first: a name may be another's parent
         src[i] = i
@@ -182,7 +186,7 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
             m += 1
             if 2 * m > cap:  # keep the table at most half full
                 cap *= 2
-                table = np.full(cap, -1, np.int64)
+                table = np.full(cap, -1, np.int32)
                 for e in range(m):
                     slot = _name_hash(data, offsets[src[e]], length[e], cap)
                     while table[slot] >= 0:
