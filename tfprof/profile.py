@@ -32,6 +32,11 @@ def _first_line(exc: Exception) -> str:
     return lines[0] + (f" ({hint})" if hint else "") + tables
 
 
+def _check_table(name: str) -> None:
+    if name not in TABLES:
+        raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+
+
 class Profile:
     """One profile's tables.
 
@@ -102,8 +107,7 @@ class Profile:
 
     def table(self, name: str) -> pa.Table:
         """Table ``name`` as Arrow (read from the store on first use)."""
-        if name not in TABLES:
-            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        _check_table(name)
         if name not in self._tables:
             assert self._store is not None
             self._tables[name] = pq.read_table(self._store / f"{name}.parquet", memory_map=True)
@@ -112,8 +116,7 @@ class Profile:
     def columns(self, name: str, columns: list[str]) -> pa.Table:
         """Columns ``columns`` of table ``name`` as Arrow, reading only those from a store
         (and caching nothing: an index built at ingest reads what it needs once)."""
-        if name not in TABLES:
-            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        _check_table(name)
         if self._store is not None and name not in self._tables:
             return pq.read_table(self._store / f"{name}.parquet", columns=columns, memory_map=True)
         return self.table(name).select(columns)
@@ -124,8 +127,7 @@ class Profile:
 
     def lazy(self, name: str) -> pl.LazyFrame:
         """Table ``name`` as a polars LazyFrame; over a store, columns are read only when used."""
-        if name not in TABLES:
-            raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        _check_table(name)
         if self._store is not None and name not in self._tables:
             return pl.scan_parquet(self._store / f"{name}.parquet")
         return pl.from_arrow(self.table(name)).lazy()

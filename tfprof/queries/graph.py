@@ -16,7 +16,7 @@ from numba import njit
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import flags, display
-from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame
+from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame, rows_of
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted, with_root
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
@@ -95,8 +95,8 @@ def _structure(prof: Profile) -> dict[str, np.ndarray]:
     gid = np.empty(n, np.int64)  # a node's row (node-id order) → its place in name order
     gid[perm] = np.arange(n)
     edges = prof.columns("node_inputs", ["node_id", "input_idx", "input_id"])
-    consumer = _rows(ids, edges.column("node_id").to_numpy())
-    producer = _rows(ids, edges.column("input_id").fill_null(-1).to_numpy())
+    consumer = rows_of(ids, edges.column("node_id").to_numpy())
+    producer = rows_of(ids, edges.column("input_id").fill_null(-1).to_numpy())
     idx = edges.column("input_idx").to_numpy()
     del edges
     linked = (consumer >= 0) & (producer >= 0)  # inputs that are nodes, of nodes
@@ -110,14 +110,6 @@ def _structure(prof: Profile) -> dict[str, np.ndarray]:
         "children": child[order],
         "roots": np.flatnonzero(~consumed[perm]).astype(np.int64),
     }
-
-
-def _rows(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Each of ``want``'s row in the sorted ``ids``; -1 where it has none."""
-    if not len(ids):
-        return np.full(len(want), -1, np.int64)
-    at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
-    return np.where(ids[at] == want, at, -1)
 
 
 def graph_structure(prof: Profile) -> dict[str, pl.DataFrame]:

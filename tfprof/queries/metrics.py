@@ -164,12 +164,16 @@ DETAILS = ("shape", "device", "op_types", "input_shapes")
 def node_rows(nodes: pl.DataFrame, node_ids: pl.Series) -> np.ndarray:
     """Each of ``node_ids``' row in ``nodes`` (a ``node_frame``, in node-id order); -1 where
     it has none (a null id: a synthetic parent)."""
-    ids = nodes["node_id"].to_numpy()
     want = node_ids.fill_null(-1).to_numpy()
+    return np.where(want >= 0, rows_of(nodes["node_id"].to_numpy(), want), -1)
+
+
+def rows_of(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Each of ``want``'s row in the sorted ``ids``; -1 where it has none."""
     if not len(ids):
         return np.full(len(want), -1, np.int64)
     at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
-    return np.where((want >= 0) & (ids[at] == want), at, -1)
+    return np.where(ids[at] == want, at, -1)
 
 
 def attach_details(rows: pl.DataFrame, nodes: pl.DataFrame, defaults: dict[str, object]) -> pl.DataFrame:

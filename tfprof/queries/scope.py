@@ -94,13 +94,14 @@ def _layout(prof: Profile) -> pl.DataFrame:
     entry = by_name[order]  # the entry at each position
     pos = np.empty(len(src), np.int64)
     pos[entry] = np.arange(len(src))
-    ids = nodes.column("node_id").to_numpy()
-    real = entry < len(ids)
+    synthetic = entry >= len(nodes)
+    node_id = np.zeros(len(src), np.int64)
+    node_id[~synthetic] = nodes.column("node_id").to_numpy()[entry[~synthetic]]
     return pl.DataFrame({
         "pos": np.arange(len(src)),
         "parent": np.where(parent[entry] >= 0, pos[np.maximum(parent[entry], 0)], -1),
         "name": pl.Series(all_names.take(entry), dtype=pl.String),
-        "node_id": pl.Series(np.where(real, ids[np.where(real, entry, 0)] if len(ids) else 0, 0)).set(pl.Series(~real), None),
+        "node_id": pa.array(node_id, mask=synthetic),
         "name_rank": order + 1,
     })
 
@@ -141,7 +142,6 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     while cap < 2 * size:
         cap *= 2
     table = np.full(cap, -1, np.int32)  # entry numbers
-    m = 0
     for i in range(n):  # every name first: a name may be another's parent
         src[i] = i
         length[i] = offsets[i + 1] - offsets[i]
