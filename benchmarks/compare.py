@@ -96,15 +96,16 @@ LABELS = {
 def _child(step: str, profile: Path, store: Path, out: Path) -> dict:
     """One of our steps, in this (fresh) process; returns its own seconds and notes."""
     t0 = time.perf_counter()
-    from tfprof import Profile
-    from tfprof.api import run_view
-    from tfprof.api import warm_up
-    from tfprof.store import ingest_to_store
+    if step == "ingest":  # an ingest needs neither polars nor the views
+        from tfprof.store import ingest_to_store, warm_up
+    else:
+        from tfprof import Profile
+        from tfprof.api import run_view, warm_up
 
     result: dict = {"import": time.perf_counter() - t0}
     if step == "ingest":
         t = time.perf_counter()
-        warm_up(ingest=True)  # numba's start: the decoder's kernels, loaded from numba's cache
+        warm_up()  # numba's start: the decoder's and indexes' kernels, loaded from numba's cache
         result["numba_start"] = time.perf_counter() - t
         t = time.perf_counter()
         _, counts = ingest_to_store(store, profile_path=profile)

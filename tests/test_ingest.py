@@ -179,7 +179,7 @@ def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
         assert read_index(store, "code_trie") is None
         rebuilt = []
         prof = Profile.open(store)
-        from tfprof.queries.code import static_trie
+        from tfprof.queries.indexes.code_trie import static_trie
 
         prof.index("code_trie", lambda p: rebuilt.append(1) or static_trie(p))
         assert rebuilt == [1]

@@ -1,4 +1,4 @@
-"""The scope tree's layout (``tfprof.queries.scope._layout``) against a plain polars statement of
+"""The scope tree's layout (``tfprof.queries.indexes.scope_tree.layout``) against a plain polars statement of
 tfprof's rule: a name's parent is the text before its last ``/``, missing prefixes become
 synthetic parents, siblings go in byte order of their names, the tree is laid out in pre-order.
 """
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tfprof import Profile
-from tfprof.queries.scope import _layout
+from tfprof.queries.indexes.scope_tree import layout
 
 
 def _parent_name(name: pl.Expr) -> pl.Expr:
@@ -71,7 +71,7 @@ CASES = {
 
 @pytest.mark.parametrize("names", CASES.values(), ids=CASES.keys())
 def test_layout_matches_the_rule(names):
-    assert _layout(_profile(names)).equals(_reference(names))
+    assert pl.from_arrow(layout(_profile(names))).equals(_reference(names))
 
 
 def test_layout_of_random_scopes():
@@ -79,7 +79,7 @@ def test_layout_of_random_scopes():
     parts = ["a", "b", "ab", "a-b", "x_1", "", "Z", "é"]
     names = sorted({"/".join(rng.choice(parts) for _ in range(rng.randint(1, 6))) for _ in range(3000)})
     rng.shuffle(names)
-    got = _layout(_profile(names))
+    got = pl.from_arrow(layout(_profile(names)))
     assert got.equals(_reference(names))
     assert np.all(got["parent"].to_numpy() < got["pos"].to_numpy())  # parents precede their children
 

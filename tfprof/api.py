@@ -18,7 +18,8 @@ import polars as pl
 from tfprof.errors import InputError, InputNotFoundError, OptionError, OutputError
 from tfprof.profile import Profile
 from tfprof.schema import METRICS
-from tfprof.queries.code import NoCodeTraces, code
+from tfprof.queries.code import code
+from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.graph import graph
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
@@ -73,19 +74,14 @@ class ViewResult:
 def warm_up(*, ingest: bool = False) -> None:
     """Load the views' compiled kernels from numba's cache: numba's start in a process (about
     0.3 s, then a few milliseconds per kernel), paid here once instead of by the first view.
-    With ``ingest``, also the decoder's and the indexes' kernels (by decoding the bundled
-    sample profile and building its code trie)."""
-    from tfprof.queries import code, forest, graph, scope
+    With ``ingest``, also the decoder's and the indexes' kernels (``tfprof.store.warm_up``)."""
+    from tfprof.queries import code, forest, graph
     from tfprof.views.columns import tree_text
 
     if ingest:
-        from tfprof import sample_path
-        from tfprof.ingest.wire import iter_profile_batches
+        from tfprof.store import warm_up as warm_up_ingest
 
-        for _ in iter_profile_batches(sample_path()):
-            pass
-        code.static_trie(Profile.from_inputs(profile_path=sample_path()))
-        scope.warm_up()
+        warm_up_ingest()
     forest.warm_up()
     graph.warm_up()
     code.warm_up()

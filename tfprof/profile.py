@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -22,6 +21,7 @@ from tfprof.store import read_index, read_manifest, write_store
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
+    import polars as pl
 
 
 def _first_line(exc: Exception) -> str:
@@ -127,6 +127,8 @@ class Profile:
 
     def lazy(self, name: str) -> pl.LazyFrame:
         """Table ``name`` as a polars LazyFrame; over a store, columns are read only when used."""
+        import polars as pl
+
         _check_table(name)
         if self._store is not None and name not in self._tables:
             return pl.scan_parquet(self._store / f"{name}.parquet")
@@ -157,7 +159,11 @@ class Profile:
 
         def load() -> dict[str, pl.DataFrame]:
             parts = read_index(self._store, name) if self._store is not None else None
-            return parts if parts is not None else build(self)
+            if parts is None:
+                import polars as pl
+
+                parts = {part: pl.from_arrow(table) for part, table in build(self).items()}
+            return parts
 
         return self.memo(("index", name), load)
 
@@ -176,7 +182,11 @@ class Profile:
         except duckdb.Error as exc:
             raise QueryError(_first_line(exc)) from None
         if rel is None:  # a statement with no result
-            return pa.table({}) if output == "arrow" else pl.DataFrame()
+            if output == "arrow":
+                return pa.table({})
+            import polars as pl
+
+            return pl.DataFrame()
         return rel.pl() if output == "polars" else rel.to_arrow_table()
 
     def connection(self) -> duckdb.DuckDBPyConnection:

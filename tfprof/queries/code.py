@@ -1,11 +1,9 @@
 """The code view: graph nodes arranged by the Python call stacks that created them (spec 5.4).
 
-The call-stack tree is a trie over the op-log traces (``code_frames``), keyed per level by the
-trace string ``<file basename>:<line>:<function>``. Gradient nodes are folded onto a parallel
-`` (gradient)`` copy of their forward op's stack. Everything is built from whole frames: each
-trie node is a distinct path prefix, its children are ordered by creation (tfprof inserts
-nodes in name order, then the gradient paths), and the display pass is
-``tfprof.queries.forest.display`` in PrintCode mode.
+The call-stack tree is the trie over the op-log traces (``code_frames``) that ingest keeps as
+an index (``tfprof.queries.indexes.code_trie``): each trie node is a distinct path prefix, its
+children ordered by creation. The view sums the picked member nodes onto it, and the display
+pass is ``tfprof.queries.forest.display`` in PrintCode mode.
 """
 
 from __future__ import annotations
@@ -14,52 +12,15 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from tfprof.errors import TfprofError
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, grow, keep_accounted
+from tfprof.queries.forest import display, keep_accounted
+from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT
 from tfprof.queries.tree import MULTI_MIN_FILTERS, is_all, should_show
 from tfprof.schema import METRICS
-
-GRADIENT_SUFFIX = " (gradient)"
-
-
-class NoCodeTraces(TfprofError):
-    """The profile has no code traces (no op log with traces was given)."""
-
-
-def trace_strings(frames: pl.LazyFrame) -> pl.LazyFrame:
-    """``trace``: tfprof's short form of each frame (spec 5.4.2)."""
-    function = pl.col("function").cast(pl.String)
-    short = pl.when(function.str.len_bytes() < 20).then(function).otherwise(function.str.head(17) + "...")
-    base = pl.col("file").cast(pl.String).str.replace(r"^.*/", "")
-    return frames.with_columns(
-        pl.concat_str(base, pl.lit(":"), pl.col("lineno").cast(pl.String), pl.lit(":"), short).alias("trace")
-    )
-
-
-def forward_names(names: pl.Expr) -> pl.Expr:
-    """For gradient nodes, the forward op name between `gradients/` and `_grad/`; else null.
-
-    tfprof (tfprof_code.cc IsGradNode) takes the text after the first ``gradients/`` up to the
-    first ``_grad/``; when ``_grad/`` comes first its unsigned length wraps and it takes the rest
-    of the name — reproduced.
-    """
-    g = names.str.find("gradients/", literal=True)
-    s = names.str.find("_grad/", literal=True)
-    start = g + len("gradients/")
-    length = s - start
-    return (
-        pl.when(g.is_null() | s.is_null() | (length == 0))
-        .then(None)
-        .when(length < 0)
-        .then(names.str.slice(start))
-        .otherwise(names.str.slice(start, length))
-    )
-
 
 def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
@@ -127,221 +88,6 @@ def _scatter_add(at, values, out):  # pragma: no cover - numba
     for j in range(values.shape[0]):
         for i in range(at.shape[0]):
             out[j, at[i]] += values[j, i]
-
-
-def static_trie(prof: Profile) -> dict[str, pl.DataFrame]:
-    """The call-stack trie of a profile (it depends on no option, so stores keep it as an
-    index): ``trie`` (trie nodes in pre-order: ``parent``, ``label``), ``labels`` (``trace``
-    text and ``name_rank`` per label), ``leaves`` (each member node's leaf position ``tid``)
-    and ``unmatched`` (one row: gradient groups with no forward node)."""
-    frames = prof.lazy("code_frames").select("node_id", "depth", "file", "lineno", "function").collect()
-    if frames.height == 0:
-        raise NoCodeTraces("No code trace information")
-    ids, depths = frames["node_id"].to_numpy(), frames["depth"].to_numpy()
-    if not _sorted_frames(ids, depths):  # stores keep them sorted (the schema's sort key)
-        frames = frames.sort("node_id", "depth")
-        ids = frames["node_id"].to_numpy()
-    del depths
-    # Trace strings are built once per distinct (file, line, function) — found by a hash over
-    # the categorical codes, not by joining strings — then carried as ids (``code``), numbered
-    # in string order; the gradient copy of trace c is c + len(names).
-    triple, first_row = _intern_triples(
-        frames["file"].to_physical().to_numpy(), frames["lineno"].to_numpy(), frames["function"].to_physical().to_numpy()
-    )
-    traces = trace_strings(frames.select("file", "lineno", "function")[first_row].lazy()).collect()["trace"]
-    del frames
-    names = traces.unique().sort().to_frame("trace").with_row_index("code").with_columns(pl.col("code").cast(pl.Int64))
-    trace_code = names["code"].to_numpy()[names["trace"].search_sorted(traces)]
-    codes = trace_code.astype(np.int32)[triple]
-    del triple
-
-    # Members and the node whose frames make their path: forward nodes walk their own frames
-    # (phase 0, created in name order); a gradient node walks its forward op's frames with the
-    # " (gradient)" copies of the traces (phase 1, created in the forward name's order).
-    nodes = prof.lazy("nodes").select("node_id", "name").sort("name").with_row_index("rank").collect()
-    first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))  # each node's first frame
-    uniq = ids[first]
-    traced = nodes.filter(pl.col("node_id").is_in(pl.Series(uniq).implode())).with_columns(
-        forward_names(pl.col("name")).alias("forward"), pl.col("rank").cast(pl.Int64)
-    )
-    forward = traced.filter(pl.col("forward").is_null())
-    grads = traced.filter(pl.col("forward").is_not_null()).join(
-        forward.select(pl.col("name").alias("forward"), pl.col("node_id").alias("fwd_id")), on="forward", how="left"
-    )
-    missing = grads.filter(pl.col("fwd_id").is_null())["forward"].n_unique()
-    grad_ranks = grads.select("forward").unique().sort("forward").with_row_index("grank")
-    grads = grads.filter(pl.col("fwd_id").is_not_null()).join(grad_ranks, on="forward")
-    members = pl.concat(
-        [
-            forward.select("node_id", pl.col("node_id").alias("src"), pl.lit(0, pl.Int64).alias("offset"),
-                           pl.col("rank").alias("key")),
-            grads.select("node_id", pl.col("fwd_id").alias("src"), pl.lit(names.height, pl.Int64).alias("offset"),
-                         ((1 << 40) + pl.col("grank").cast(pl.Int64)).alias("key")),
-        ]
-    )
-    # Members go in creation-key order, so a trie node's creator is the first member through it
-    # and siblings are created in the order tfprof sorts them.
-    members = members.sort("key", maintain_order=True)
-    at = np.searchsorted(uniq, members["src"].to_numpy())  # a member's path: its source's frames
-    ends = np.append(first[1:], ids.shape[0])
-    del ids
-    parent, code, leaf = _build_trie(
-        first[at].astype(np.int64), ends[at].astype(np.int64), codes, members["offset"].to_numpy().astype(np.int32)
-    )
-    del codes
-    pos = _preorder(parent)  # children in creation order
-    out_parent, out_label = _in_preorder(pos, parent, code)
-    del parent, code
-    labels = pl.concat([names, names.select(pl.col("code") + names.height, pl.col("trace") + GRADIENT_SUFFIX)])
-    at_leaf = leaf >= 0
-    return {
-        # Trie nodes in pre-order (the row is the node's position): parent position, label.
-        "trie": pl.DataFrame({"parent": out_parent, "label": out_label}),
-        # Labels: the trace text and its rank among all labels (sorting siblings by name).
-        "labels": labels.select("trace", pl.col("trace").rank("dense").cast(pl.Int64).alias("name_rank")),
-        "leaves": pl.DataFrame({"member": members["node_id"].filter(pl.Series(at_leaf)), "tid": pos[leaf[at_leaf]]}),
-        "unmatched": pl.DataFrame({"gradient_groups": [missing]}, schema={"gradient_groups": pl.Int64}),
-    }
-
-
-@njit(cache=True)
-def _sorted_frames(ids, depths):  # pragma: no cover - numba
-    for i in range(1, ids.shape[0]):
-        if ids[i] < ids[i - 1] or (ids[i] == ids[i - 1] and depths[i] <= depths[i - 1]):
-            return False
-    return True
-
-
-@njit(cache=True)
-def _hash3(a, b, c, cap):  # pragma: no cover - numba
-    h = (np.uint64(a + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
-    h ^= np.uint64(c) * np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(29)
-    return np.int64(h & np.uint64(cap - 1))
-
-
-@njit(cache=True)
-def _intern_triples(f, line, g):  # pragma: no cover - numba
-    """Number the distinct (f, line, g) rows in order of first appearance: per row its number,
-    and per number its first row."""
-    n = f.shape[0]
-    cap = 1 << 10
-    table = np.full(cap, -1, np.int64)  # number of the triple in a slot
-    first = np.empty(cap // 2, np.int64)
-    out = np.empty(n, np.int32)
-    k = 0
-    for i in range(n):
-        s = _hash3(np.int64(f[i]), np.int64(line[i]), np.int64(g[i]), cap)
-        while True:
-            t = table[s]
-            if t < 0:
-                table[s] = k
-                first[k] = i
-                t = k
-                k += 1
-                if 2 * k >= cap:  # keep the table at most half full
-                    cap *= 2
-                    first = grow(first, cap // 2)
-                    table = np.full(cap, -1, np.int64)
-                    for u in range(k):
-                        r = first[u]
-                        q = _hash3(np.int64(f[r]), np.int64(line[r]), np.int64(g[r]), cap)
-                        while table[q] >= 0:
-                            q = (q + 1) & (cap - 1)
-                        table[q] = u
-                break
-            r = first[t]
-            if f[r] == f[i] and line[r] == line[i] and g[r] == g[i]:
-                break
-            s = (s + 1) & (cap - 1)
-        out[i] = t
-    return out, first[:k].copy()
-
-
-@njit(cache=True)
-def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
-    """Insert member i's path (trace codes ``codes[lo[i]:hi[i]] + offset[i]``) into a trie.
-
-    A trie node is found by (parent node, code) in an open-addressing hash table, so the build
-    is one pass over the path rows. Nodes are numbered in creation order (a parent before its
-    children). Returns per trie node its parent (-1 at the top) and code, and each member's
-    leaf (-1: no path).
-    """
-    cap = 1 << 16
-    table = np.full(cap, -1, np.int32)
-    size = 1 << 12
-    parent = np.empty(size, np.int32)
-    code = np.empty(size, np.int32)
-    n = 0
-    leaf = np.full(lo.shape[0], -1, np.int64)
-    for i in range(lo.shape[0]):
-        p = -1
-        for r in range(lo[i], hi[i]):
-            c = codes[r] + offset[i]
-            slot = _hash3(np.int64(p), np.int64(c), np.int64(0), cap)
-            while True:
-                t = table[slot]
-                if t < 0:  # a new trie node
-                    if n == size:
-                        size *= 2
-                        parent, code = grow(parent, size), grow(code, size)
-                    parent[n], code[n] = p, c
-                    table[slot] = n
-                    t = n
-                    n += 1
-                    if 2 * n > cap:  # keep the table at most half full
-                        cap *= 2
-                        table = np.full(cap, -1, np.int32)
-                        for u in range(n):
-                            s = _hash3(np.int64(parent[u]), np.int64(code[u]), np.int64(0), cap)
-                            while table[s] >= 0:
-                                s = (s + 1) & (cap - 1)
-                            table[s] = u
-                    break
-                if parent[t] == p and code[t] == c:
-                    break
-                slot = (slot + 1) & (cap - 1)
-            p = t
-        leaf[i] = p
-    return parent[:n].copy(), code[:n].copy(), leaf
-
-
-@njit(cache=True)
-def _preorder(parent):  # pragma: no cover - numba
-    """Pre-order position of each node of a forest whose parents precede their children
-    (``parent[v] < v``), siblings in number order: subtree sizes, then one pass handing each
-    node the next free position under its parent."""
-    n = parent.shape[0]
-    acc = np.ones(n, np.int64)  # subtree sizes, then each node's next free child position
-    for v in range(n - 1, -1, -1):
-        if parent[v] >= 0:
-            acc[parent[v]] += acc[v]
-    pos = np.empty(n, np.int64)
-    top = 0
-    for v in range(n):
-        p = parent[v]
-        size = acc[v]
-        if p < 0:
-            pos[v] = top
-            top += size
-        else:
-            pos[v] = acc[p]
-            acc[p] += size
-        acc[v] = pos[v] + 1
-    return pos
-
-
-@njit(cache=True)
-def _in_preorder(pos, parent, code):  # pragma: no cover - numba
-    """The trie's arrays reordered by pre-order position: parent positions and codes."""
-    n = pos.shape[0]
-    out_parent = np.empty(n, np.int64)
-    out_code = np.empty(n, np.int32)
-    for v in range(n):
-        p = parent[v]
-        out_parent[pos[v]] = pos[p] if p >= 0 else -1
-        out_code[pos[v]] = code[v]
-    return out_parent, out_code
 
 
 def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.profile import Profile
 from tfprof.queries.forest import flags, display
-from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame, rows_of
+from tfprof.queries.indexes.graph_csr import graph_structure
+from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame
 from tfprof.queries.options import Options
 from tfprof.queries.scope import ROOT, accounted, with_root
 from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
@@ -74,47 +74,6 @@ def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
                 stack_acc[top] = acc
             top += 1
     return order, forest_parent
-
-
-def _structure(prof: Profile) -> dict[str, np.ndarray]:
-    """The graph as CSR arrays over nodes in name order (it depends on no option): ``perm``
-    (node-id order → name order), ``starts``/``children`` (each node's inputs that are nodes,
-    in input order) and ``roots`` (nodes no one consumes).
-
-    Inputs are linked by ``input_id``, the producer's id that ingest resolved from the input's
-    name; only the names are sorted (bytewise, as tfprof orders them).
-    """
-    nodes = prof.columns("nodes", ["node_id", "name"])
-    ids = nodes.column("node_id").to_numpy()
-    if len(ids) > 1 and (np.diff(ids) <= 0).any():  # stores keep nodes in id order
-        nodes = nodes.take(np.argsort(ids, kind="stable"))
-        ids = nodes.column("node_id").to_numpy()
-    n = len(ids)
-    perm = pc.sort_indices(nodes.column("name")).to_numpy().astype(np.int64)
-    del nodes
-    gid = np.empty(n, np.int64)  # a node's row (node-id order) → its place in name order
-    gid[perm] = np.arange(n)
-    edges = prof.columns("node_inputs", ["node_id", "input_idx", "input_id"])
-    consumer = rows_of(ids, edges.column("node_id").to_numpy())
-    producer = rows_of(ids, edges.column("input_id").fill_null(-1).to_numpy())
-    idx = edges.column("input_idx").to_numpy()
-    del edges
-    linked = (consumer >= 0) & (producer >= 0)  # inputs that are nodes, of nodes
-    consumed = np.zeros(n, np.bool_)
-    consumed[producer[linked]] = True
-    parent, child, idx = gid[consumer[linked]], gid[producer[linked]], idx[linked]
-    order = np.lexsort((idx, parent))
-    return {
-        "perm": perm,
-        "starts": np.concatenate([[0], np.cumsum(np.bincount(parent, minlength=n))]).astype(np.int64),
-        "children": child[order],
-        "roots": np.flatnonzero(~consumed[perm]).astype(np.int64),
-    }
-
-
-def graph_structure(prof: Profile) -> dict[str, pl.DataFrame]:
-    """The index of the graph's CSR arrays (see ``_structure``), one single-column frame each."""
-    return {name: pl.DataFrame({name: values}) for name, values in _structure(prof).items()}
 
 
 def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:

@@ -1,8 +1,6 @@
-"""Per-node statistics for one ``step`` option value (spec 2.3.5 and 3.1).
-
-``node_metrics`` gives each graph node's *self* values as tfprof's ReInit(step) sets them: a
-step's own value, or for ``step=-1`` the node's mean over the steps in which it has a record
-(integer division by that count, not by the number of steps — a tfprof quirk we reproduce).
+"""Per-node frames for one ``step`` option value (spec 2.3.5 and 3.1): each graph node's *self*
+values as tfprof's ReInit(step) sets them (``tfprof.queries.indexes.means``) with what the views
+print about it.
 """
 
 from __future__ import annotations
@@ -11,56 +9,13 @@ import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
-
-TIME = ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros")
-MEMORY = ("requested_bytes", "peak_bytes", "residual_bytes", "output_bytes")
-STEP_METRICS = ("run_count", *TIME, *MEMORY)
+from tfprof.queries.arrays import rows_of
+from tfprof.queries.indexes.means import step_means, step_numbers
 
 
 def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
-    """Per node: the step metrics for option ``step`` (0 where the node has no record).
-
-    For ``step=-1`` a node's value is (sum over its steps) // (number of its steps): summing per
-    node directly gives the same number as summing per step first, without a (node, step)
-    grouping of every exec record.
-    """
-    execs, memory, steps = prof.lazy("execs"), prof.lazy("memory"), prof.lazy("node_steps")
-    if step >= 0:
-        execs, memory, steps = (t.filter(pl.col("step") == step) for t in (execs, memory, steps))
-    dur = pl.col("duration_micros")
-    times = (
-        execs.select(
-            "node_id",
-            dur.alias("exec_micros"),
-            pl.when(pl.col("kind") == "accelerator").then(dur).otherwise(0).alias("accelerator_exec_micros"),
-            pl.when(pl.col("kind") == "cpu").then(dur).otherwise(0).alias("cpu_exec_micros"),
-        )
-        .group_by("node_id")
-        .agg(pl.col(*TIME).sum())
-    )
-    per_node = (
-        steps.group_by("node_id")
-        .agg(pl.col("run_count").sum(), pl.len().alias("_steps"))
-        .join(times, on="node_id", how="left")
-        .join(memory.group_by("node_id").agg(pl.col(*MEMORY).sum()), on="node_id", how="left")
-        .with_columns(pl.col(*TIME, *MEMORY).fill_null(0))
-        .with_columns((pl.col(m) // pl.col("_steps")).alias(m) for m in STEP_METRICS)
-        .drop("_steps")
-    )
-    ran = prof.lazy("node_steps").select("node_id").unique().with_columns(pl.lit(True).alias("has_execs"))
-    nodes = prof.lazy("nodes").select("node_id", "params", pl.col("float_ops").alias("static_float_ops"))
-    out = (
-        nodes.join(per_node, on="node_id", how="left")
-        .join(ran, on="node_id", how="left")
-        .with_columns(pl.col(*STEP_METRICS).fill_null(0), pl.col("has_execs").fill_null(False))
-    )
-    # spec 2.3.5: float_ops(step) is the static count without RunMetadata, else count x run_count.
-    return out.with_columns(
-        pl.when(pl.col("has_execs"))
-        .then(pl.col("static_float_ops") * pl.col("run_count"))
-        .otherwise(pl.col("static_float_ops"))
-        .alias("float_ops")
-    ).select("node_id", "params", "float_ops", *STEP_METRICS)
+    """Per node: the step metrics for option ``step`` (see ``step_numbers``)."""
+    return pl.from_arrow(step_numbers(prof, step)).lazy()
 
 
 def node_frame(prof: Profile, step: int = -1, extras: tuple[str, ...] = ()) -> pl.DataFrame:
@@ -95,19 +50,13 @@ def attach(prof: Profile, frame: pl.DataFrame, extras: tuple[str, ...]) -> pl.Da
     return frame
 
 
-def step_means(prof: Profile) -> dict[str, pl.DataFrame]:
-    """The index of per-node means over all steps (``node_metrics`` for step -1, the default
-    of every view), so that a freshly opened store need not aggregate every exec record."""
-    return {"metrics": node_metrics(prof, -1).sort("node_id").collect()}
-
-
 def node_numbers(prof: Profile, step: int = -1) -> pl.DataFrame:
     """``node_metrics`` for ``step`` collected, with ``params`` named ``parameters`` (the step
     means index for step -1): a node frame's numbers without its strings and lists."""
     if step < 0:
         metrics = prof.index("step_means", step_means)["metrics"]
     else:
-        metrics = node_metrics(prof, step).sort("node_id").collect()
+        metrics = pl.from_arrow(step_numbers(prof, step))
     return metrics.rename({"params": "parameters"})
 
 
@@ -166,14 +115,6 @@ def node_rows(nodes: pl.DataFrame, node_ids: pl.Series) -> np.ndarray:
     it has none (a null id: a synthetic parent)."""
     want = node_ids.fill_null(-1).to_numpy()
     return np.where(want >= 0, rows_of(nodes["node_id"].to_numpy(), want), -1)
-
-
-def rows_of(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Each of ``want``'s row in the sorted ``ids``; -1 where it has none."""
-    if not len(ids):
-        return np.full(len(want), -1, np.int64)
-    at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
-    return np.where(ids[at] == want, at, -1)
 
 
 def attach_details(rows: pl.DataFrame, nodes: pl.DataFrame, defaults: dict[str, object]) -> pl.DataFrame:

@@ -19,7 +19,8 @@ import polars as pl
 
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
-from tfprof.queries.code import GRADIENT_SUFFIX, code_tree, forward_names, static_trie
+from tfprof.queries.code import code_tree
+from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.forest import subtree_sums
 from tfprof.queries.options import Options
 
@@ -91,9 +92,9 @@ def trie_traces(prof: Profile) -> pl.DataFrame:
     parent = trie["parent"].to_numpy().astype(np.int64)
     depth = _levels(parent)
     nodes = prof.lazy("nodes").select("node_id", "name").collect()
+    owners = leaves.rename({"member": "node_id"}).join(nodes, on="node_id")
     owners = (
-        leaves.rename({"member": "node_id"}).join(nodes, on="node_id")
-        .with_columns(forward_names(pl.col("name")).alias("forward"))
+        owners.with_columns(pl.Series("forward", forward_names(owners["name"].to_arrow()), pl.String))
         .join(nodes.rename({"node_id": "fwd_id", "name": "forward"}), on="forward", how="left")
         .with_columns(
             pl.coalesce("forward", "name").alias("creator_name"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.profile import Profile
-from tfprof.queries.metrics import STEP_METRICS, node_metrics
+from tfprof.queries.indexes.means import STEP_METRICS
+from tfprof.queries.metrics import node_metrics
 
 
 def totals(prof: Profile, step: int = -1, *, op_type: str | None = None) -> dict[str, int]:

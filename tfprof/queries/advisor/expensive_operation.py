@@ -28,7 +28,8 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.advisor.base import CheckOptions, Evidence
-from tfprof.queries.code import NoCodeTraces, code
+from tfprof.queries.code import code
+from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope

@@ -1,0 +1,42 @@
+"""Indexes: tables derived from a profile's tables that depend on no view option.
+
+Each entry of ``INDEXES`` builds a dict of named Arrow tables from a Profile, or returns None
+when the profile has nothing to index. ``Profile.index(name, build)`` builds an index once per
+profile; a store saves every index at ingest (``tfprof.store.write_store``), so a view on a
+freshly opened store reads the index instead of rebuilding it.
+
+The builders use numpy, Arrow and numba kernels only: an ingest never loads polars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from tfprof.queries.indexes.code_trie import code_trie_index
+from tfprof.queries.indexes.graph_csr import graph_structure
+from tfprof.queries.indexes.means import step_means
+from tfprof.queries.indexes.scope_tree import scope_layout
+
+if TYPE_CHECKING:
+    from tfprof.profile import Profile
+
+INDEXES: dict[str, Callable[[Profile], dict[str, pa.Table] | None]] = {
+    "step_means": step_means,
+    "scope_layout": scope_layout,
+    "graph_structure": graph_structure,
+    "code_trie": code_trie_index,
+}
+
+
+def build_indexes(prof: Profile) -> Iterator[tuple[str, dict[str, pa.Table]]]:
+    """Every index the profile has data for, as (name, parts), one at a time: a caller that
+    saves each before asking for the next holds one index in memory, not all of them."""
+    for name, build in INDEXES.items():
+        parts = build(prof)
+        if parts is not None:
+            yield name, parts
+        del parts  # not held while the next one builds
+

@@ -1,0 +1,295 @@
+"""The code view's call-stack trie (spec 5.4), an index.
+
+Each trace frame reads ``<file basename>:<line>:<function>`` (a long function name cut to 17
+characters and ``...``). A node's path is its traces from the outermost call in; a gradient
+node takes its forward op's path with ``" (gradient)"`` copies of the traces. Each trie node is
+a distinct path prefix; children are created in tfprof's order: the forward nodes by name,
+then the gradient paths by their forward op's name.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from tfprof.errors import TfprofError
+from tfprof.queries.arrays import grow, rows_of
+
+if TYPE_CHECKING:
+    from tfprof.profile import Profile
+
+GRADIENT_SUFFIX = " (gradient)"
+
+
+class NoCodeTraces(TfprofError):
+    """The profile has no code traces (no op log with traces was given)."""
+
+
+def trace_strings(file: pa.Array, lineno: pa.Array, function: pa.Array) -> pa.Array:
+    """tfprof's short form of each frame (spec 5.4.2)."""
+    function = function.cast(pa.string())
+    short = pc.if_else(
+        pc.less(pc.binary_length(function), 20), function,
+        pc.binary_join_element_wise(pc.utf8_slice_codeunits(function, 0, 17), "...", ""),
+    )
+    base = pc.replace_substring_regex(file.cast(pa.string()), "^.*/", "")
+    return pc.binary_join_element_wise(base, lineno.cast(pa.string()), short, ":")
+
+
+def forward_names(names: pa.Array) -> pa.Array:
+    """For gradient nodes, the forward op name between `gradients/` and `_grad/`; else null.
+
+    tfprof (tfprof_code.cc IsGradNode) takes the text after the first ``gradients/`` up to the
+    first ``_grad/``; when ``_grad/`` comes first its unsigned length wraps and it takes the rest
+    of the name — reproduced.
+    """
+    if isinstance(names, pa.ChunkedArray):
+        names = names.combine_chunks()
+    g = pc.find_substring(names, "gradients/")
+    s = pc.find_substring(names, "_grad/")
+    found = pc.and_(pc.greater_equal(g, 0), pc.greater_equal(s, 0))
+    # Split only the names holding both (a few of them): a regex over every name costs 7x more.
+    rest = pc.list_element(pc.split_pattern(names.filter(found), "gradients/", max_splits=1), 1)
+    head = pc.list_element(pc.split_pattern(rest, "_grad/", max_splits=1), 0)
+    forward = pc.if_else(pc.greater(s.filter(found), g.filter(found)), pc.if_else(pc.equal(head, ""), None, head), rest)
+    return pc.replace_with_mask(pa.nulls(len(names), names.type), found, forward)
+
+
+def code_trie_index(prof: Profile) -> dict[str, pa.Table] | None:
+    """``static_trie``, or None for a profile without code traces (the index builder)."""
+    try:
+        return static_trie(prof)
+    except NoCodeTraces:
+        return None
+
+
+def static_trie(prof: Profile) -> dict[str, pa.Table]:
+    """The call-stack trie of a profile (it depends on no option, so stores keep it as an
+    index): ``trie`` (trie nodes in pre-order: ``parent``, ``label``), ``labels`` (``trace``
+    text and ``name_rank`` per label), ``leaves`` (each member node's leaf position ``tid``)
+    and ``unmatched`` (one row: gradient groups with no forward node)."""
+    frames = prof.columns("code_frames", ["node_id", "depth", "file", "lineno", "function"])
+    if frames.num_rows == 0:
+        raise NoCodeTraces("No code trace information")
+    ids, depths = frames.column("node_id").to_numpy(), frames.column("depth").to_numpy()
+    if not _sorted_frames(ids, depths):  # stores keep them sorted (the schema's sort key)
+        frames = frames.sort_by([("node_id", "ascending"), ("depth", "ascending")])
+        ids = frames.column("node_id").to_numpy()
+    del depths
+    # Trace strings are built once per distinct (file, line, function) — found by a hash over
+    # the dictionary codes, not by comparing strings — then carried as ids (``code``), numbered
+    # in string order; the gradient copy of trace c is c + len(names).
+    frames = frames.unify_dictionaries()
+    triple, first_row = _intern_triples(
+        _codes(frames.column("file")), frames.column("lineno").to_numpy(), _codes(frames.column("function"))
+    )
+    firsts = frames.select(["file", "lineno", "function"]).take(first_row)
+    del frames
+    traces = trace_strings(*(firsts.column(c).combine_chunks() for c in ("file", "lineno", "function")))
+    names = pc.unique(traces)
+    names = names.take(pc.sort_indices(names))
+    codes = pc.index_in(traces, value_set=names).to_numpy().astype(np.int32)[triple]
+    del triple
+
+    # Members and the node whose frames make their path: forward nodes walk their own frames
+    # (phase 0, created in name order); a gradient node walks its forward op's frames with the
+    # " (gradient)" copies of the traces (phase 1, created in the forward name's order).
+    nodes = prof.columns("nodes", ["node_id", "name"])
+    by_name = pc.sort_indices(nodes.column("name")).to_numpy()
+    first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))  # each node's first frame
+    uniq = ids[first]
+    rank = np.flatnonzero(rows_of(uniq, nodes.column("node_id").to_numpy()[by_name]) >= 0)
+    traced = by_name[rank]  # the rows of the nodes with frames, by name; rank: their place
+    node_id = nodes.column("node_id").to_numpy()[traced]
+    name = nodes.column("name").take(traced).combine_chunks()
+    del nodes
+    forward = forward_names(name)
+    is_fwd = forward.is_null().to_numpy(zero_copy_only=False)
+    grad_forward = forward.filter(pc.invert(forward.is_null()))
+    fwd_row = pc.index_in(grad_forward, value_set=name.filter(is_fwd))
+    matched = fwd_row.is_valid().to_numpy(zero_copy_only=False)
+    missing = pc.count_distinct(grad_forward.filter(pc.invert(fwd_row.is_valid()))).as_py()
+    group_names = pc.unique(grad_forward)
+    group_names = group_names.take(pc.sort_indices(group_names))
+    grank = pc.index_in(grad_forward, value_set=group_names).to_numpy(zero_copy_only=False)[matched]
+    fwd_ids = node_id[is_fwd]
+    member = np.concatenate([fwd_ids, node_id[~is_fwd][matched]])
+    src = np.concatenate([fwd_ids, fwd_ids[fwd_row.to_numpy(zero_copy_only=False)[matched].astype(np.int64)]])
+    offset = np.concatenate([np.zeros(len(fwd_ids), np.int32), np.full(len(grank), len(names), np.int32)])
+    key = np.concatenate([rank[is_fwd], (1 << 40) + grank.astype(np.int64)])
+    # Members go in creation-key order, so a trie node's creator is the first member through it
+    # and siblings are created in the order tfprof sorts them.
+    order = np.argsort(key, kind="stable")
+    member, src, offset = member[order], src[order], offset[order]
+    at = np.searchsorted(uniq, src)  # a member's path: its source's frames
+    ends = np.append(first[1:], ids.shape[0])
+    del ids
+    parent, code, leaf = _build_trie(first[at].astype(np.int64), ends[at].astype(np.int64), codes, offset)
+    del codes
+    pos = _preorder(parent)  # children in creation order
+    out_parent, out_label = _in_preorder(pos, parent, code)
+    del parent, code
+    labels = pa.concat_arrays([names, pc.binary_join_element_wise(names, GRADIENT_SUFFIX, "")])
+    at_leaf = leaf >= 0
+    return {
+        # Trie nodes in pre-order (the row is the node's position): parent position, label.
+        "trie": pa.table({"parent": out_parent, "label": out_label}),
+        # Labels: the trace text and its rank among all labels (sorting siblings by name).
+        "labels": pa.table({
+            "trace": labels,
+            "name_rank": pc.rank(labels, sort_keys="ascending", tiebreaker="dense").cast(pa.int64()),
+        }),
+        "leaves": pa.table({"member": member[at_leaf], "tid": pos[leaf[at_leaf]]}),
+        "unmatched": pa.table({"gradient_groups": pa.array([missing], pa.int64())}),
+    }
+
+
+def _codes(column: pa.ChunkedArray) -> np.ndarray:
+    """The dictionary codes of a column whose chunks share one dictionary."""
+    if not column.num_chunks:
+        return np.zeros(0, np.int32)
+    return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in column.chunks])
+
+
+@njit(cache=True)
+def _sorted_frames(ids, depths):  # pragma: no cover - numba
+    for i in range(1, ids.shape[0]):
+        if ids[i] < ids[i - 1] or (ids[i] == ids[i - 1] and depths[i] <= depths[i - 1]):
+            return False
+    return True
+
+
+@njit(cache=True)
+def _hash3(a, b, c, cap):  # pragma: no cover - numba
+    h = (np.uint64(a + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
+    h ^= np.uint64(c) * np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(29)
+    return np.int64(h & np.uint64(cap - 1))
+
+
+@njit(cache=True)
+def _intern_triples(f, line, g):  # pragma: no cover - numba
+    """Number the distinct (f, line, g) rows in order of first appearance: per row its number,
+    and per number its first row."""
+    n = f.shape[0]
+    cap = 1 << 10
+    table = np.full(cap, -1, np.int64)  # number of the triple in a slot
+    first = np.empty(cap // 2, np.int64)
+    out = np.empty(n, np.int32)
+    k = 0
+    for i in range(n):
+        s = _hash3(np.int64(f[i]), np.int64(line[i]), np.int64(g[i]), cap)
+        while True:
+            t = table[s]
+            if t < 0:
+                table[s] = k
+                first[k] = i
+                t = k
+                k += 1
+                if 2 * k >= cap:  # keep the table at most half full
+                    cap *= 2
+                    first = grow(first, cap // 2)
+                    table = np.full(cap, -1, np.int64)
+                    for u in range(k):
+                        r = first[u]
+                        q = _hash3(np.int64(f[r]), np.int64(line[r]), np.int64(g[r]), cap)
+                        while table[q] >= 0:
+                            q = (q + 1) & (cap - 1)
+                        table[q] = u
+                break
+            r = first[t]
+            if f[r] == f[i] and line[r] == line[i] and g[r] == g[i]:
+                break
+            s = (s + 1) & (cap - 1)
+        out[i] = t
+    return out, first[:k].copy()
+
+
+@njit(cache=True)
+def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
+    """Insert member i's path (trace codes ``codes[lo[i]:hi[i]] + offset[i]``) into a trie.
+
+    A trie node is found by (parent node, code) in an open-addressing hash table, so the build
+    is one pass over the path rows. Nodes are numbered in creation order (a parent before its
+    children). Returns per trie node its parent (-1 at the top) and code, and each member's
+    leaf (-1: no path).
+    """
+    cap = 1 << 16
+    table = np.full(cap, -1, np.int32)
+    size = 1 << 12
+    parent = np.empty(size, np.int32)
+    code = np.empty(size, np.int32)
+    n = 0
+    leaf = np.full(lo.shape[0], -1, np.int64)
+    for i in range(lo.shape[0]):
+        p = -1
+        for r in range(lo[i], hi[i]):
+            c = codes[r] + offset[i]
+            slot = _hash3(np.int64(p), np.int64(c), np.int64(0), cap)
+            while True:
+                t = table[slot]
+                if t < 0:  # a new trie node
+                    if n == size:
+                        size *= 2
+                        parent, code = grow(parent, size), grow(code, size)
+                    parent[n], code[n] = p, c
+                    table[slot] = n
+                    t = n
+                    n += 1
+                    if 2 * n > cap:  # keep the table at most half full
+                        cap *= 2
+                        table = np.full(cap, -1, np.int32)
+                        for u in range(n):
+                            s = _hash3(np.int64(parent[u]), np.int64(code[u]), np.int64(0), cap)
+                            while table[s] >= 0:
+                                s = (s + 1) & (cap - 1)
+                            table[s] = u
+                    break
+                if parent[t] == p and code[t] == c:
+                    break
+                slot = (slot + 1) & (cap - 1)
+            p = t
+        leaf[i] = p
+    return parent[:n].copy(), code[:n].copy(), leaf
+
+
+@njit(cache=True)
+def _preorder(parent):  # pragma: no cover - numba
+    """Pre-order position of each node of a forest whose parents precede their children
+    (``parent[v] < v``), siblings in number order: subtree sizes, then one pass handing each
+    node the next free position under its parent."""
+    n = parent.shape[0]
+    acc = np.ones(n, np.int64)  # subtree sizes, then each node's next free child position
+    for v in range(n - 1, -1, -1):
+        if parent[v] >= 0:
+            acc[parent[v]] += acc[v]
+    pos = np.empty(n, np.int64)
+    top = 0
+    for v in range(n):
+        p = parent[v]
+        size = acc[v]
+        if p < 0:
+            pos[v] = top
+            top += size
+        else:
+            pos[v] = acc[p]
+            acc[p] += size
+        acc[v] = pos[v] + 1
+    return pos
+
+
+@njit(cache=True)
+def _in_preorder(pos, parent, code):  # pragma: no cover - numba
+    """The trie's arrays reordered by pre-order position: parent positions and codes."""
+    n = pos.shape[0]
+    out_parent = np.empty(n, np.int64)
+    out_code = np.empty(n, np.int32)
+    for v in range(n):
+        p = parent[v]
+        out_parent[pos[v]] = pos[p] if p >= 0 else -1
+        out_code[pos[v]] = code[v]
+    return out_parent, out_code

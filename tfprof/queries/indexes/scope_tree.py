@@ -1,0 +1,169 @@
+"""The scope tree's shape (spec 5.1), an index: graph nodes plus synthetic parents for missing
+name prefixes, children in name order, laid out in pre-order."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from tfprof.queries.arrays import grow, tree_order
+
+if TYPE_CHECKING:
+    from tfprof.profile import Profile
+
+
+def scope_layout(prof: Profile) -> dict[str, pa.Table]:
+    """The index of the scope tree's shape: ``layout`` (see ``layout``)."""
+    return {"layout": layout(prof)}
+
+
+def layout(prof: Profile) -> pa.Table:
+    """The scope tree in pre-order (children by name): ``pos``, ``parent``, ``name``, ``node_id``
+    (null for a synthetic parent), ``name_rank`` (names as sortable integers).
+
+    One kernel finds every name's parent (``_scope_parents``), creating the missing name
+    prefixes; one string sort ranks the names; the pre-order follows from the parents and ranks.
+    """
+    nodes = prof.columns("nodes", ["node_id", "name"])
+    names = nodes.column("name").combine_chunks()
+    if not (pa.types.is_string(names.type) or pa.types.is_large_string(names.type)):
+        names = names.cast(pa.large_string())
+    if names.null_count:  # a node without a name is a node named "" (tfprof's empty string)
+        names = pc.fill_null(names, "")
+    _, offsets, data = names.buffers()
+    width = 4 if pa.types.is_string(names.type) else 8  # 32- or 64-bit offsets: only they are widened
+    offsets = np.frombuffer(offsets, np.int32 if width == 4 else np.int64, count=len(names) + 1,
+                            offset=names.offset * width).astype(np.int64)
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    src, length, parent = _scope_parents(offsets, data)
+    all_offsets, all_data = _gather_prefixes(offsets, data, src, length)
+    all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
+    by_name = pc.sort_indices(all_names).to_numpy()  # byte order, as tfprof compares names
+    rank = np.empty(len(src), np.int64)
+    rank[by_name] = np.arange(len(src))
+    # rows in name order: a row's parent row, then the pre-order of those rows (siblings by name)
+    parent_rows = np.where(parent >= 0, rank[np.maximum(parent, 0)], -1)[by_name]
+    order, _ = tree_order(parent_rows)
+    entry = by_name[order]  # the entry at each position
+    pos = np.empty(len(src), np.int64)
+    pos[entry] = np.arange(len(src))
+    synthetic = entry >= len(nodes)
+    node_id = np.zeros(len(src), np.int64)
+    node_id[~synthetic] = nodes.column("node_id").to_numpy()[entry[~synthetic]]
+    return pa.table({
+        "pos": np.arange(len(src)),
+        "parent": np.where(parent[entry] >= 0, pos[np.maximum(parent[entry], 0)], -1),
+        "name": all_names.take(entry),
+        "node_id": pa.array(node_id, mask=synthetic),
+        "name_rank": order + 1,
+    })
+
+
+@njit(cache=True)
+def _name_hash(data, start, length, cap):  # pragma: no cover - numba
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(start, start + length):
+        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(31)
+    return np.int64(h & np.uint64(cap - 1))
+
+
+@njit(cache=True)
+def _same(data, a, b, length):  # pragma: no cover - numba
+    for i in range(length):
+        if data[a + i] != data[b + i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _scope_parents(offsets, data):  # pragma: no cover - numba
+    """The scope tree of names ``data[offsets[i]:offsets[i + 1]]``: entries 0..n-1 are the
+    names, later entries the missing prefixes before a ``/`` (synthetic parents). Per entry:
+    the name it is a prefix of, its length, and its parent entry (-1 at the top).
+
+    A name's parent is the text before its last ``/``, cut as tfprof cuts it (``a//b`` has
+    parent ``a/``). Entries are found by their text in an open-addressing hash table; each
+    name walks up its prefixes only until one already exists. Of equal names, the first one
+    is the parent of the others' children.
+    """
+    n = offsets.shape[0] - 1
+    size = max(16, n + n // 2)
+    src = np.empty(size, np.int64)
+    length = np.empty(size, np.int64)
+    cap = 16
+    while cap < 2 * size:
+        cap *= 2
+    table = np.full(cap, -1, np.int32)  # entry numbers
+    for i in range(n):  # every name first: a name may be another's parent
+        src[i] = i
+        length[i] = offsets[i + 1] - offsets[i]
+        slot = _name_hash(data, offsets[i], length[i], cap)
+        while table[slot] >= 0:
+            e = table[slot]
+            if length[e] == length[i] and _same(data, offsets[src[e]], offsets[i], length[i]):
+                break
+            slot = (slot + 1) & (cap - 1)
+        if table[slot] < 0:
+            table[slot] = i
+    m = n
+    parent = np.full(size, -1, np.int64)
+    for i in range(n):
+        cur = i
+        while True:
+            start = offsets[src[cur]]
+            cut = length[cur] - 1
+            while cut >= 0 and data[start + cut] != 47:  # '/'
+                cut -= 1
+            if cut < 0:
+                break  # a top-level name
+            slot = _name_hash(data, start, cut, cap)
+            found = -1
+            while table[slot] >= 0:
+                e = table[slot]
+                if length[e] == cut and _same(data, offsets[src[e]], start, cut):
+                    found = e
+                    break
+                slot = (slot + 1) & (cap - 1)
+            if found >= 0:
+                parent[cur] = found
+                break
+            if m == size:  # a new synthetic parent
+                size *= 2
+                src, length, parent = grow(src, size), grow(length, size), grow(parent, size)
+                parent[m:] = -1
+            src[m], length[m] = src[cur], cut
+            table[slot] = m
+            parent[cur] = m
+            cur = m
+            m += 1
+            if 2 * m > cap:  # keep the table at most half full
+                cap *= 2
+                table = np.full(cap, -1, np.int32)
+                for e in range(m):
+                    slot = _name_hash(data, offsets[src[e]], length[e], cap)
+                    while table[slot] >= 0:
+                        slot = (slot + 1) & (cap - 1)
+                    table[slot] = e
+    return src[:m].copy(), length[:m].copy(), parent[:m].copy()
+
+
+@njit(cache=True)
+def _gather_prefixes(offsets, data, src, length):  # pragma: no cover - numba
+    """The entries' texts (prefixes of names) as one string column: offsets and bytes."""
+    m = src.shape[0]
+    out_off = np.empty(m + 1, np.int64)
+    out_off[0] = 0
+    for e in range(m):
+        out_off[e + 1] = out_off[e] + length[e]
+    out = np.empty(max(out_off[m], 1), np.uint8)
+    for e in range(m):
+        s = offsets[src[e]]
+        o = out_off[e]
+        for k in range(length[e]):
+            out[o + k] = data[s + k]
+    return out_off, out
