@@ -21,7 +21,7 @@ from tfprof.ingest import PathLike, Progress, iter_inputs
 from tfprof.schema import TABLES
 
 MANIFEST = "tfprof_store.json"
-INDEXES = "indexes"  # sub-directory of a store holding frames derived at ingest
+INDEXES_DIR = "indexes"  # sub-directory of a store holding frames derived at ingest
 STORE_FORMAT = 1
 # Version of the indexes' layout: a store whose indexes have another version has them rebuilt
 # on first use (the tables are unchanged, so the store stays readable).
@@ -157,20 +157,40 @@ def write_store(
 
 def _write_indexes(folder: Path, source: str) -> dict[str, list[str]]:
     """Build the indexes of the tables just written to ``folder`` and save them under
-    ``indexes/<name>/<part>.parquet``; returns the manifest entry (index name → parts)."""
-    from tfprof.profile import Profile
-    from tfprof.queries.indexes import build_indexes
+    ``indexes/<name>/<part>.parquet``; returns the manifest entry (index name → parts).
 
-    written: dict[str, list[str]] = {}
-    for name, parts in build_indexes(Profile(store=folder, source=source)):
-        (folder / INDEXES / name).mkdir(parents=True)
-        for part, table in parts.items():
-            pq.write_table(table, folder / INDEXES / name / f"{part}.parquet", compression="lz4",
-                           use_dictionary=False, write_statistics=False)
-        written[name] = list(parts)
-        del parts, table  # one index in memory at a time
-        _trim()
-    return written
+    The builders run on two threads (their kernels release the GIL): the code trie on one, the
+    others on the other; each index is written and let go as soon as it is built.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tfprof.profile import Profile
+    from tfprof.queries.indexes import INDEXES
+
+    prof = Profile(store=folder, source=source)
+
+    def build(names: list[str]) -> dict[str, list[str]]:
+        written = {}
+        for name in names:
+            parts = INDEXES[name](prof)
+            if parts is None:
+                continue
+            (folder / INDEXES_DIR / name).mkdir(parents=True)
+            for part, table in parts.items():
+                pq.write_table(table, folder / INDEXES_DIR / name / f"{part}.parquet", compression="lz4",
+                               use_dictionary=False, write_statistics=False)
+            written[name] = list(parts)
+            del parts, table  # one index per thread in memory at a time
+            _trim()
+        return written
+
+    heavy = ["code_trie"]
+    with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
+        jobs = [pool.submit(build, heavy), pool.submit(build, [n for n in INDEXES if n not in heavy])]
+        done = {}
+        for job in jobs:
+            done.update(job.result())
+    return {name: done[name] for name in INDEXES if name in done}
 
 
 def warm_up() -> None:
@@ -194,7 +214,7 @@ def read_index(path: Path, name: str) -> dict | None:
     parts = manifest.get("indexes", {}).get(name)
     if parts is None or manifest.get("index_format", 1) != INDEX_FORMAT:
         return None
-    return {part: pl.read_parquet(path / INDEXES / name / f"{part}.parquet") for part in parts}
+    return {part: pl.read_parquet(path / INDEXES_DIR / name / f"{part}.parquet") for part in parts}
 
 
 def _writer(folder: Path, name: str) -> pq.ParquetWriter:

@@ -18,7 +18,7 @@ def rows_of(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
     return np.where(ids[at] == want, at, -1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grow(a, size):  # pragma: no cover - numba
     """``a`` copied into a new array of ``size`` elements (a growing buffer in a kernel)."""
     out = np.empty(size, a.dtype)
@@ -26,7 +26,7 @@ def grow(a, size):  # pragma: no cover - numba
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def tree_order(dparent_rows: np.ndarray):  # pragma: no cover - numba
     """Display order of rows whose siblings are already in display order: a DFS from the root.
 

@@ -155,7 +155,7 @@ def _codes(column: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in column.chunks])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sorted_frames(ids, depths):  # pragma: no cover - numba
     for i in range(1, ids.shape[0]):
         if ids[i] < ids[i - 1] or (ids[i] == ids[i - 1] and depths[i] <= depths[i - 1]):
@@ -163,7 +163,7 @@ def _sorted_frames(ids, depths):  # pragma: no cover - numba
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hash3(a, b, c, cap):  # pragma: no cover - numba
     h = (np.uint64(a + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
     h ^= np.uint64(c) * np.uint64(0x94D049BB133111EB)
@@ -171,7 +171,7 @@ def _hash3(a, b, c, cap):  # pragma: no cover - numba
     return np.int64(h & np.uint64(cap - 1))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _intern_triples(f, line, g):  # pragma: no cover - numba
     """Number the distinct (f, line, g) rows in order of first appearance: per row its number,
     and per number its first row."""
@@ -209,7 +209,7 @@ def _intern_triples(f, line, g):  # pragma: no cover - numba
     return out, first[:k].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     """Insert member i's path (trace codes ``codes[lo[i]:hi[i]] + offset[i]``) into a trie.
 
@@ -257,7 +257,7 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     return parent[:n].copy(), code[:n].copy(), leaf
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _preorder(parent):  # pragma: no cover - numba
     """Pre-order position of each node of a forest whose parents precede their children
     (``parent[v] < v``), siblings in number order: subtree sizes, then one pass handing each
@@ -282,7 +282,7 @@ def _preorder(parent):  # pragma: no cover - numba
     return pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _in_preorder(pos, parent, code):  # pragma: no cover - numba
     """The trie's arrays reordered by pre-order position: parent positions and codes."""
     n = pos.shape[0]

@@ -63,7 +63,7 @@ def layout(prof: Profile) -> pa.Table:
     })
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _name_hash(data, start, length, cap):  # pragma: no cover - numba
     h = np.uint64(0xCBF29CE484222325)
     for i in range(start, start + length):
@@ -72,7 +72,7 @@ def _name_hash(data, start, length, cap):  # pragma: no cover - numba
     return np.int64(h & np.uint64(cap - 1))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _same(data, a, b, length):  # pragma: no cover - numba
     for i in range(length):
         if data[a + i] != data[b + i]:
@@ -80,7 +80,7 @@ def _same(data, a, b, length):  # pragma: no cover - numba
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scope_parents(offsets, data):  # pragma: no cover - numba
     """The scope tree of names ``data[offsets[i]:offsets[i + 1]]``: entries 0..n-1 are the
     names, later entries the missing prefixes before a ``/`` (synthetic parents). Per entry:
@@ -152,7 +152,7 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     return src[:m].copy(), length[:m].copy(), parent[:m].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_prefixes(offsets, data, src, length):  # pragma: no cover - numba
     """The entries' texts (prefixes of names) as one string column: offsets and bytes."""
     m = src.shape[0]
