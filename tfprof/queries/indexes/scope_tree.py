@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from tfprof.queries.arrays import grow, tree_order
+from tfprof.queries.arrays import grow, str_equal, str_hash, string_parts, tree_order
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -29,16 +29,7 @@ def layout(prof: Profile) -> pa.Table:
     prefixes; one string sort ranks the names; the pre-order follows from the parents and ranks.
     """
     nodes = prof.columns("nodes", ["node_id", "name"])
-    names = nodes.column("name").combine_chunks()
-    if not (pa.types.is_string(names.type) or pa.types.is_large_string(names.type)):
-        names = names.cast(pa.large_string())
-    if names.null_count:  # a node without a name is a node named "" (tfprof's empty string)
-        names = pc.fill_null(names, "")
-    _, offsets, data = names.buffers()
-    width = 4 if pa.types.is_string(names.type) else 8  # 32- or 64-bit offsets: only they are widened
-    offsets = np.frombuffer(offsets, np.int32 if width == 4 else np.int64, count=len(names) + 1,
-                            offset=names.offset * width).astype(np.int64)
-    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    offsets, data = string_parts(nodes.column("name"))  # a node without a name is named ""
     src, length, parent = _scope_parents(offsets, data)
     all_offsets, all_data = _gather_prefixes(offsets, data, src, length)
     all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
@@ -64,23 +55,6 @@ def layout(prof: Profile) -> pa.Table:
 
 
 @njit(cache=True, nogil=True)
-def _name_hash(data, start, length, cap):  # pragma: no cover - numba
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(start, start + length):
-        h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
-    h ^= h >> np.uint64(31)
-    return np.int64(h & np.uint64(cap - 1))
-
-
-@njit(cache=True, nogil=True)
-def _same(data, a, b, length):  # pragma: no cover - numba
-    for i in range(length):
-        if data[a + i] != data[b + i]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
 def _scope_parents(offsets, data):  # pragma: no cover - numba
     """The scope tree of names ``data[offsets[i]:offsets[i + 1]]``: entries 0..n-1 are the
     names, later entries the missing prefixes before a ``/`` (synthetic parents). Per entry:
@@ -102,10 +76,10 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     for i in range(n):  # every name first: a name may be another's parent
         src[i] = i
         length[i] = offsets[i + 1] - offsets[i]
-        slot = _name_hash(data, offsets[i], length[i], cap)
+        slot = str_hash(data, offsets[i], length[i], cap)
         while table[slot] >= 0:
             e = table[slot]
-            if length[e] == length[i] and _same(data, offsets[src[e]], offsets[i], length[i]):
+            if length[e] == length[i] and str_equal(data, offsets[src[e]], data, offsets[i], length[i]):
                 break
             slot = (slot + 1) & (cap - 1)
         if table[slot] < 0:
@@ -121,11 +95,11 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
                 cut -= 1
             if cut < 0:
                 break  # a top-level name
-            slot = _name_hash(data, start, cut, cap)
+            slot = str_hash(data, start, cut, cap)
             found = -1
             while table[slot] >= 0:
                 e = table[slot]
-                if length[e] == cut and _same(data, offsets[src[e]], start, cut):
+                if length[e] == cut and str_equal(data, offsets[src[e]], data, start, cut):
                     found = e
                     break
                 slot = (slot + 1) & (cap - 1)
@@ -145,7 +119,7 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
                 cap *= 2
                 table = np.full(cap, -1, np.int32)
                 for e in range(m):
-                    slot = _name_hash(data, offsets[src[e]], length[e], cap)
+                    slot = str_hash(data, offsets[src[e]], length[e], cap)
                     while table[slot] >= 0:
                         slot = (slot + 1) & (cap - 1)
                     table[slot] = e
