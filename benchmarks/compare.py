@@ -461,8 +461,10 @@ with scope/graph `select micros,bytes,params`, op `select micros,bytes,occurrenc
 order_by micros`, code `select micros`. Targets (issue 6), as ratios to the real tool in the same
 run: cold ingest ≤ 0.3× its load, reopen ≤ 0.02× its load, each view ≤ 0.1× the same view, peak
 RSS ≤ 0.15×. The machine is shared with other work, so times vary by ±30 %. Reproduce:
-`python benchmarks/compare.py --sizes 70k×5,70k×50 --repeat 3` (the real tool needs
-`../shared/tools/tfprof-reference`; without it only our side runs).
+`python benchmarks/compare.py --sizes 70k×5,70k×50 --repeat 3 --write-doc`, then
+`python benchmarks/compare.py --sizes 705k×5 --repeat 1 --force-reference --write-doc` (the real
+tool peaks at 21.8 GB there). The real tool needs `../shared/tools/tfprof-reference`; without
+it only our side runs.
 """
 
 

@@ -14,8 +14,10 @@ def rows_of(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
     if not len(ids):
         return np.full(len(want), -1, np.int64)
     if ids[-1] - ids[0] == len(ids) - 1:  # consecutive ids (tfprof numbers its nodes 0..n-1)
-        at = want - ids[0]
-        return np.where((at >= 0) & (at < len(ids)), at, -1)
+        at = np.subtract(want, ids[0], dtype=np.int64)
+        if len(at) and (at.min() < 0 or at.max() >= len(ids)):
+            at[(at < 0) | (at >= len(ids))] = -1
+        return at
     at = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
     return np.where(ids[at] == want, at, -1)
 

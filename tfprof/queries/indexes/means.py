@@ -47,10 +47,11 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     execs = _read(prof, "execs", ["node_id", "kind", "duration_micros"], step)
     row = rows_of(ids, execs.column("node_id").to_numpy())
     duration = execs.column("duration_micros").to_numpy()
+    kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
     sums["exec_micros"] = _sum(row, duration, n)
-    for name, kind in (("accelerator_exec_micros", "accelerator"), ("cpu_exec_micros", "cpu")):
-        sums[name] = _sum(np.where(_equals(execs.column("kind"), kind), row, -1), duration, n)
-    del execs, duration
+    sums["accelerator_exec_micros"] = _sum(row, duration, n, kind == 0)
+    sums["cpu_exec_micros"] = _sum(row, duration, n, kind == 1)
+    del execs, duration, kind
     memory = _read(prof, "memory", ["node_id", *MEMORY], step)
     row = rows_of(ids, memory.column("node_id").to_numpy())
     for name in MEMORY:
@@ -81,13 +82,27 @@ def _read(prof: Profile, name: str, columns: list[str], step: int) -> pa.Table:
     return table.filter(pc.equal(table.column("step"), step))
 
 
-def _equals(column: pa.ChunkedArray, value: str) -> np.ndarray:
-    return pc.equal(column, value).to_numpy(zero_copy_only=False).astype(np.bool_, copy=False)
+def _positions(column: pa.ChunkedArray, values: list[str]) -> np.ndarray:
+    """Per row, the position of its value in ``values``; -1 for any other value. A dictionary
+    column is looked up once per dictionary entry, not once per row."""
+    want = pa.array(values)
+    parts = [np.zeros(0, np.int32)]
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            at = pc.index_in(chunk.dictionary, value_set=want).fill_null(-1).to_numpy()
+            parts.append(at[chunk.indices.to_numpy(zero_copy_only=False)])
+        else:
+            parts.append(pc.index_in(chunk, value_set=want).fill_null(-1).to_numpy(zero_copy_only=False))
+    return np.concatenate(parts)
 
 
-def _sum(row: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Per node row, the sum of ``values`` over the records at ``row`` (-1: not counted)."""
+def _sum(row: np.ndarray, values: np.ndarray, n: int, where: np.ndarray | None = None) -> np.ndarray:
+    """Per node row, the sum of ``values`` over the records at ``row`` (-1: no node), only
+    those ``where`` is true if given."""
     out = np.zeros(n, np.int64)
-    keep = row >= 0
-    np.add.at(out, row[keep], values[keep])
+    keep = row >= 0 if where is None else (row >= 0) & where
+    if keep.all():  # the usual case: every record is of a node (no copies)
+        np.add.at(out, row, values)
+    else:
+        np.add.at(out, row[keep], values[keep])
     return out
