@@ -56,3 +56,45 @@ def test_rows_of(ids):
     want = np.array([9, 5, 4, 11, -1, 10])
     expected = [ids.tolist().index(w) if w in ids else -1 for w in want.tolist()]
     assert rows_of(ids, want).tolist() == expected
+
+
+def test_trie_kernel_matches_a_dict_trie_through_table_growth():
+    """``_build_trie`` over 50k random paths (about 53k trie nodes: its arrays and hash table
+    grow several times) against a dict keyed by (parent, code)."""
+    from tfprof.queries.indexes.code_trie import _build_trie
+
+    rng = np.random.default_rng(0)
+    n, depth = 50_000, 3
+    codes = rng.integers(0, 60, n * depth).astype(np.int32)
+    lo = np.arange(n, dtype=np.int64) * depth
+    offset = np.where(np.arange(n) % 7 == 0, 100, 0).astype(np.int32)  # some gradient copies
+    parent, code, leaf = _build_trie(lo, lo + depth, codes, offset)
+    index: dict[tuple[int, int], int] = {}
+    want_parent, want_code, want_leaf = [], [], []
+    for i in range(n):
+        p = -1
+        for r in range(lo[i], lo[i] + depth):
+            key = (p, int(codes[r]) + int(offset[i]))
+            if key not in index:
+                index[key] = len(want_parent)
+                want_parent.append(p)
+                want_code.append(key[1])
+            p = index[key]
+        want_leaf.append(p)
+    assert len(want_parent) > 1 << 15  # past the first table's half
+    assert parent.tolist() == want_parent and code.tolist() == want_code and leaf.tolist() == want_leaf
+
+
+def test_interning_kernel_matches_a_dict_through_table_growth():
+    from tfprof.queries.indexes.code_trie import _intern_triples
+
+    rng = np.random.default_rng(1)
+    f, line, g = (rng.integers(0, k, 20_000) for k in (9, 40, 7))
+    number, first = _intern_triples(f.astype(np.int32), line, g.astype(np.int32))
+    seen: dict[tuple[int, int, int], int] = {}
+    for i, key in enumerate(zip(f.tolist(), line.tolist(), g.tolist())):
+        seen.setdefault(key, i)
+    rows = list(seen.values())
+    assert len(rows) > 512  # past the first table's half
+    assert first.tolist() == rows
+    assert [rows[k] for k in number.tolist()] == [seen[key] for key in zip(f.tolist(), line.tolist(), g.tolist())]

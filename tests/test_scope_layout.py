@@ -66,6 +66,10 @@ CASES = {
     "empty components": ["a//b", "/x", "y/", "/", "a/"],
     "empty name": ["", "/q"],
     "utf-8": ["é/ü", "e/u", "é", "日本/語/x"],
+    # 35 missing prefixes of one name: the kernel's arrays and hash table grow, and later names
+    # still find the parents entered before that (n0..n19, a/b)
+    "deep chain": [*(f"n{i}" for i in range(20)), "/".join("abcdefghijklmnopqrstuvwxyz0123456789"),
+                   *(f"n{i}/x" for i in range(20)), "a/b/z"],
 }
 
 

@@ -96,13 +96,41 @@ def lookup(values: pa.Array | pa.ChunkedArray, queries: pa.Array | pa.ChunkedArr
 
 
 @njit(cache=True, nogil=True)
-def str_hash(data, start, length, cap):  # pragma: no cover - numba
-    """FNV-1a of ``data[start:start + length]``, folded, as a slot of a ``cap``-slot table."""
+def str_hash(data, start, length):  # pragma: no cover - numba
+    """A 64-bit hash (FNV-1a, folded) of ``data[start:start + length]``."""
     h = np.uint64(0xCBF29CE484222325)
     for i in range(start, start + length):
         h = (h ^ np.uint64(data[i])) * np.uint64(0x100000001B3)
-    h ^= h >> np.uint64(31)
+    return h ^ (h >> np.uint64(31))
+
+
+@njit(cache=True, nogil=True)
+def slot_of(h, cap):  # pragma: no cover - numba
+    """Where a 64-bit hash starts probing in a table of ``cap`` slots (a power of two)."""
     return np.int64(h & np.uint64(cap - 1))
+
+
+@njit(cache=True, nogil=True)
+def rehash(hashes, m, cap):  # pragma: no cover - numba
+    """An open-addressing table of ``cap`` slots holding entries 0..m-1 by their 64-bit
+    ``hashes``, each in the first free slot from its own on (linear probing); -1 is empty."""
+    table = np.full(cap, -1, np.int32)
+    for e in range(m):
+        slot = slot_of(hashes[e], cap)
+        while table[slot] >= 0:
+            slot = (slot + 1) & (cap - 1)
+        table[slot] = e
+    return table
+
+
+@njit(cache=True, nogil=True)
+def make_room(table, hashes, n, cap):  # pragma: no cover - numba
+    """``table`` and its size, doubled and rebuilt (``rehash``) once ``n`` entries fill more
+    than half of it."""
+    if 2 * n > cap:
+        cap *= 2
+        table = rehash(hashes, n, cap)
+    return table, cap
 
 
 @njit(cache=True, nogil=True)
@@ -120,10 +148,10 @@ def _lookup(v_off, v_data, q_off, q_data):  # pragma: no cover - numba
     cap = 16
     while cap < 2 * n:
         cap *= 2
-    table = np.full(cap, -1, np.int64)  # value numbers, the first of equal values
+    table = np.full(cap, -1, np.int32)  # value numbers, the first of equal values
     for i in range(n):
         length = v_off[i + 1] - v_off[i]
-        slot = str_hash(v_data, v_off[i], length, cap)
+        slot = slot_of(str_hash(v_data, v_off[i], length), cap)
         while table[slot] >= 0:
             e = table[slot]
             if v_off[e + 1] - v_off[e] == length and str_equal(v_data, v_off[e], v_data, v_off[i], length):
@@ -134,7 +162,7 @@ def _lookup(v_off, v_data, q_off, q_data):  # pragma: no cover - numba
     out = np.full(q_off.shape[0] - 1, -1, np.int64)
     for j in range(out.shape[0]):
         length = q_off[j + 1] - q_off[j]
-        slot = str_hash(q_data, q_off[j], length, cap)
+        slot = slot_of(str_hash(q_data, q_off[j], length), cap)
         while table[slot] >= 0:
             e = table[slot]
             if v_off[e + 1] - v_off[e] == length and str_equal(v_data, v_off[e], q_data, q_off[j], length):

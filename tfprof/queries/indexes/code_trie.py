@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
-from tfprof.queries.arrays import grow, lookup, rows_of
+from tfprof.queries.arrays import grow, lookup, make_room, rehash, rows_of, slot_of
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -176,11 +176,11 @@ def _sorted_frames(ids, depths):  # pragma: no cover - numba
 
 
 @njit(cache=True, nogil=True)
-def _hash3(a, b, c, cap):  # pragma: no cover - numba
+def _mix3(a, b, c):  # pragma: no cover - numba
+    """A 64-bit hash of three integers."""
     h = (np.uint64(a + 1) * np.uint64(0x9E3779B97F4A7C15)) ^ (np.uint64(b) * np.uint64(0xBF58476D1CE4E5B9))
     h ^= np.uint64(c) * np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(29)
-    return np.int64(h & np.uint64(cap - 1))
+    return h ^ (h >> np.uint64(29))
 
 
 @njit(cache=True, nogil=True)
@@ -189,29 +189,25 @@ def _intern_triples(f, line, g):  # pragma: no cover - numba
     and per number its first row."""
     n = f.shape[0]
     cap = 1 << 10
-    table = np.full(cap, -1, np.int64)  # number of the triple in a slot
+    table = np.full(cap, -1, np.int32)  # number of the triple in a slot
     first = np.empty(cap // 2, np.int64)
+    hashes = np.empty(cap // 2, np.uint64)
     out = np.empty(n, np.int32)
     k = 0
     for i in range(n):
-        s = _hash3(np.int64(f[i]), np.int64(line[i]), np.int64(g[i]), cap)
+        h = _mix3(np.int64(f[i]), np.int64(line[i]), np.int64(g[i]))
+        s = slot_of(h, cap)
         while True:
             t = table[s]
             if t < 0:
                 table[s] = k
-                first[k] = i
+                first[k], hashes[k] = i, h
                 t = k
                 k += 1
                 if 2 * k >= cap:  # keep the table at most half full
                     cap *= 2
-                    first = grow(first, cap // 2)
-                    table = np.full(cap, -1, np.int64)
-                    for u in range(k):
-                        r = first[u]
-                        q = _hash3(np.int64(f[r]), np.int64(line[r]), np.int64(g[r]), cap)
-                        while table[q] >= 0:
-                            q = (q + 1) & (cap - 1)
-                        table[q] = u
+                    first, hashes = grow(first, cap // 2), grow(hashes, cap // 2)
+                    table = rehash(hashes, k, cap)
                 break
             r = first[t]
             if f[r] == f[i] and line[r] == line[i] and g[r] == g[i]:
@@ -235,31 +231,26 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     size = 1 << 12
     parent = np.empty(size, np.int32)
     code = np.empty(size, np.int32)
+    hashes = np.empty(size, np.uint64)
     n = 0
     leaf = np.full(lo.shape[0], -1, np.int64)
     for i in range(lo.shape[0]):
         p = -1
         for r in range(lo[i], hi[i]):
             c = codes[r] + offset[i]
-            slot = _hash3(np.int64(p), np.int64(c), np.int64(0), cap)
+            h = _mix3(np.int64(p), np.int64(c), np.int64(0))
+            slot = slot_of(h, cap)
             while True:
                 t = table[slot]
                 if t < 0:  # a new trie node
                     if n == size:
                         size *= 2
-                        parent, code = grow(parent, size), grow(code, size)
-                    parent[n], code[n] = p, c
+                        parent, code, hashes = grow(parent, size), grow(code, size), grow(hashes, size)
+                    parent[n], code[n], hashes[n] = p, c, h
                     table[slot] = n
                     t = n
                     n += 1
-                    if 2 * n > cap:  # keep the table at most half full
-                        cap *= 2
-                        table = np.full(cap, -1, np.int32)
-                        for u in range(n):
-                            s = _hash3(np.int64(parent[u]), np.int64(code[u]), np.int64(0), cap)
-                            while table[s] >= 0:
-                                s = (s + 1) & (cap - 1)
-                            table[s] = u
+                    table, cap = make_room(table, hashes, n, cap)
                     break
                 if parent[t] == p and code[t] == c:
                     break

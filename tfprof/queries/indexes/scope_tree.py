@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from tfprof.queries.arrays import grow, str_equal, str_hash, string_parts, tree_order
+from tfprof.queries.arrays import grow, make_room, slot_of, str_equal, str_hash, string_parts, tree_order
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -69,6 +69,7 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     size = max(16, n + n // 2)
     src = np.empty(size, np.int64)
     length = np.empty(size, np.int64)
+    hashes = np.empty(size, np.uint64)  # each entry's hash, for growing the table
     cap = 16
     while cap < 2 * size:
         cap *= 2
@@ -76,7 +77,8 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
     for i in range(n):  # every name first: a name may be another's parent
         src[i] = i
         length[i] = offsets[i + 1] - offsets[i]
-        slot = str_hash(data, offsets[i], length[i], cap)
+        hashes[i] = str_hash(data, offsets[i], length[i])
+        slot = slot_of(hashes[i], cap)
         while table[slot] >= 0:
             e = table[slot]
             if length[e] == length[i] and str_equal(data, offsets[src[e]], data, offsets[i], length[i]):
@@ -95,7 +97,8 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
                 cut -= 1
             if cut < 0:
                 break  # a top-level name
-            slot = str_hash(data, start, cut, cap)
+            h = str_hash(data, start, cut)
+            slot = slot_of(h, cap)
             found = -1
             while table[slot] >= 0:
                 e = table[slot]
@@ -108,21 +111,14 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
                 break
             if m == size:  # a new synthetic parent
                 size *= 2
-                src, length, parent = grow(src, size), grow(length, size), grow(parent, size)
+                src, length, parent, hashes = grow(src, size), grow(length, size), grow(parent, size), grow(hashes, size)
                 parent[m:] = -1
-            src[m], length[m] = src[cur], cut
+            src[m], length[m], hashes[m] = src[cur], cut, h
             table[slot] = m
             parent[cur] = m
             cur = m
             m += 1
-            if 2 * m > cap:  # keep the table at most half full
-                cap *= 2
-                table = np.full(cap, -1, np.int32)
-                for e in range(m):
-                    slot = str_hash(data, offsets[src[e]], length[e], cap)
-                    while table[slot] >= 0:
-                        slot = (slot + 1) & (cap - 1)
-                    table[slot] = e
+            table, cap = make_room(table, hashes, m, cap)
     return src[:m].copy(), length[:m].copy(), parent[:m].copy()
 
 
