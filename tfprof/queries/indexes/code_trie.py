@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
-from tfprof.queries.arrays import grow, lookup, make_room, rehash, rows_of, slot_of
+from tfprof.queries.arrays import grow, make_room, rehash, rows_of, slot_of
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -116,7 +116,7 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     forward = forward_names(name)
     is_fwd = forward.is_null().to_numpy(zero_copy_only=False)
     grad_forward = forward.filter(pc.invert(forward.is_null()))
-    fwd_row = lookup(name.filter(is_fwd), grad_forward)
+    fwd_row = pc.index_in(grad_forward, value_set=name.filter(is_fwd)).fill_null(-1).to_numpy()
     matched = fwd_row >= 0
     missing = pc.count_distinct(grad_forward.filter(~matched)).as_py()
     group_names = pc.unique(grad_forward)
