@@ -208,10 +208,11 @@ def warm_up() -> None:
     about 0.3 s, then a few milliseconds per kernel."""
     from tfprof import sample_path
     from tfprof.profile import Profile
-    from tfprof.queries.indexes import build_indexes
+    from tfprof.queries.indexes import INDEXES
 
-    for _ in build_indexes(Profile.from_inputs(profile_path=sample_path())):
-        pass
+    prof = Profile.from_inputs(profile_path=sample_path())
+    for build in INDEXES.values():
+        build(prof)
 
 
 def read_index(path: Path, name: str) -> dict | None:

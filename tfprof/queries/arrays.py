@@ -9,6 +9,16 @@ import pyarrow.compute as pc
 from numba import njit
 
 
+def in_id_order(nodes: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """``nodes`` (a table with a ``node_id`` column) in node-id order, and its ids: a store
+    keeps them so, a profile built in memory may not."""
+    ids = nodes.column("node_id").to_numpy()
+    if len(ids) > 1 and (np.diff(ids) <= 0).any():
+        nodes = nodes.take(np.argsort(ids, kind="stable"))
+        ids = nodes.column("node_id").to_numpy()
+    return nodes, ids
+
+
 def rows_of(ids: np.ndarray, want: np.ndarray) -> np.ndarray:
     """Each of ``want``'s row in the sorted ``ids``; -1 where it has none."""
     if not len(ids):

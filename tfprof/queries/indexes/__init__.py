@@ -10,7 +10,7 @@ The builders use numpy, Arrow and numba kernels only: an ingest never loads pola
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -29,14 +29,4 @@ INDEXES: dict[str, Callable[[Profile], dict[str, pa.Table] | None]] = {
     "graph_structure": graph_structure,
     "code_trie": code_trie_index,
 }
-
-
-def build_indexes(prof: Profile) -> Iterator[tuple[str, dict[str, pa.Table]]]:
-    """Every index the profile has data for, as (name, parts), one at a time: a caller that
-    saves each before asking for the next holds one index in memory, not all of them."""
-    for name, build in INDEXES.items():
-        parts = build(prof)
-        if parts is not None:
-            yield name, parts
-        del parts  # not held while the next one builds
 

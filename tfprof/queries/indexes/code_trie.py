@@ -52,7 +52,8 @@ def forward_names(names: pa.Array) -> pa.Array:
     g = pc.find_substring(names, "gradients/")
     s = pc.find_substring(names, "_grad/")
     found = pc.and_(pc.greater_equal(g, 0), pc.greater_equal(s, 0))
-    # Split only the names holding both (a few of them): a regex over every name costs 7x more.
+    # Split only the names holding both (a few of them): a regex over every name took twice as
+    # long (49 against 23 ms on 70k names).
     rest = pc.list_element(pc.split_pattern(names.filter(found), "gradients/", max_splits=1), 1)
     head = pc.list_element(pc.split_pattern(rest, "_grad/", max_splits=1), 0)
     forward = pc.if_else(pc.greater(s.filter(found), g.filter(found)), pc.if_else(pc.equal(head, ""), None, head), rest)
@@ -108,10 +109,12 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     by_name = pc.sort_indices(nodes.column("name")).to_numpy()
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))  # each node's first frame
     uniq = ids[first]
-    rank = np.flatnonzero(rows_of(uniq, nodes.column("node_id").to_numpy()[by_name]) >= 0)
+    all_ids = nodes.column("node_id").to_numpy()
+    rank = np.flatnonzero(rows_of(uniq, all_ids[by_name]) >= 0)
     traced = by_name[rank]  # the rows of the nodes with frames, by name; rank: their place
-    node_id = nodes.column("node_id").to_numpy()[traced]
-    name = nodes.column("name").combine_chunks().take(traced)  # a chunked take costs 5x more
+    node_id = all_ids[traced]
+    del all_ids
+    name = nodes.column("name").combine_chunks().take(traced)  # a chunked take: 4x longer
     del nodes
     forward = forward_names(name)
     is_fwd = forward.is_null().to_numpy(zero_copy_only=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.queries.arrays import rows_of
+from tfprof.queries.arrays import in_id_order, rows_of
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -23,11 +23,7 @@ def structure(prof: Profile) -> dict[str, np.ndarray]:
     Inputs are linked by ``input_id``, the producer's id that ingest resolved from the input's
     name; only the names are sorted (bytewise, as tfprof orders them).
     """
-    nodes = prof.columns("nodes", ["node_id", "name"])
-    ids = nodes.column("node_id").to_numpy()
-    if len(ids) > 1 and (np.diff(ids) <= 0).any():  # stores keep nodes in id order
-        nodes = nodes.take(np.argsort(ids, kind="stable"))
-        ids = nodes.column("node_id").to_numpy()
+    nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "name"]))
     n = len(ids)
     perm = pc.sort_indices(nodes.column("name")).to_numpy().astype(np.int64)
     del nodes

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.queries.arrays import rows_of
+from tfprof.queries.arrays import in_id_order, rows_of
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -30,11 +30,7 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     ``float_ops`` is the static count for a node that never ran, else the count times the
     step's ``run_count`` (spec 2.3.5).
     """
-    nodes = prof.columns("nodes", ["node_id", "params", "float_ops"])
-    ids = nodes.column("node_id").to_numpy()
-    if len(ids) > 1 and (np.diff(ids) <= 0).any():  # stores keep nodes in id order
-        nodes = nodes.take(np.argsort(ids, kind="stable"))
-        ids = nodes.column("node_id").to_numpy()
+    nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
     n = len(ids)
     ran = np.zeros(n, np.bool_)  # a record in any step, whatever the option
     row = rows_of(ids, prof.columns("node_steps", ["node_id"]).column("node_id").to_numpy())
