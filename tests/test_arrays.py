@@ -22,14 +22,19 @@ def test_rows_of(ids):
     assert rows_of(ids, want).tolist() == expected
 
 
-def test_trie_kernel_matches_a_dict_trie_through_table_growth():
+@pytest.mark.parametrize("shared", [False, True], ids=["random paths", "sorted paths"])
+def test_trie_kernel_matches_a_dict_trie_through_table_growth(shared):
     """``_build_trie`` over 50k random paths (about 53k trie nodes: its arrays and hash table
-    grow several times) against a dict keyed by (parent, code)."""
+    grow several times) against a dict keyed by (parent, code); sorted, consecutive paths share
+    prefixes (the kernel's shortcut)."""
     from tfprof.queries.indexes.code_trie import _build_trie
 
     rng = np.random.default_rng(0)
     n, depth = 50_000, 3
     codes = rng.integers(0, 60, n * depth).astype(np.int32)
+    if shared:
+        paths = codes.reshape(n, depth)
+        codes = paths[np.lexsort(paths.T[::-1])].ravel()
     lo = np.arange(n, dtype=np.int64) * depth
     offset = np.where(np.arange(n) % 7 == 0, 100, 0).astype(np.int32)  # some gradient copies
     parent, code, leaf = _build_trie(lo, lo + depth, codes, offset)
@@ -45,7 +50,7 @@ def test_trie_kernel_matches_a_dict_trie_through_table_growth():
                 want_code.append(key[1])
             p = index[key]
         want_leaf.append(p)
-    assert len(want_parent) > 1 << 15  # past the first table's half
+    assert len(want_parent) > (1 << 15 if not shared else 1 << 12)  # past the first table's half
     assert parent.tolist() == want_parent and code.tolist() == want_code and leaf.tolist() == want_leaf
 
 
@@ -62,3 +67,26 @@ def test_interning_kernel_matches_a_dict_through_table_growth():
     assert len(rows) > 512  # past the first table's half
     assert first.tolist() == rows
     assert [rows[k] for k in number.tolist()] == [seen[key] for key in zip(f.tolist(), line.tolist(), g.tolist())]
+
+
+def test_forward_names():
+    """The forward op name of a gradient node: after the first ``gradients/``, up to the first
+    ``_grad/`` (the rest of the name when ``_grad/`` comes first); none without both, or when
+    the name between them is empty."""
+    from tfprof.queries.indexes.code_trie import forward_names
+
+    def rule(name: str) -> str | None:
+        g, s = name.find("gradients/"), name.find("_grad/")
+        if g < 0 or s < 0:
+            return None
+        rest = name[g + len("gradients/"):]
+        if s < g:
+            return rest
+        head = rest.split("_grad/", 1)[0]
+        return head or None
+
+    names = ["gradients/dense/MatMul_grad/MatMul", "dense/MatMul", "a/gradients/b/c_grad/d_grad/e",
+             "x_grad/gradients/y", "x_grad/gradients/", "gradients/_grad/z", "gradients/only",
+             "only_grad/z", "", "grä/gradients/naïve_grad/x", "gradients/gradients/a_grad/b"]
+    assert forward_names(pa.array(names)).to_pylist() == [rule(n) for n in names]
+    assert forward_names(pa.chunked_array([names[:3], names[3:]])).to_pylist() == [rule(n) for n in names]

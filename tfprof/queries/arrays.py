@@ -144,3 +144,20 @@ def str_equal(a_data, a, b_data, b, length):  # pragma: no cover - numba
         if a_data[a + i] != b_data[b + i]:
             return False
     return True
+
+
+@njit(cache=True, nogil=True)
+def gather_spans(data, starts, ends):  # pragma: no cover - numba
+    """The byte spans ``data[starts[i]:ends[i]]`` one after the other, as a large string column's
+    offsets (int64) and bytes."""
+    n = starts.shape[0]
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for i in range(n):
+        offsets[i + 1] = offsets[i] + ends[i] - starts[i]
+    out = np.empty(max(offsets[n], 1), np.uint8)
+    for i in range(n):
+        o = offsets[i]
+        for k in range(starts[i], ends[i]):
+            out[o + k - starts[i]] = data[k]
+    return offsets, out

@@ -17,7 +17,9 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
-from tfprof.queries.arrays import grow, make_room, rehash, rows_of, slot_of
+from tfprof.queries.arrays import (
+    gather_spans, grow, make_room, rehash, rows_of, slot_of, str_equal, str_hash, string_parts,
+)
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -40,24 +42,96 @@ def trace_strings(file: pa.Array, lineno: pa.Array, function: pa.Array) -> pa.Ar
     return pc.binary_join_element_wise(base, lineno.cast(pa.string()), short, ":")
 
 
-def forward_names(names: pa.Array) -> pa.Array:
+def forward_names(names: pa.Array | pa.ChunkedArray) -> pa.Array:
     """For gradient nodes, the forward op name between `gradients/` and `_grad/`; else null.
 
     tfprof (tfprof_code.cc IsGradNode) takes the text after the first ``gradients/`` up to the
     first ``_grad/``; when ``_grad/`` comes first its unsigned length wraps and it takes the rest
     of the name — reproduced.
     """
-    if isinstance(names, pa.ChunkedArray):
-        names = names.combine_chunks()
-    g = pc.find_substring(names, "gradients/")
-    s = pc.find_substring(names, "_grad/")
-    found = pc.and_(pc.greater_equal(g, 0), pc.greater_equal(s, 0))
-    # Split only the names holding both (a few of them): a regex over every name took twice as
-    # long (49 against 23 ms on 70k names).
-    rest = pc.list_element(pc.split_pattern(names.filter(found), "gradients/", max_splits=1), 1)
-    head = pc.list_element(pc.split_pattern(rest, "_grad/", max_splits=1), 0)
-    forward = pc.if_else(pc.greater(s.filter(found), g.filter(found)), pc.if_else(pc.equal(head, ""), None, head), rest)
-    return pc.replace_with_mask(pa.nulls(len(names), names.type), found, forward)
+    offsets, data = string_parts(names)
+    start, end = _forward_spans(offsets, data, np.arange(len(names)))
+    grad = start >= 0
+    out_offsets, out_data = gather_spans(data, start[grad], end[grad])
+    found = pa.LargeStringArray.from_buffers(int(grad.sum()), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+    return pc.replace_with_mask(pa.nulls(len(names), pa.large_string()), pa.array(grad), found).cast(pa.string())
+
+
+_GRADIENTS = np.frombuffer(b"gradients/", np.uint8)
+_GRAD = np.frombuffer(b"_grad/", np.uint8)
+
+
+@njit(cache=True, nogil=True)
+def _find(data, start, end, pattern):  # pragma: no cover - numba
+    """The first position of ``pattern`` in ``data[start:end]``, or -1."""
+    m = pattern.shape[0]
+    for i in range(start, end - m + 1):
+        if data[i] == pattern[0] and str_equal(data, i, pattern, 0, m):
+            return i
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _forward_spans(offsets, data, rows):  # pragma: no cover - numba
+    """Per name ``rows[k]``: the bytes ``[start, end)`` of its forward op name (``forward_names``),
+    or start -1 for a name that is no gradient node's."""
+    n = rows.shape[0]
+    start = np.full(n, -1, np.int64)
+    end = np.zeros(n, np.int64)
+    for k in range(n):
+        a, b = offsets[rows[k]], offsets[rows[k] + 1]
+        g = _find(data, a, b, _GRADIENTS)
+        if g < 0:
+            continue
+        s = _find(data, a, b, _GRAD)
+        if s < 0:
+            continue
+        head = g + _GRADIENTS.shape[0]
+        if s < g:  # the wrapped length: the rest of the name
+            start[k], end[k] = head, b
+        elif s > head:  # ("_grad/" cannot start inside "gradients/"); an empty name is none
+            start[k], end[k] = head, s
+    return start, end
+
+
+@njit(cache=True, nogil=True)
+def _match_forward(offsets, data, rows, start, end):  # pragma: no cover - numba
+    """Per name ``rows[k]`` with a forward op name (``start[k] >= 0``): the first k' whose
+    name is not a gradient's and equals it, or -1; -2 for the others."""
+    n = rows.shape[0]
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    table = np.full(cap, -1, np.int64)
+    for k in range(n):  # the forward names (the first of equal ones)
+        if start[k] >= 0:
+            continue
+        a = offsets[rows[k]]
+        size = offsets[rows[k] + 1] - a
+        slot = slot_of(str_hash(data, a, size), cap)
+        while table[slot] >= 0:
+            j = table[slot]
+            b = offsets[rows[j]]
+            if offsets[rows[j] + 1] - b == size and str_equal(data, a, data, b, size):
+                break
+            slot = (slot + 1) & (cap - 1)
+        if table[slot] < 0:
+            table[slot] = k
+    match = np.full(n, -2, np.int64)
+    for k in range(n):
+        if start[k] < 0:
+            continue
+        size = end[k] - start[k]
+        slot = slot_of(str_hash(data, start[k], size), cap)
+        match[k] = -1
+        while table[slot] >= 0:
+            j = table[slot]
+            b = offsets[rows[j]]
+            if offsets[rows[j] + 1] - b == size and str_equal(data, start[k], data, b, size):
+                match[k] = j
+                break
+            slot = (slot + 1) & (cap - 1)
+    return match
 
 
 def code_trie_index(prof: Profile) -> dict[str, pa.Table] | None:
@@ -114,22 +188,28 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     traced = by_name[rank]  # the rows of the nodes with frames, by name; rank: their place
     node_id = all_ids[traced]
     del all_ids
-    name = nodes.column("name").combine_chunks().take(traced)  # a chunked take: 4x longer
+    offsets, data = string_parts(nodes.column("name"))
     del nodes
-    forward = forward_names(name)
-    is_fwd = forward.is_null().to_numpy(zero_copy_only=False)
-    grad_forward = forward.filter(pc.invert(forward.is_null()))
-    fwd_row = pc.index_in(grad_forward, value_set=name.filter(is_fwd)).fill_null(-1).to_numpy()
-    matched = fwd_row >= 0
-    missing = pc.count_distinct(grad_forward.filter(~matched)).as_py()
-    group_names = pc.unique(grad_forward)
-    group_names = group_names.take(pc.sort_indices(group_names))
-    grank = pc.index_in(grad_forward, value_set=group_names).to_numpy(zero_copy_only=False)[matched]
+    start, end = _forward_spans(offsets, data, traced)
+    match = _match_forward(offsets, data, traced, start, end)  # a gradient's forward node
+    is_fwd = start < 0
+    matched = match >= 0
+    lost = ~is_fwd & ~matched
+    if lost.any():
+        lost_offsets, lost_data = gather_spans(data, start[lost], end[lost])
+        lost_names = pa.LargeStringArray.from_buffers(int(lost.sum()), pa.py_buffer(lost_offsets),
+                                                      pa.py_buffer(lost_data))
+        missing = pc.count_distinct(lost_names).as_py()
+    else:
+        missing = 0
+    del offsets, data
     fwd_ids = node_id[is_fwd]
-    member = np.concatenate([fwd_ids, node_id[~is_fwd][matched]])
-    src = np.concatenate([fwd_ids, fwd_ids[fwd_row[matched]]])
-    offset = np.concatenate([np.zeros(len(fwd_ids), np.int32), np.full(len(grank), len(names), np.int32)])
-    key = np.concatenate([rank[is_fwd], (1 << 40) + grank.astype(np.int64)])
+    member = np.concatenate([fwd_ids, node_id[matched]])
+    src = np.concatenate([fwd_ids, node_id[match[matched]]])
+    offset = np.concatenate([np.zeros(len(fwd_ids), np.int32), np.full(int(matched.sum()), len(names), np.int32)])
+    # A gradient group sorts by its forward name, which is its forward node's name: its place
+    # in name order.
+    key = np.concatenate([rank[is_fwd], (1 << 40) + rank[match[matched]]])
     # Members go in creation-key order, so a trie node's creator is the first member through it
     # and siblings are created in the order tfprof sorts them.
     order = np.argsort(key, kind="stable")
@@ -225,9 +305,10 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     """Insert member i's path (trace codes ``codes[lo[i]:hi[i]] + offset[i]``) into a trie.
 
     A trie node is found by (parent node, code) in an open-addressing hash table, so the build
-    is one pass over the path rows. Nodes are numbered in creation order (a parent before its
-    children). Returns per trie node its parent (-1 at the top) and code, and each member's
-    leaf (-1: no path).
+    is one pass over the path rows; the part of a path that repeats the previous member's path
+    (members in the same scope share most of their stack) takes that path's nodes without a
+    lookup. Nodes are numbered in creation order (a parent before its children). Returns per
+    trie node its parent (-1 at the top) and code, and each member's leaf (-1: no path).
     """
     cap = 1 << 16
     table = np.full(cap, -1, np.int32)
@@ -237,10 +318,21 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
     hashes = np.empty(size, np.uint64)
     n = 0
     leaf = np.full(lo.shape[0], -1, np.int64)
+    deepest = 0
+    for i in range(lo.shape[0]):
+        deepest = max(deepest, hi[i] - lo[i])
+    last_code = np.empty(deepest, np.int64)  # the previous member's path: codes and nodes
+    last_node = np.empty(deepest, np.int64)
+    last_len = 0
     for i in range(lo.shape[0]):
         p = -1
-        for r in range(lo[i], hi[i]):
-            c = codes[r] + offset[i]
+        shared = True
+        for d in range(hi[i] - lo[i]):
+            c = codes[lo[i] + d] + offset[i]
+            if shared and d < last_len and last_code[d] == c:
+                p = last_node[d]
+                continue
+            shared = False
             h = _mix3(np.int64(p), np.int64(c), np.int64(0))
             slot = slot_of(h, cap)
             while True:
@@ -258,7 +350,9 @@ def _build_trie(lo, hi, codes, offset):  # pragma: no cover - numba
                 if parent[t] == p and code[t] == c:
                     break
                 slot = (slot + 1) & (cap - 1)
+            last_code[d], last_node[d] = c, t
             p = t
+        last_len = hi[i] - lo[i]
         leaf[i] = p
     return parent[:n].copy(), code[:n].copy(), leaf
 

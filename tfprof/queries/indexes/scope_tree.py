@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba import njit
 
-from tfprof.queries.arrays import grow, make_room, slot_of, str_equal, str_hash, string_parts, tree_order
+from tfprof.queries.arrays import (
+    gather_spans, grow, make_room, slot_of, str_equal, str_hash, string_parts, tree_order,
+)
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -31,7 +33,7 @@ def layout(prof: Profile) -> pa.Table:
     nodes = prof.columns("nodes", ["node_id", "name"])
     offsets, data = string_parts(nodes.column("name"))  # a node without a name is named ""
     src, length, parent = _scope_parents(offsets, data)
-    all_offsets, all_data = _gather_prefixes(offsets, data, src, length)
+    all_offsets, all_data = gather_spans(data, offsets[src], offsets[src] + length)
     all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
     by_name = pc.sort_indices(all_names).to_numpy()  # byte order, as tfprof compares names
     rank = np.empty(len(src), np.int64)
@@ -120,20 +122,3 @@ def _scope_parents(offsets, data):  # pragma: no cover - numba
             m += 1
             table, cap = make_room(table, hashes, m, cap)
     return src[:m].copy(), length[:m].copy(), parent[:m].copy()
-
-
-@njit(cache=True, nogil=True)
-def _gather_prefixes(offsets, data, src, length):  # pragma: no cover - numba
-    """The entries' texts (prefixes of names) as one string column: offsets and bytes."""
-    m = src.shape[0]
-    out_off = np.empty(m + 1, np.int64)
-    out_off[0] = 0
-    for e in range(m):
-        out_off[e + 1] = out_off[e] + length[e]
-    out = np.empty(max(out_off[m], 1), np.uint8)
-    for e in range(m):
-        s = offsets[src[e]]
-        o = out_off[e]
-        for k in range(length[e]):
-            out[o + k] = data[s + k]
-    return out_off, out
