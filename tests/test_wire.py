@@ -395,3 +395,14 @@ def test_garbage(tmp_path):
     # Garbage that starts like a nodes map entry, with a length running past the end.
     assert _same_or_error(_write(tmp_path, b"\x0a\xff\xff\x03" + bytes(100), "long.pb")) == "error"
     assert _same_or_error(_write(tmp_path, b"\x0a\x05\x08" + b"\xff" * 11, "varint.pb")) == "error"
+
+
+@pytest.mark.parametrize("keys", [[3, 5, 7, 5, 0], [9, -2, 1 << 40, -2, 9, 4]], ids=["small ids", "any ids"])
+def test_last_of_each_key(keys):
+    """Map keys ascending with the position of each one's last entry: small non-negative ids are
+    placed, others sorted; both as a dict keeps them."""
+    from tfprof.ingest.wire.scan import _last_of_each_key
+
+    last = {k: i for i, k in enumerate(keys)}
+    unique, pos = _last_of_each_key(np.array(keys, np.int64))
+    assert unique.tolist() == sorted(last) and pos.tolist() == [last[k] for k in sorted(last)]
