@@ -194,8 +194,9 @@ def _write_indexes(folder: Path, source: str, counts: dict[str, int]) -> dict[st
         done = build(list(INDEXES))
     else:
         with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
-            heavy = ["code_trie"]
-            jobs = [pool.submit(build, heavy), pool.submit(build, [n for n in INDEXES if n not in heavy])]
+            # The graph structure first: it sorts the names, which the code trie reuses later.
+            heavy, light = ["code_trie"], ["graph_structure", *(n for n in INDEXES if n not in ("code_trie", "graph_structure"))]
+            jobs = [pool.submit(build, heavy), pool.submit(build, light)]
             done = {}
             for job in jobs:
                 done.update(job.result())

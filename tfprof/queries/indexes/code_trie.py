@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
+from tfprof.queries.indexes.names import name_order
 from tfprof.queries.arrays import (
     gather_spans, grow, make_room, rehash, rows_of, slot_of, str_equal, str_hash, string_parts,
 )
@@ -179,17 +180,13 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     # Members and the node whose frames make their path: forward nodes walk their own frames
     # (phase 0, created in name order); a gradient node walks its forward op's frames with the
     # " (gradient)" copies of the traces (phase 1, created in the forward name's order).
-    nodes = prof.columns("nodes", ["node_id", "name"])
-    by_name = pc.sort_indices(nodes.column("name")).to_numpy()
+    all_ids, by_name, offsets, data = name_order(prof)
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))  # each node's first frame
     uniq = ids[first]
-    all_ids = nodes.column("node_id").to_numpy()
     rank = np.flatnonzero(rows_of(uniq, all_ids[by_name]) >= 0)
     traced = by_name[rank]  # the rows of the nodes with frames, by name; rank: their place
     node_id = all_ids[traced]
     del all_ids
-    offsets, data = string_parts(nodes.column("name"))
-    del nodes
     start, end = _forward_spans(offsets, data, traced)
     match = _match_forward(offsets, data, traced, start, end)  # a gradient's forward node
     is_fwd = start < 0

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from tfprof.queries.arrays import in_id_order, rows_of
+from tfprof.queries.arrays import rows_of
+from tfprof.queries.indexes.names import name_order
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -23,10 +23,8 @@ def structure(prof: Profile) -> dict[str, np.ndarray]:
     Inputs are linked by ``input_id``, the producer's id that ingest resolved from the input's
     name; only the names are sorted (bytewise, as tfprof orders them).
     """
-    nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "name"]))
+    ids, perm, _, _ = name_order(prof)
     n = len(ids)
-    perm = pc.sort_indices(nodes.column("name")).to_numpy().astype(np.int64)
-    del nodes
     gid = np.empty(n, np.int64)  # a node's row (node-id order) → its place in name order
     gid[perm] = np.arange(n)
     edges = prof.columns("node_inputs", ["node_id", "input_idx", "input_id"])
