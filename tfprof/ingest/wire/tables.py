@@ -18,7 +18,7 @@ from tfprof.ingest.sources import damaged
 from tfprof.schema import TABLES, conform
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather(buf, starts, ends):
     """Concatenate ``buf[starts[i]:ends[i]]``; returns (data, int32 offsets)."""
     n = len(starts)
@@ -37,7 +37,7 @@ def _gather(buf, starts, ends):
 
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_seen(codes, n_values):
     """Renumber ``codes`` (-1 = null) in order of first appearance: (new codes, old code of each new)."""
     remap = np.full(n_values, -1, np.int64)
@@ -57,7 +57,7 @@ def _first_seen(codes, n_values):
     return out, order[:k]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _group_file_order(node, step, pos):
     """Row permutation that puts each (node, step) group's rows back in file order (``pos``)."""
     n = len(node)
@@ -73,7 +73,7 @@ def _group_file_order(node, step, pos):
     return perm
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _gather_spans(values, starts, lens):
     """Concatenate ``values[starts[i]:starts[i]+lens[i]]``; returns (values, int32 offsets)."""
     n = len(starts)
