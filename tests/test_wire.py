@@ -406,3 +406,26 @@ def test_last_of_each_key(keys):
     last = {k: i for i, k in enumerate(keys)}
     unique, pos = _last_of_each_key(np.array(keys, np.int64))
     assert unique.tolist() == sorted(last) and pos.tolist() == [last[k] for k in sorted(last)]
+
+
+def test_devices_met_in_batches_decoded_at_once(tmp_path):
+    """Batches decoded on several threads at once intern the devices each one meets first (most
+    nodes here have devices of their own); codes, dictionaries and the devices table come out
+    as the reference decoder's."""
+    nodes = []
+    for i in range(300):
+        node = _node(i, f"n{i}", canonical_device=f"/job:w/device:GPU:{i % 97}", host_device="/job:w/device:CPU:0")
+        step = node.execs[0]
+        step.run_count = 1
+        step.cpu_execs[f"/job:w/device:CPU:{i}"].times.add(int64_values=[i, 1])
+        step.accelerator_execs[f"/job:w/device:GPU:{i % 97}/stream:{i % 5}"].times.add(int64_values=[i, 2])
+        step.devices.extend([f"/job:w/device:CPU:{i}"])
+        nodes.append(node)
+    path = _write(tmp_path, _profile(*nodes))
+    for prefetch in (True, False):
+        reader = wire.ProfileReader(path, batch_nodes=7, prefetch=prefetch)
+        batches = list(reader.batches())
+        whole = {name: wire.concat_batches([b[name] for b in batches]) for name in wire.BATCH_TABLES}
+        whole.update(reader.profile_tables())
+        ref = reference(path)
+        assert_same_tables({name: whole[name] for name in ref}, ref)

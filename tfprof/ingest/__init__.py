@@ -155,7 +155,7 @@ def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
     total, done = max(index.num_nodes, 1), 0
     devices: list[pa.Array] = []
     nodes_seen: list[pa.Table] = []
-    for batch in wire.iter_profile_batches(path, index=index, prefetch=False):
+    for batch in wire.iter_profile_batches(path, index=index):
         devices.append(pc.unique(batch["exec_devices"].column("device").combine_chunks().cast(pa.string())))
         nodes_seen.append(batch["nodes"].select(["canonical_device"]))
         done += batch["nodes"].num_rows

@@ -11,7 +11,7 @@ record). This package produces the same tables from the file, batch by batch, in
    node-id order; a *count* kernel (``count.py``) walks them, validating the wire format and
    counting each table's rows; a *fill* kernel (``fill.py``) walks them again and writes the
    values straight into preallocated columns, which ``tables.py`` turns into Arrow tables.
-   Reading batch k+2, decoding batch k+1 and the caller's handling of batch k overlap.
+   One batch per core is read and decoded at once, while the caller handles the one before.
 3. Device strings (few distinct values, millions of occurrences) are interned in a small hash
    table (``devices.py``) and become dictionary codes; other strings are copied out by the fill
    kernel and dictionary-encoded by Arrow. Attr values are sliced raw when a kernel has checked
@@ -47,7 +47,7 @@ import pyarrow as pa
 from tfprof.ingest import derive, profile_proto
 from tfprof.ingest.sources import damaged
 # _PREAD is looked up here, when a reader starts: without it (tests set it to None) nodes are read with seek + read.
-from tfprof.ingest.wire.batch import _PREAD, _READ_AHEAD, _batch_bounds, _Batcher
+from tfprof.ingest.wire.batch import _PREAD, _THREADS, _batch_bounds, _Batcher
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB, _canonical  # noqa: F401 (tests check the kernel)
 from tfprof.ingest.wire.fields import _Unusual
 from tfprof.ingest.wire.scan import ProfileIndex, _check_file, scan_profile
@@ -68,9 +68,10 @@ class ProfileReader:
     >>> write(reader.profile_tables())                           # steps, devices, info, ...  # doctest: +SKIP
 
     ``batches()`` yields dicts of the per-node tables (``BATCH_TABLES``) for consecutive ranges
-    of node ids. With ``prefetch`` (the default), while the caller handles one batch the next one
-    is decoded and the one after is read, in the background; a caller that already hands batches
-    to a thread of its own can turn it off and keep one batch less in memory.
+    of node ids. With ``prefetch`` (the default), batches are read and decoded in the background,
+    one per core at once (each batch on one thread), while the caller handles the one before;
+    without, one batch at a time is decoded when asked for, each kernel call spread over the
+    cores (fewer batches in memory).
     ``profile_tables()`` gives the whole-profile tables once the batches are consumed.
     """
 
@@ -120,33 +121,25 @@ class ProfileReader:
             yield from _reference_batches(self._fallback, self.batch_nodes)
             return
         bounds = _batch_bounds(index, self.batch_nodes)
-        if not self.prefetch:
-            with open(self.path, "rb") as f:
-                b = self._batcher = _Batcher(self.path, f, index, _PREAD)
+        with open(self.path, "rb") as f:
+            b = self._batcher = _Batcher(self.path, f, index, _PREAD)
+            if not self.prefetch or _THREADS < 2 or len(bounds) < 2:
                 for a, z in bounds:
                     yield b.decode(a, z)
-            return
-        with open(self.path, "rb") as f, ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-next") as ahead, \
-                ThreadPoolExecutor(1, thread_name_prefix="tfprof-wire-read") as reader:
-            b = self._batcher = _Batcher(self.path, f, index, _PREAD)
-            # Three stages run at once: the caller handles batch k, batch k+1 is decoded, the
-            # bytes of the batches after it are read.
-            reads = {k: reader.submit(b.read, *bounds[k], k % (_READ_AHEAD + 1))
-                     for k in range(min(_READ_AHEAD, len(bounds)))}
-
-            def decode(k: int) -> dict[str, pa.Table]:
-                data = reads.pop(k).result()
-                if k + _READ_AHEAD < len(bounds):
-                    j = k + _READ_AHEAD
-                    reads[j] = reader.submit(b.read, *bounds[j], j % (_READ_AHEAD + 1))
-                return b.decode(*bounds[k], data=data)
-
-            nxt = ahead.submit(decode, 0)
-            for k in range(len(bounds)):
-                batch = nxt.result()
-                if k + 1 < len(bounds):
-                    nxt = ahead.submit(decode, k + 1)
-                yield batch
+                return
+            # One batch per core, each read and decoded by one thread (no kernel split over the
+            # cores: no waiting for the slower half), handed out in order.
+            b.split = False
+            with ThreadPoolExecutor(_THREADS, thread_name_prefix="tfprof-wire-batch") as pool:
+                jobs = {k: pool.submit(b.decode_part, *bounds[k], k % _THREADS)
+                        for k in range(min(_THREADS, len(bounds)))}
+                for k in range(len(bounds)):
+                    tables, seen = jobs.pop(k).result()
+                    j = k + _THREADS  # its bytes go to batch k's buffer, free now
+                    if j < len(bounds):
+                        jobs[j] = pool.submit(b.decode_part, *bounds[j], j % _THREADS)
+                    b.note_seen(seen)
+                    yield tables
 
     def profile_tables(self) -> dict[str, pa.Table]:
         """steps, devices, info (and the empty allocator_memory, checkpoint_tensors), as the

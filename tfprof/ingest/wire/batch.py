@@ -32,7 +32,6 @@ from tfprof.ingest.wire.tables import _batch_tables, _first_seen
 _BATCH_BYTES = 24 << 20  # input bytes per batch when batch_nodes is not given (at most)
 _MIN_BATCHES = 12  # a smaller file is cut into about this many batches (down to _MIN_BATCH_BYTES each)
 _MIN_BATCH_BYTES = 2 << 20
-_READ_AHEAD = 1  # batches whose bytes are read while an earlier one is decoded
 
 
 def _libc_pread():
@@ -179,7 +178,8 @@ class _Batcher:
         self.step_set = np.unique(index.steps)
         self.ids = (index.id_keys, index.id_code, np.int64(index.empty_code))
         self.spec = (_SPEC_KIND, _SPEC_SUB)
-        self._buffers = [np.empty(0, np.uint8) for _ in range(_READ_AHEAD + 1)]
+        self._buffers = [np.empty(0, np.uint8) for _ in range(_THREADS)]  # one per batch decoded at once
+        self.split = True  # each kernel call over every core (see ``_run``)
         self._seed()
 
     def _seed(self) -> None:
@@ -228,7 +228,7 @@ class _Batcher:
 
         # In buffer order, so that each thread streams through memory (the hardware prefetcher
         # follows), each thread taking a contiguous part of the buffer of about equal size.
-        if len(nodes) >= 2 * _THREADS and _THREADS > 1:
+        if self.split and len(nodes) >= 2 * _THREADS and _THREADS > 1:
             size = np.cumsum(ne[nodes] - ns[nodes])
             cuts = np.searchsorted(size, size[-1] * np.arange(1, _THREADS) / _THREADS)
             list(_pool().map(call, np.split(nodes, cuts)))
@@ -237,10 +237,22 @@ class _Batcher:
 
     def decode(self, a: int, b: int, data: tuple | None = None) -> dict[str, pa.Table]:
         """The batch of node ids ``index.keys[a:b]``; ``data``: its bytes from ``read``, if read ahead."""
-        return self._decode(np.arange(a, b), tables=True, data=data)
+        tables, seen = self._decode(np.arange(a, b), tables=True, data=data)
+        self.note_seen(seen)
+        return tables
+
+    def decode_part(self, a: int, b: int, slot: int) -> tuple[dict[str, pa.Table], tuple]:
+        """``decode`` for a batch decoded while others are (its bytes read into buffer ``slot``):
+        the tables, and what ``note_seen`` must be given once the batches before it have been."""
+        return self._decode(np.arange(a, b), tables=True, data=self.read(a, b, slot))
+
+    def note_seen(self, seen: tuple) -> None:
+        """Record the devices a batch used, in order of first appearance (batch after batch)."""
+        for codes, into in zip(seen, (self.exec_devices_seen, self.canonical_seen)):
+            into.update(dict.fromkeys(codes))
 
     def _decode(self, sel: np.ndarray, *, tables: bool = False, data: tuple | None = None
-                ) -> dict[str, pa.Table] | None:
+                ) -> tuple[dict[str, pa.Table], tuple] | None:
         idx = self.index
         B = len(sel)
         file_s, nids = idx.node_start[sel], idx.keys[sel]
@@ -320,9 +332,8 @@ class _Batcher:
             raise damaged(self.path, "profile", f"node `{name}` has stats for unlisted step {int(errv[j, 1])}")
         raise damaged(self.path, "profile", f"node `{name}` has an input with unknown id {int(errv[j, 1])}")
 
-    def _tables(self, a: int, b: int, out: tuple) -> dict[str, pa.Table]:
+    def _tables(self, a: int, b: int, out: tuple) -> tuple[dict[str, pa.Table], tuple]:
         devs = self.devices.array()
         o_nodes, o_exdev = out[0], out[9]
-        for codes, seen in ((o_exdev[2, :], self.exec_devices_seen), (o_nodes[3, :], self.canonical_seen)):
-            seen.update(dict.fromkeys(_first_seen(codes, max(len(devs), 1))[1].tolist()))
-        return _batch_tables(out, self.index, a, b, devs, self.path)
+        seen = tuple(_first_seen(codes, max(len(devs), 1))[1].tolist() for codes in (o_exdev[2, :], o_nodes[3, :]))
+        return _batch_tables(out, self.index, a, b, devs, self.path), seen

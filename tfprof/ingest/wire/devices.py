@@ -8,6 +8,8 @@ interns the misses (``_Devices.add``) and decodes those nodes again.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 from numba import njit
@@ -104,8 +106,9 @@ class _Devices:
     """The device strings met so far: codes (insertion order) and byte-order ranks."""
 
     def __init__(self) -> None:
-        self.strings: list[bytes] = []
+        self.strings: list[bytes] = []  # only ever appended to
         self.index: dict[bytes, int] = {}
+        self._lock = threading.Lock()  # batches decoded at once add devices
         self._rebuild(_HSLOTS0)
 
     def _rebuild(self, nslots: int) -> None:
@@ -113,37 +116,41 @@ class _Devices:
         # Each string starts on an 8-byte boundary, so the kernels compare it word by word.
         padded = [v + b"\0" * (-len(v) % 8) for v in self.strings]
         data = b"".join(padded) + b"\0" * 8
-        self.words = np.frombuffer(data, np.uint64).copy()  # writable: one numba type
-        self.tab = np.zeros((4, max(1, n)), np.int64)  # start word, length, rank, code of rank
-        self.w2 = np.zeros((2, max(1, n)), np.uint64)  # first and last 8 bytes
-        self.slots = np.full(nslots, -1, np.int32)
+        words = np.frombuffer(data, np.uint64).copy()  # writable: one numba type
+        tab = np.zeros((4, max(1, n)), np.int64)  # start word, length, rank, code of rank
+        w2 = np.zeros((2, max(1, n)), np.uint64)  # first and last 8 bytes
+        slots = np.full(nslots, -1, np.int32)
         start = 0
         for code, v in enumerate(self.strings):
             b = np.frombuffer(v, np.uint8)
             first, last = _str_key(b, 0, len(v))
-            self.tab[0, code] = start // 8
-            self.tab[1, code] = len(v)
-            self.w2[0, code] = first
-            self.w2[1, code] = last
-            _dev_insert(first, last, len(v), self.slots, code)
+            tab[0, code] = start // 8
+            tab[1, code] = len(v)
+            w2[0, code] = first
+            w2[1, code] = last
+            _dev_insert(first, last, len(v), slots, code)
             start += len(padded[code])
         for r, code in enumerate(sorted(range(n), key=self.strings.__getitem__)):
-            self.tab[2, code] = r
-            self.tab[3, r] = code
+            tab[2, code] = r
+            tab[3, r] = code
+        self._arrays = (words, tab, w2, slots)  # one assignment: a kernel never sees half of them
 
     def add(self, values: list[bytes]) -> None:
-        new = [v for v in dict.fromkeys(values) if v not in self.index]
-        for v in new:
-            self.index[v] = len(self.strings)
-            self.strings.append(v)
-        nslots = len(self.slots)
-        while 2 * len(self.strings) > nslots:
-            nslots *= 2
-        self._rebuild(nslots)
+        with self._lock:
+            new = [v for v in dict.fromkeys(values) if v not in self.index]
+            if not new:  # another batch added them meanwhile
+                return
+            for v in new:
+                self.index[v] = len(self.strings)
+                self.strings.append(v)
+            nslots = len(self._arrays[3])
+            while 2 * len(self.strings) > nslots:
+                nslots *= 2
+            self._rebuild(nslots)
 
     def kernel_args(self, words: np.ndarray) -> tuple:
         """What the kernels' ``dev`` argument holds, for a buffer whose word view is ``words``."""
-        return (self.words, self.tab, self.w2, self.slots, words)
+        return (*self._arrays, words)
 
     def array(self) -> pa.Array:
-        return pa.array([s.decode() for s in self.strings], pa.string())
+        return pa.array([s.decode() for s in self.strings[:]], pa.string())
