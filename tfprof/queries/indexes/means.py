@@ -32,11 +32,14 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     """
     nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
     n = len(ids)
-    ran = np.zeros(n, np.bool_)  # a record in any step, whatever the option
-    row = rows_of(ids, prof.columns("node_steps", ["node_id"]).column("node_id").to_numpy())
-    ran[row[row >= 0]] = True
     steps = _read(prof, "node_steps", ["node_id", "run_count"], step)
     row = rows_of(ids, steps.column("node_id").to_numpy())
+    ran = np.zeros(n, np.bool_)  # a record in any step, whatever the option
+    if step >= 0:
+        every = rows_of(ids, prof.columns("node_steps", ["node_id"]).column("node_id").to_numpy())
+        ran[every[every >= 0]] = True
+    else:
+        ran[row[row >= 0]] = True
     records = np.bincount(row[row >= 0], minlength=n)
     sums = {"run_count": _sum(row, steps.column("run_count").to_numpy(), n)}
     del steps

@@ -11,8 +11,9 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.queries.arrays import (
-    gather_spans, grow, make_room, slot_of, str_equal, str_hash, string_parts, tree_order,
+    gather_spans, grow, make_room, slot_of, str_equal, str_hash, tree_order,
 )
+from tfprof.queries.indexes.names import name_order
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -30,8 +31,7 @@ def layout(prof: Profile) -> pa.Table:
     One kernel finds every name's parent (``_scope_parents``), creating the missing name
     prefixes; one string sort ranks the names; the pre-order follows from the parents and ranks.
     """
-    nodes = prof.columns("nodes", ["node_id", "name"])
-    offsets, data = string_parts(nodes.column("name"))  # a node without a name is named ""
+    ids, _, offsets, data = name_order(prof)  # a node without a name is named ""
     src, length, parent = _scope_parents(offsets, data)
     all_offsets, all_data = gather_spans(data, offsets[src], offsets[src] + length)
     all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
@@ -44,9 +44,9 @@ def layout(prof: Profile) -> pa.Table:
     entry = by_name[order]  # the entry at each position
     pos = np.empty(len(src), np.int64)
     pos[entry] = np.arange(len(src))
-    synthetic = entry >= len(nodes)
+    synthetic = entry >= len(ids)
     node_id = np.zeros(len(src), np.int64)
-    node_id[~synthetic] = nodes.column("node_id").to_numpy()[entry[~synthetic]]
+    node_id[~synthetic] = ids[entry[~synthetic]]
     return pa.table({
         "pos": np.arange(len(src)),
         "parent": np.where(parent[entry] >= 0, pos[np.maximum(parent[entry], 0)], -1),
