@@ -159,8 +159,6 @@ def test_store_indexes_give_the_same_views(fixture_name, tmp_path):
 
 def test_indexes_built_one_after_the_other_equal_those_built_at_once(tmp_path, monkeypatch):
     """A large profile's indexes are built on one thread, a small one's on two: same files."""
-    import pyarrow.parquet as pq
-
     import tfprof.store as store
 
     memory = Profile.from_inputs(**raw_inputs("cnn"))
@@ -171,8 +169,24 @@ def test_indexes_built_one_after_the_other_equal_those_built_at_once(tmp_path, m
     assert one == two and set(one) == {"step_means", "scope_layout", "graph_structure", "code_trie"}
     for name, parts in one.items():
         for part in parts:
-            a, b = (pq.read_table(tmp_path / k / "indexes" / name / f"{part}.parquet") for k in ("one", "two"))
+            a, b = (pa.ipc.open_file(tmp_path / k / "indexes" / name / f"{part}.arrow").read_all() for k in ("one", "two"))
             assert a.equals(b), (name, part)
+
+
+def test_compressed_index_files_read_back_the_same(tmp_path, monkeypatch):
+    """Index parts over ``_RAW_INDEX_BYTES`` are written lz4-compressed; a view reads them as
+    it reads the uncompressed ones."""
+    import tfprof.store as store
+
+    memory = Profile.from_inputs(**raw_inputs("cnn"))
+    raw = memory.to_parquet(tmp_path / "raw")
+    monkeypatch.setattr(store, "_RAW_INDEX_BYTES", 0)
+    packed = memory.to_parquet(tmp_path / "lz4")
+    path = packed / "indexes" / "code_trie" / "trie.arrow"
+    assert path.stat().st_size < (raw / "indexes" / "code_trie" / "trie.arrow").stat().st_size
+    for name in store.read_manifest(raw)["indexes"]:
+        a, b = store.read_index(raw, name), store.read_index(packed, name)
+        assert a.keys() == b.keys() and all(a[k].equals(b[k]) for k in a), name
 
 
 def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
