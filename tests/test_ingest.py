@@ -173,22 +173,6 @@ def test_indexes_built_one_after_the_other_equal_those_built_at_once(tmp_path, m
             assert a.equals(b), (name, part)
 
 
-def test_compressed_index_files_read_back_the_same(tmp_path, monkeypatch):
-    """Index parts over ``_RAW_INDEX_BYTES`` are written lz4-compressed; a view reads them as
-    it reads the uncompressed ones."""
-    import tfprof.store as store
-
-    memory = Profile.from_inputs(**raw_inputs("cnn"))
-    raw = memory.to_parquet(tmp_path / "raw")
-    monkeypatch.setattr(store, "_RAW_INDEX_BYTES", 0)
-    packed = memory.to_parquet(tmp_path / "lz4")
-    path = packed / "indexes" / "code_trie" / "trie.arrow"
-    assert path.stat().st_size < (raw / "indexes" / "code_trie" / "trie.arrow").stat().st_size
-    for name in store.read_manifest(raw)["indexes"]:
-        a, b = store.read_index(raw, name), store.read_index(packed, name)
-        assert a.keys() == b.keys() and all(a[k].equals(b[k]) for k in a), name
-
-
 def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
     """A store whose manifest records another index layout (or none: stores written before the
     layout was versioned) still opens; its indexes are rebuilt on use, not misread."""
