@@ -429,3 +429,14 @@ def test_devices_met_in_batches_decoded_at_once(tmp_path):
         whole.update(reader.profile_tables())
         ref = reference(path)
         assert_same_tables({name: whole[name] for name in ref}, ref)
+
+
+def test_ingest_falls_back_for_a_group_at_the_top_level(tmp_path):
+    """A deprecated group among the ProfileProto's own fields is valid protobuf: the scan leaves
+    it to the reference decoder, and an ingest (not only ``decode_profile``) follows it there."""
+    from tfprof import Profile
+
+    path = _write(tmp_path, _profile(_node(0, "n"), _node(1, "m")).SerializeToString() + b"\x8b\x01\x08\x01\x8c\x01")
+    ingested = Profile.from_inputs(profile_path=path).tables()
+    ref = reference(path)
+    assert_same_tables({name: ingested[name] for name in ref}, ref)

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.errors import OptionError, ProfileFormatError
-from tfprof.ingest import derive, profile_proto, raw, sources
+from tfprof.ingest import profile_proto, raw, sources
 from tfprof.ingest.sources import in_memory
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
@@ -151,28 +151,15 @@ def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
         yield {k: tables[k] for k in NODE_TABLES if k != "allocator_memory"}
         yield {k: v for k, v in tables.items() if k not in NODE_TABLES or k == "allocator_memory"}
         return
-    index = wire.scan_profile(path)
-    total, done = max(index.num_nodes, 1), 0
-    devices: list[pa.Array] = []
-    nodes_seen: list[pa.Table] = []
-    for batch in wire.iter_profile_batches(path, index=index):
-        devices.append(pc.unique(batch["exec_devices"].column("device").combine_chunks().cast(pa.string())))
-        nodes_seen.append(batch["nodes"].select(["canonical_device"]))
+    reader = wire.ProfileReader(path)
+    # No index when the top level needs protobuf (the reader falls back to the reference decoder).
+    total, done = max(reader.index.num_nodes if reader.index is not None else 1, 1), 0
+    for batch in reader.batches():
         done += batch["nodes"].num_rows
         if progress:
-            progress(done, total, "nodes")
+            progress(min(done, total), total, "nodes")
         yield batch
-    exec_devices = pa.table({"device": pa.concat_arrays(devices) if devices else pa.array([], pa.string())})
-    canonical = pa.concat_tables(nodes_seen) if nodes_seen else pa.table({"canonical_device": pa.array([], pa.string())})
-    yield {
-        "steps": conform("steps", {"step": pa.array(index.steps, pa.int64())}),
-        "allocator_memory": TABLES["allocator_memory"].schema.empty_table(),
-        "checkpoint_tensors": TABLES["checkpoint_tensors"].schema.empty_table(),
-        "devices": derive.devices_table(exec_devices, canonical),
-        "info": conform(
-            "info", {"has_trace": [index.has_trace], "miss_accelerator_stream": [index.miss_accelerator_stream]}
-        ),
-    }
+    yield reader.profile_tables()
 
 
 def _memory_profile_batches(source, progress) -> list[dict[str, pa.Table]] | None:
