@@ -198,9 +198,7 @@ def _write_indexes(folder: Path, source: str, counts: dict[str, int]) -> dict[st
         done = build(list(INDEXES))
     else:
         with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
-            # The graph structure first: it sorts the names, which the code trie reuses later.
-            heavy, light = ["code_trie"], ["graph_structure", *(n for n in INDEXES if n not in ("code_trie", "graph_structure"))]
-            jobs = [pool.submit(build, heavy), pool.submit(build, light)]
+            jobs = [pool.submit(build, ["code_trie"]), pool.submit(build, [n for n in INDEXES if n != "code_trie"])]
             done = {}
             for job in jobs:
                 done.update(job.result())

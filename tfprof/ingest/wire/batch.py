@@ -235,9 +235,9 @@ class _Batcher:
         else:
             call(nodes)
 
-    def decode(self, a: int, b: int, data: tuple | None = None) -> dict[str, pa.Table]:
-        """The batch of node ids ``index.keys[a:b]``; ``data``: its bytes from ``read``, if read ahead."""
-        tables, seen = self._decode(np.arange(a, b), tables=True, data=data)
+    def decode(self, a: int, b: int) -> dict[str, pa.Table]:
+        """The batch of node ids ``index.keys[a:b]``."""
+        tables, seen = self.decode_part(a, b, 0)
         self.note_seen(seen)
         return tables
 

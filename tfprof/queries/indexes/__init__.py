@@ -23,10 +23,12 @@ from tfprof.queries.indexes.scope_tree import scope_layout
 if TYPE_CHECKING:
     from tfprof.profile import Profile
 
+# In build order: the graph structure first, as it sorts the node names (``names.name_order``),
+# which the scope layout and the code trie then reuse.
 INDEXES: dict[str, Callable[[Profile], dict[str, pa.Table] | None]] = {
+    "graph_structure": graph_structure,
     "step_means": step_means,
     "scope_layout": scope_layout,
-    "graph_structure": graph_structure,
     "code_trie": code_trie_index,
 }
 
