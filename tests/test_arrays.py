@@ -90,3 +90,33 @@ def test_forward_names():
              "only_grad/z", "", "grä/gradients/naïve_grad/x", "gradients/gradients/a_grad/b"]
     assert forward_names(pa.array(names)).to_pylist() == [rule(n) for n in names]
     assert forward_names(pa.chunked_array([names[:3], names[3:]])).to_pylist() == [rule(n) for n in names]
+
+
+def test_gradient_groups_without_a_forward_node_are_counted():
+    """The code trie counts the gradient groups whose forward op has no traced node (the code
+    view's "N gradient nodes not accounted"): renaming three forward nodes of the cnn fixture
+    loses their groups, counted as a Python statement of the rule counts them."""
+    from conftest import raw_inputs
+
+    from tfprof import Profile
+    from tfprof.queries.indexes.code_trie import forward_names, static_trie
+
+    tables = Profile.from_inputs(**raw_inputs("cnn")).tables()
+    nodes = tables["nodes"]
+    ids = nodes.column("node_id").to_pylist()
+    traced = set(tables["code_frames"].column("node_id").to_pylist())
+
+    def lost_groups(names: list[str]) -> set[str]:
+        forward = forward_names(pa.array(names)).to_pylist()
+        kept = {n for n, f, i in zip(names, forward, ids) if f is None and i in traced}
+        return {f for f, i in zip(forward, ids) if f is not None and i in traced and f not in kept}
+
+    names = nodes.column("name").to_pylist()
+    assert not lost_groups(names) and static_trie(Profile(tables))["unmatched"].column(0).to_pylist() == [0]
+    forward = forward_names(pa.array(names)).to_pylist()
+    gone = sorted({f for f, i in zip(forward, ids) if f is not None and i in traced} & set(names))[:3]
+    renamed = [n + "_renamed" if n in gone else n for n in names]
+    tables["nodes"] = nodes.set_column(nodes.schema.get_field_index("name"), nodes.schema.field("name"),
+                                       pa.array(renamed, nodes.schema.field("name").type))
+    assert len(lost_groups(renamed)) == 3
+    assert static_trie(Profile(tables))["unmatched"].column(0).to_pylist() == [3]

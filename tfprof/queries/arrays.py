@@ -146,10 +146,16 @@ def str_equal(a_data, a, b_data, b, length):  # pragma: no cover - numba
     return True
 
 
+def span_strings(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.LargeStringArray:
+    """The byte spans ``data[starts[i]:ends[i]]`` as a string column (spans of UTF-8 text cut at
+    ASCII bytes stay UTF-8)."""
+    offsets, out = _gather_spans(data, starts, ends)
+    return pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(out))
+
+
 @njit(cache=True, nogil=True)
-def gather_spans(data, starts, ends):  # pragma: no cover - numba
-    """The byte spans ``data[starts[i]:ends[i]]`` one after the other, as a large string column's
-    offsets (int64) and bytes."""
+def _gather_spans(data, starts, ends):  # pragma: no cover - numba
+    """The byte spans ``data[starts[i]:ends[i]]`` one after the other: int64 offsets and bytes."""
     n = starts.shape[0]
     offsets = np.empty(n + 1, np.int64)
     offsets[0] = 0

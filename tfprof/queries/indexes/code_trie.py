@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.errors import TfprofError
-from tfprof.queries.indexes.names import name_order
 from tfprof.queries.arrays import (
-    gather_spans, grow, make_room, rehash, rows_of, slot_of, str_equal, str_hash, string_parts,
+    grow, make_room, rehash, rows_of, slot_of, span_strings, str_equal, str_hash, string_parts,
 )
+from tfprof.queries.indexes.names import name_order
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -53,8 +53,7 @@ def forward_names(names: pa.Array | pa.ChunkedArray) -> pa.Array:
     offsets, data = string_parts(names)
     start, end = _forward_spans(offsets, data, np.arange(len(names)))
     grad = start >= 0
-    out_offsets, out_data = gather_spans(data, start[grad], end[grad])
-    found = pa.LargeStringArray.from_buffers(int(grad.sum()), pa.py_buffer(out_offsets), pa.py_buffer(out_data))
+    found = span_strings(data, start[grad], end[grad])
     return pc.replace_with_mask(pa.nulls(len(names), pa.large_string()), pa.array(grad), found).cast(pa.string())
 
 
@@ -192,13 +191,7 @@ def static_trie(prof: Profile) -> dict[str, pa.Table]:
     is_fwd = start < 0
     matched = match >= 0
     lost = ~is_fwd & ~matched
-    if lost.any():
-        lost_offsets, lost_data = gather_spans(data, start[lost], end[lost])
-        lost_names = pa.LargeStringArray.from_buffers(int(lost.sum()), pa.py_buffer(lost_offsets),
-                                                      pa.py_buffer(lost_data))
-        missing = pc.count_distinct(lost_names).as_py()
-    else:
-        missing = 0
+    missing = pc.count_distinct(span_strings(data, start[lost], end[lost])).as_py()
     del offsets, data
     fwd_ids = node_id[is_fwd]
     member = np.concatenate([fwd_ids, node_id[matched]])

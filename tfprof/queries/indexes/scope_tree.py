@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.queries.arrays import (
-    gather_spans, grow, make_room, slot_of, str_equal, str_hash, tree_order,
+    grow, make_room, slot_of, span_strings, str_equal, str_hash, tree_order,
 )
 from tfprof.queries.indexes.names import name_order
 
@@ -33,8 +33,7 @@ def layout(prof: Profile) -> pa.Table:
     """
     ids, _, offsets, data = name_order(prof)  # a node without a name is named ""
     src, length, parent = _scope_parents(offsets, data)
-    all_offsets, all_data = gather_spans(data, offsets[src], offsets[src] + length)
-    all_names = pa.LargeStringArray.from_buffers(len(src), pa.py_buffer(all_offsets), pa.py_buffer(all_data))
+    all_names = span_strings(data, offsets[src], offsets[src] + length)
     by_name = pc.sort_indices(all_names).to_numpy()  # byte order, as tfprof compares names
     rank = np.empty(len(src), np.int64)
     rank[by_name] = np.arange(len(src))
