@@ -60,6 +60,16 @@ def test_missing_file(work):
     assert_one_line_error(proc, str(missing), "does not exist")
 
 
+def test_ingest_of_a_missing_profile_blames_the_input(work, tmp_path):
+    """The store is written batch by batch as the input is read, so an input error surfaces
+    while the store is being written: it is still said as the input's error, not the output's."""
+    missing = work / "nope.pb"
+    proc = _run_checked(work, "ingest", "--profile_path", str(missing), "--out", str(tmp_path / "store"))
+    assert_one_line_error(proc, str(missing), "does not exist")
+    assert "cannot write" not in proc.stderr
+    assert not (tmp_path / "store").exists()
+
+
 def test_missing_run_meta_in_list(work):
     proc = _run_checked(
         work, "tables", "--graph_path", str(work / "graph.pb"),

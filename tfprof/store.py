@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.errors import InputNotFoundError, OutputError, ProfileFormatError
+from tfprof.errors import InputNotFoundError, OutputError, ProfileFormatError, TfprofError
 from tfprof.ingest import PathLike, Progress, iter_inputs
 from tfprof.schema import TABLES
 
@@ -151,6 +151,9 @@ def write_store(
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, dest)
+    except TfprofError:  # already said as it should be (a missing input is an OSError too)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"cannot write the store `{dest}`: {exc.strerror or exc}") from None
