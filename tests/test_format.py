@@ -19,7 +19,7 @@ def _values() -> list[int]:
              123_456_789, 999_999_999, 1_000_000_000, 17_630_000_000, 930_580, 1280, 3_610_000, -5, -1234]
     randoms = [int(10 ** rng.uniform(0, 15)) for _ in range(20000)]
     ties = [k * 5 for k in range(199, 100000, 7)]  # many x.xx5 ties around the k/ms/KB ranges
-    return edges + randoms + ties + [2**41 + 5, 2**50 + 12345]
+    return edges + randoms + ties + [2**41 + 5, 2**50 + 12345, 2**62 + 7, 2**63 - 1, -(2**63)]
 
 
 @pytest.mark.parametrize("kind", sorted(SCALAR))

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
+from numba import njit
 
 from tfprof.views import lines
 from tfprof.views.format import FIELDS, fmt_memory, fmt_number, fmt_time, time_fields
@@ -63,10 +65,79 @@ def needs_python(v: pl.Expr, kind: str) -> pl.Expr:
 
 
 def format_column(values: pl.Series, kind: str) -> pl.Series:
-    """``fmt_number`` / ``fmt_time`` / ``fmt_memory`` of every value of an integer column."""
-    frame = values.to_frame("v")
-    out = frame.select(format_expr(pl.col("v"), kind)).to_series()
-    return _fix(frame, out, [("v", kind, None)]).alias(values.name)
+    """``fmt_number`` / ``fmt_time`` / ``fmt_memory`` of every value of an integer column (nulls
+    print as 0): ``format_expr``'s rule, written by one compiled pass; the rows it flags are
+    formatted by Python."""
+    v = np.ascontiguousarray(values.cast(pl.Int64).fill_null(0).to_numpy())
+    small, ranges = _UNITS[kind]
+    divs = np.array([d for d, _ in ranges], np.int64)
+    suffixes = [small.encode()] + [sfx.encode() for _, sfx in ranges]
+    sfx_offs = np.cumsum([0] + [len(b) for b in suffixes]).astype(np.int64)
+    sfx = np.frombuffer(b"".join(suffixes), np.uint8)
+    data, offs, python = _format_ints(v, divs, sfx, sfx_offs)
+    arr = pa.LargeStringArray.from_buffers(len(v), pa.py_buffer(offs), pa.py_buffer(data[: offs[-1]]))
+    out = pl.Series(values.name, arr, dtype=pl.String)
+    idx = np.flatnonzero(python)
+    if len(idx):
+        out = out.scatter(idx, [_SCALAR[kind](int(x)) for x in v[idx]])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _format_ints(v, divs, sfx, sfx_offs):  # pragma: no cover - numba
+    """Each value's text by ``format_expr``'s rule, one after the other (bytes, offsets), and
+    whether ``needs_python`` holds for it."""
+    n = v.shape[0]
+    data = np.empty(n * 32 + 16, np.uint8)  # 19 digits, sign, point, a suffix of at most 3
+    offs = np.empty(n + 1, np.int64)
+    python = np.zeros(n, np.bool_)
+    digits = np.empty(24, np.uint8)
+    p = 0
+    offs[0] = 0
+    for i in range(n):
+        x = v[i]
+        r = 0
+        while r < divs.shape[0] and x >= divs[r]:
+            r += 1
+        if r == 0:  # below the first unit: the integer itself
+            if x < 0:
+                data[p] = 45  # '-'
+                p += 1
+                if x == -x:  # the one value whose negation overflows
+                    python[i] = True
+                    x = 0
+                x = -x
+            k = x
+        else:
+            d = divs[r - 1]
+            if x >= (1 << 40):  # 200·x could overflow; Python prints it
+                python[i] = True
+                hundredths = 0
+            else:
+                hundredths = (x * 200 + d) // (2 * d)  # 100·x/d rounded half up
+                python[i] = (x * 200) % (2 * d) == d  # a tie: printf rounds the double
+            k = hundredths // 100
+        m = 0
+        while True:
+            digits[m] = 48 + k % 10
+            k //= 10
+            m += 1
+            if k == 0:
+                break
+        for j in range(m - 1, -1, -1):
+            data[p] = digits[j]
+            p += 1
+        if r > 0:
+            c = hundredths % 100
+            data[p] = 46  # '.'
+            data[p + 1] = 48 + c // 10
+            data[p + 2] = 48 + c % 10
+            p += 3
+        for j in range(sfx_offs[r], sfx_offs[r + 1]):
+            data[p] = sfx[j]
+            p += 1
+        offs[i + 1] = p
+    return data, offs, python
 
 
 def _fix(frame: pl.DataFrame, out: pl.Series, parts) -> pl.Series:
