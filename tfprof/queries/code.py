@@ -109,7 +109,14 @@ def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -
     )
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))
-    root_row = pl.DataFrame({**root, "name": pl.Series([ROOT]).cast(rows.schema["name"]), "indent": [0], "accounted": [False]})
+    root_row = pl.DataFrame(  # typed Series: inferring a type per Python scalar costs milliseconds
+        [
+            *(pl.Series(k, [v], pl.Int64) for k, v in root.items()),
+            pl.Series("name", [ROOT]).cast(rows.schema["name"]),
+            pl.Series("indent", [0], pl.Int64),
+            pl.Series("accounted", [False], pl.Boolean),
+        ]
+    )
     return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
 
 
