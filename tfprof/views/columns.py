@@ -34,40 +34,10 @@ _KIND = {fmt_number: "number", fmt_time: "time", fmt_memory: "memory"}
 _EXACT_LIMIT = 1 << 40  # above this the double's error could decide the rounding: use Python
 
 
-def _ranges(kind: str):
-    _, ranges = _UNITS[kind]
-    uppers = [d for d, _ in ranges[1:]] + [None]
-    return [(div, suffix, upper) for (div, suffix), upper in zip(ranges, uppers)]
-
-
-def format_expr(v: pl.Expr, kind: str) -> pl.Expr:
-    """The formatted text of integer expression ``v`` (exact except where ``needs_python``)."""
-    small_suffix, _ = _UNITS[kind]
-    v = v.cast(pl.Int64).fill_null(0)
-    div = pl.lit(1, pl.Int64)
-    suffix = pl.lit(small_suffix)
-    for d, sfx, _ in _ranges(kind):  # each larger range wraps the smaller ones
-        div = pl.when(v >= d).then(pl.lit(d, pl.Int64)).otherwise(div)
-        suffix = pl.when(v >= d).then(pl.lit(sfx)).otherwise(suffix)
-    k = (v * 200 + div) // (2 * div)
-    scaled = pl.concat_str((k // 100).cast(pl.String), pl.lit("."), (k % 100).cast(pl.String).str.zfill(2), suffix)
-    return pl.when(div > 1).then(scaled).otherwise(pl.concat_str(v.cast(pl.String), suffix))
-
-
-def needs_python(v: pl.Expr, kind: str) -> pl.Expr:
-    """Rows whose printf rounding the integer formula might not reproduce."""
-    v = v.cast(pl.Int64).fill_null(0)
-    cond = pl.lit(False)
-    for div, _, upper in _ranges(kind):
-        in_range = (v >= div) if upper is None else ((v >= div) & (v < upper))
-        cond = cond | (in_range & (((v * 200) % (2 * div) == div) | (v >= _EXACT_LIMIT)))
-    return cond
-
-
 def format_column(values: pl.Series, kind: str) -> pl.Series:
     """``fmt_number`` / ``fmt_time`` / ``fmt_memory`` of every value of an integer column (nulls
-    print as 0): ``format_expr``'s rule, written by one compiled pass; the rows it flags are
-    formatted by Python."""
+    print as 0), written by one compiled pass with the integer rule (module docstring); the
+    values it cannot settle are formatted by Python."""
     v = np.ascontiguousarray(values.cast(pl.Int64).fill_null(0).to_numpy())
     small, ranges = _UNITS[kind]
     divs = np.array([d for d, _ in ranges], np.int64)
@@ -85,8 +55,9 @@ def format_column(values: pl.Series, kind: str) -> pl.Series:
 
 @njit(cache=True, nogil=True)
 def _format_ints(v, divs, sfx, sfx_offs):  # pragma: no cover - numba
-    """Each value's text by ``format_expr``'s rule, one after the other (bytes, offsets), and
-    whether ``needs_python`` holds for it."""
+    """Each value's text, one after the other (bytes, offsets), and whether Python must format
+    it instead: a tie, or a value of ``_EXACT_LIMIT`` or more. ``divs`` are the unit divisors
+    ascending; suffix ``r`` (0: below the first unit) is ``sfx[sfx_offs[r]:sfx_offs[r + 1]]``."""
     n = v.shape[0]
     data = np.empty(n * 32 + 16, np.uint8)  # 19 digits, sign, point, a suffix of at most 3
     offs = np.empty(n + 1, np.int64)
@@ -110,7 +81,7 @@ def _format_ints(v, divs, sfx, sfx_offs):  # pragma: no cover - numba
             k = x
         else:
             d = divs[r - 1]
-            if x >= (1 << 40):  # 200·x could overflow; Python prints it
+            if x >= _EXACT_LIMIT:  # 200·x could overflow; Python prints it
                 python[i] = True
                 hundredths = 0
             else:
@@ -138,24 +109,6 @@ def _format_ints(v, divs, sfx, sfx_offs):  # pragma: no cover - numba
             p += 1
         offs[i + 1] = p
     return data, offs, python
-
-
-def _fix(frame: pl.DataFrame, out: pl.Series, parts) -> pl.Series:
-    """Re-render the rows of ``out`` where any ``(column, kind, _)`` part needs Python."""
-    mask = frame.select(pl.any_horizontal(*(needs_python(pl.col(c), k) for c, k, _ in parts))).to_series()
-    if not mask.any():
-        return out
-    idx = mask.arg_true()
-    rows = frame[idx].to_dicts()
-    return out.scatter(idx, [_python_item(row, parts) for row in rows])
-
-
-def _python_item(row: dict, parts) -> str:
-    """The item of one row, formatted by Python (``render`` is the part template)."""
-    render = parts[0][2]
-    if render is None:
-        return _SCALAR[parts[0][1]](row[parts[0][0]] or 0)
-    return render(row)
 
 
 def _dims_text(dims: pl.Expr) -> pl.Expr:
