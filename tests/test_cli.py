@@ -88,7 +88,6 @@ def test_view_bad_values_are_one_line_errors():
     p = str(FIXTURES / "cnn" / "profile.pb")
     for args, needle in [
         (("--order_by", "time"), "order_by"),
-        (("--select", "microsecs"), "did you mean `micros`"),
         (("--hide_name_regexes", "("), "Bad regex `(`"),
         (("--max_dpth", "3"), "max_dpth"),
         (("--step", "7"), "available steps: 0"),

@@ -359,7 +359,7 @@ def _one_line(exc: TfprofError) -> str:
         (lambda: profiler("cnn").add_step("0", FIXTURES / "cnn" / "run_meta_0.pb"), OptionError, "step"),
         (lambda: tfprof.Profiler(FIXTURES / "cnn" / "graph.pb", op_log=b"\xff\xff"), InputError, "OpLogProto"),
         (lambda: profiler("cnn").profile_operations(["micros"]), OptionError, "dict"),
-        (lambda: profiler("cnn").profile_operations({"select": ["microsecs"]}), OptionError, "microsecs"),
+        (lambda: profiler("cnn").profile_operations({"order_by": "microsecs"}), OptionError, "microsecs"),
         (lambda: profiler("cnn").profile_name_scope({"output": "file:outfile=/no/dir/x.txt"}), OutputError, "/no/dir"),
         (lambda: profiler("cnn").profile_name_scope({"output": "screen"}), OptionError, "screen"),
         (lambda: profiler("cnn").profile_name_scope({"step": 5}), OptionError, "5"),

@@ -111,7 +111,7 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
         raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
     check_step(prof, opts.step)
-    notes: list[str] = []
+    notes: list[str] = _unknown_select_notes(opts)
     root: dict[str, Any] = {}
     miss = (
         prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
@@ -164,6 +164,13 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
     return ViewResult(
         cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
     )
+
+
+def _unknown_select_notes(opts: Options) -> list[str]:
+    """The stderr warnings for select names tfprof does not know (the report goes on without them)."""
+    from tfprof.queries.options import SELECT_FIELDS, _unknown
+
+    return [f"Warning: {_unknown('select field', s, SELECT_FIELDS)}; ignored" for s in opts.unknown_select]
 
 
 def report_metrics(opts: Options) -> tuple[str, ...]:

@@ -50,7 +50,8 @@ ProfilePath = Annotated[
 
 
 PathArgument = Annotated[
-    Optional[Path], typer.Argument(help="Store directory or ProfileProto file (same as --profile_path).")
+    Optional[Path],
+    typer.Argument(metavar="PROFILE", help="Store directory or ProfileProto file (same as --profile_path)."),
 ]
 INPUT_OPTIONS = {
     "graph_path": GraphPath,
@@ -206,7 +207,7 @@ FORMAT_HELP = "Output format: table (aligned text), csv, json (array of row obje
 @app.command()
 @takes_inputs()
 def sql(
-    query: Annotated[str, typer.Argument(help="A DuckDB SQL query over the profile's tables (see `tfprof tables`).")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="A DuckDB SQL query over the profile's tables (see `tfprof tables`).")],
     inputs: dict,
     fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "table",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to this file, not stdout.")] = None,
@@ -227,7 +228,7 @@ def sql(
     _emit(prof.sql(query), fmt, out)
 
 
-def _emit(data, fmt: str, out: Optional[Path]) -> None:
+def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE") -> None:
     """Write a tabular result in ``fmt`` to ``out`` (atomically) or stdout."""
     from tfprof.errors import OptionError
     from tfprof.store import write_bytes
@@ -237,7 +238,7 @@ def _emit(data, fmt: str, out: Optional[Path]) -> None:
     if out is not None:
         write_bytes(out, body)
     elif fmt in BINARY and sys.stdout.isatty():
-        raise OptionError(f"--format {fmt} is binary: give --out FILE (or redirect stdout to a file)")
+        raise OptionError(f"--format {fmt} is binary: {out_hint} (or redirect stdout to a file)")
     else:
         sys.stdout.buffer.write(body)
         sys.stdout.flush()
@@ -393,7 +394,8 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text") -> None:
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.views.table import view_table
 
-        _emit(view_table(cmd, result.frame), fmt, Path(opts.output.outfile) if kind == "file" else None)
+        _emit(view_table(cmd, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
+              out_hint="give --output file:outfile=FILE")
     else:
         emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False))
 
@@ -414,6 +416,7 @@ def _register_views() -> None:
             help=summary,
             epilog=epilog,
             context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+            options_metavar="[PROFILE] [OPTIONS] [VIEW OPTIONS]",
         )(_view_command(cmd, summary))
 
 

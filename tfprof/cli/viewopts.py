@@ -41,7 +41,8 @@ OPTION_HELP = {
     "account_displayed_op_only": "totals count only the nodes shown",
     "select": "what to print: bytes, peak_bytes, residual_bytes, output_bytes, micros, "
     "accelerator_micros, cpu_micros, params, float_ops, occurrence, tensor_value, device, op_types, input_shapes",
-    "output": "stdout, none, or file:outfile=PATH",
+    "output": "stdout, none, file:outfile=PATH (the report), timeline:outfile=PATH (Chrome trace, one file "
+    "per step: PATH_<step>; not the op view) or pprof:outfile=PATH (gzipped pprof; code view, one select)",
 }
 
 NAMES = tuple(f.name for f in fields(Options))

@@ -149,13 +149,21 @@ class Options:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise OptionError(f"Option `{name}` takes an integer, not `{v}`")
+            # tfprof takes negative values silently (max_depth -1 prints the root alone, a
+            # negative min_* filters nothing); a negative depth or threshold is a typo to report.
+            lowest = -1 if name == "step" else 0
+            if v < lowest:
+                what = "a step, or -1 for the mean over steps" if name == "step" else "0 or more"
+                raise OptionError(f"Option `{name}` takes {what}, not `{v}`")
         if self.order_by not in ORDER_BY and self.order_by != "":
             raise OptionError(_unknown("order_by value", self.order_by, ORDER_BY))
-        # select is a set in tfprof: sorted, duplicates removed.
+        # select is a set in tfprof: sorted, duplicates removed. A name tfprof does not know is
+        # kept: the report's option doc says `Unknown select: NAME` and the view carries on, as
+        # the real tool does (``unknown_select`` lists them for a warning).
         object.__setattr__(self, "select", tuple(sorted(set(self.select))))
         for s in self.select:
-            if s not in SELECT_FIELDS:
-                raise OptionError(_unknown("select field", s, SELECT_FIELDS))
+            if not isinstance(s, str):
+                raise OptionError(f"Option `select` takes field names, not `{s!r}`")
         for name in LIST_OPTIONS:
             value = tuple(getattr(self, name))
             object.__setattr__(self, name, value)
@@ -163,6 +171,11 @@ class Options:
                 compile_regex(rx, name)
         if isinstance(self.output, str):
             object.__setattr__(self, "output", Output.parse(self.output))
+
+    @property
+    def unknown_select(self) -> tuple[str, ...]:
+        """The ``select`` names that are no field of tfprof's (shown as unknown, otherwise ignored)."""
+        return tuple(s for s in self.select if s not in SELECT_FIELDS)
 
     # -------------------------------------------------------------------- construction
 

@@ -56,8 +56,27 @@ COLUMNS: dict[str, str] = {
 }
 
 
-def view_table(cmd: str, frame: pl.DataFrame) -> pl.DataFrame:
-    """The public table of view ``cmd``'s displayed rows (``ViewResult.frame``), in display order."""
+# The public metric columns each select field shows (with their ``total_`` pairs); select names
+# that are no metric (device, op_types, input_shapes, tensor_value) add no column.
+SELECT_COLUMNS: dict[str, tuple[str, ...]] = {
+    "micros": ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros"),
+    "accelerator_micros": ("accelerator_exec_micros",),
+    "cpu_micros": ("cpu_exec_micros",),
+    "bytes": ("requested_bytes",),
+    "peak_bytes": ("peak_bytes",),
+    "residual_bytes": ("residual_bytes",),
+    "output_bytes": ("output_bytes",),
+    "params": ("params",),
+    "float_ops": ("float_ops",),
+    "occurrence": ("run_count", "definition_count"),
+}
+
+
+def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """The public table of view ``cmd``'s displayed rows (``ViewResult.frame``), in display order.
+
+    With ``select`` (tfprof's select names), only the metric columns those fields print are kept,
+    beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric."""
     renamed = frame.rename({k: v for k, v in _RENAMES.items() if k in frame.columns})
     if cmd == "op":
         depth = pl.col("depth")
@@ -69,4 +88,7 @@ def view_table(cmd: str, frame: pl.DataFrame) -> pl.DataFrame:
         *(pl.col(c).cast(pl.Int64).fill_null(0) for c in metrics),  # the code view's root has no self values
         pl.col("accounted").fill_null(False),
     )
-    return out.select(c for c in COLUMNS if c in out.columns)
+    if select is None:
+        return out.select(c for c in COLUMNS if c in out.columns)
+    shown = {c for f in select for m in SELECT_COLUMNS.get(f, ()) for c in (m, "total_" + m)}
+    return out.select(c for c in COLUMNS if c in out.columns and (c in list(COLUMNS)[:4] or c in shown))
