@@ -7,7 +7,9 @@ queries the scope, op and code commands use. One frame, sections in tfprof's rep
   self times and ``share``, its exec time in percent of the root's total (tfprof adds 1e-10 to
   the divisor).
 * ``scope``: the scope view (max_depth 100, min_micros 100, order by micros), first 3 children
-  of the root: the node's self times.
+  of the root: the node's subtree totals, which the view ordered and filtered them by. tfprof
+  prints their self times instead, and a name scope has none of its own: it reported the scope
+  holding nearly all the time as "0us" (docs/COMPATIBILITY.md).
 * ``code``: the code view (max_depth 100, min_micros 1, order by micros). From the root, go down
   while a node has exactly one child; below that node, walk at most 4 levels of the first 3
   children of each node that has at least 2, keeping those with total time >= 1 ms; totals.
@@ -16,7 +18,7 @@ queries the scope, op and code commands use. One frame, sections in tfprof's rep
 
 Columns: ``section``, ``rank`` (1-based within the section), ``depth`` (code: level below the
 start node, -1 for the start node, else 0), ``name``, ``cpu_exec_micros``, ``accelerator_exec_micros``,
-``exec_micros`` (self values in op/scope, subtree totals in code, as tfprof reports them),
+``exec_micros`` (self values in op, subtree totals in scope and code),
 ``share`` (op only). ``Evidence.missing`` has ``run_meta`` when the profile has no steps (the
 op section is then skipped) and ``code_traces`` without code traces (no code section).
 """
@@ -69,14 +71,14 @@ def top_op_types(prof: Profile) -> pl.DataFrame:
 
 
 def top_graph_nodes(prof: Profile) -> pl.DataFrame:
-    """The scope section: the root's first displayed children (indent 2) and their self times."""
+    """The scope section: the root's first displayed children (indent 2) and their totals."""
     rows = scope(prof, SCOPE_OPTIONS).filter(pl.col("indent") == 2).head(TOP)
     return rows.select(
         pl.lit("scope").alias("section"),
         (pl.int_range(pl.len()) + 1).alias("rank"),
         pl.lit(0).alias("depth"),
         "name",
-        *TIMES,
+        *(pl.col("total_" + t).alias(t) for t in TIMES),
     )
 
 
