@@ -17,6 +17,7 @@ over 2 GiB (an Arrow binary cell). DT_VARIANT tensors are checked, but their val
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -178,6 +179,11 @@ def _spec(extents: list[tuple[int, int]]) -> str:
 # Tensors
 
 
+def _elements(entry: Any) -> int:
+    """The number of elements of an entry's shape (exact: a product of int64 dims can overflow)."""
+    return math.prod(d.size for d in entry.shape.dim)
+
+
 def _dtype_name(code: int) -> str:
     if code in _NEWER_DTYPES:
         return _NEWER_DTYPES[code]
@@ -198,30 +204,49 @@ class _Shards:
 
     def read(self, entry: Any, name: str, out: np.ndarray) -> np.ndarray:
         """Read the entry's ``entry.size`` bytes into ``out`` (uint8) and return it."""
-        path = self.path(entry.shard_id)
-        if not 0 <= entry.shard_id < self.num_shards:
-            problem = f"tensor `{name}` is in shard {entry.shard_id} of {self.num_shards}"
-            raise _damaged(f"{self.prefix}.index", problem)
-        if entry.shard_id not in self.files:
+        f = self.check(entry, name)
+        f.seek(entry.offset)
+        if f.readinto(memoryview(out)) != entry.size:
+            raise self.truncated(entry, name)
+        return out
+
+    def truncated(self, entry: Any, name: str) -> ProfileFormatError:
+        f = self.files[entry.shard_id]
+        return ProfileFormatError(
+            f"`{self.path(entry.shard_id)}` is truncated: tensor `{name}` needs bytes {entry.offset}.."
+            f"{entry.offset + entry.size} but the file has {os.fstat(f.fileno()).st_size}; copy the file "
+            "again or save the checkpoint again"
+        )
+
+    def total(self) -> int:
+        """Bytes in all the shard files (what the tensors' values can add up to at most)."""
+        return sum(os.fstat(self.open(k, "").fileno()).st_size for k in range(self.num_shards))
+
+    def check(self, entry: Any, name: str):
+        """The entry's shard file, opened, once the entry's bytes are known to lie inside it
+        (checked before anything is allocated for them)."""
+        f = self.open(entry.shard_id, name)
+        if entry.offset + entry.size > os.fstat(f.fileno()).st_size:
+            raise self.truncated(entry, name)
+        return f
+
+    def open(self, shard: int, name: str):
+        path = self.path(shard)
+        if not 0 <= shard < self.num_shards:
+            raise _damaged(f"{self.prefix}.index", f"tensor `{name}` is in shard {shard} of {self.num_shards}")
+        if shard not in self.files:
             try:
-                self.files[entry.shard_id] = open(path, "rb")  # noqa: SIM115 - closed by close()
+                self.files[shard] = open(path, "rb")  # noqa: SIM115 - closed by close()
             except FileNotFoundError:
+                tensor = f"tensor `{name}` is in this one" if name else "this one is missing"
                 raise InputNotFoundError(
                     f"`{path}` does not exist: checkpoint `{self.prefix}` has {self.num_shards} data shards "
-                    f"and tensor `{name}` is in this one; copy every `{os.path.basename(self.prefix)}.data-*` "
+                    f"and {tensor}; copy every `{os.path.basename(self.prefix)}.data-*` "
                     "file next to the `.index` file"
                 ) from None
             except OSError as exc:
                 raise ProfileFormatError(f"`{path}` cannot be read: {exc.strerror or exc}") from None
-        f = self.files[entry.shard_id]
-        f.seek(entry.offset)
-        if f.readinto(memoryview(out)) != entry.size:
-            raise ProfileFormatError(
-                f"`{path}` is truncated: tensor `{name}` needs bytes {entry.offset}..{entry.offset + entry.size} "
-                f"but the file has {os.fstat(f.fileno()).st_size}; copy the file again or save the checkpoint "
-                "again"
-            )
-        return out
+        return self.files[shard]
 
     def crc_error(self, entry: Any, name: str, detail: str = "") -> ProfileFormatError:
         where = f"tensor `{name}` ({entry.size} bytes at offset {entry.offset})"
@@ -274,7 +299,7 @@ def _value_size(entry: Any, name: str, index: str) -> int | None:
     if entry.dtype in (DT.DT_STRING, DT.DT_VARIANT):
         return None
     dims = [d.size for d in entry.shape.dim]
-    n = int(np.prod(dims, dtype=np.int64))
+    n = _elements(entry)
     if entry.dtype not in _ITEMSIZE:  # a dtype newer than this reader: trust the stored size
         return None if entry.slices else entry.size
     size = n * _ITEMSIZE[entry.dtype]
@@ -291,8 +316,9 @@ def _value_size(entry: Any, name: str, index: str) -> int | None:
 def _read_tensor(entry: Any, name: str, shards: _Shards, index: str, out: np.ndarray | None) -> list | None:
     """Read one unpartitioned entry and check its CRC32C. Numeric bytes go into ``out`` (a slot of
     ``_value_size`` bytes); returns the elements of a DT_STRING tensor, None for other dtypes."""
-    n = int(np.prod([d.size for d in entry.shape.dim], dtype=np.int64))
+    n = _elements(entry)
     if _value_size(entry, name, index) is None:  # DT_STRING / DT_VARIANT: decoded from a scratch buffer
+        shards.check(entry, name)
         out = np.empty(entry.size, dtype=np.uint8)
     buf = shards.read(entry, name, out) if entry.size else out  # TF reads nothing for an empty tensor
     strings, crc = None, 0
@@ -324,6 +350,10 @@ def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str, 
     covered = np.zeros(shape, dtype=bool)
     for proto in entry.slices:
         extents = _extents(proto, len(shape))
+        if len(extents) != len(shape) or any(
+            s < 0 or (n < 0 and (n != -1 or s)) or (n >= 0 and s + n > d) for (s, n), d in zip(extents, shape)
+        ):
+            raise _damaged(index, f"slice {_spec(extents)} of `{name}` does not fit its shape {shape}")
         region = tuple(slice(s, s + n) if n >= 0 else slice(None) for s, n in extents)
         part = tensor_bundle_pb2.BundleEntryProto()
         try:
@@ -333,6 +363,8 @@ def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str, 
         part_shape = tuple(d.size for d in part.shape.dim)
         if part_shape != full[region].shape or part.dtype != entry.dtype:
             raise _damaged(index, f"slice {_spec(extents)} of `{name}` has shape {list(part_shape)}")
+        if part.size:
+            shards.check(part, f"{name}[{_spec(extents)}]")
         part_out = None if entry.dtype == DT.DT_STRING else np.empty(part.size, dtype=np.uint8)
         strings = _read_tensor(part, f"{name}[{_spec(extents)}]", shards, index, part_out)
         part_value = np.array(strings, dtype=object) if part_out is None else part_out.view(full.dtype)
@@ -420,13 +452,19 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
             entry.ParseFromString(raw)
         except DecodeError:
             raise _damaged(index, f"the entry of tensor `{name}` cannot be parsed") from None
-        if any(d.size < 0 for d in entry.shape.dim):
+        if any(d.size < 0 for d in entry.shape.dim) or _elements(entry) >= 1 << 62:
             raise _damaged(index, f"tensor `{name}` has shape {[d.size for d in entry.shape.dim]}")
         rows.append((key, name, entry))
     sizes = [_value_size(entry, name, index) for _, name, entry in rows]
-    buffers, slots = _value_buffers(sizes)
     strings = []
     try:
+        for (_, name, entry), size in zip(rows, sizes):  # every value within the shards, before allocating
+            if not entry.slices and entry.size:
+                shards.check(entry, name)
+            elif entry.slices and max(size or 0, _elements(entry)) > shards.total():
+                raise _damaged(index, f"partitioned tensor `{name}` of shape {[d.size for d in entry.shape.dim]} "
+                               "needs more bytes than its data shards hold")
+        buffers, slots = _value_buffers(sizes)
         for (key, name, entry), slot in zip(rows, slots):
             if entry.slices:
                 strings.append(_assemble(key, entry, table, shards, index, slot))
@@ -440,7 +478,7 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
         "name": names,
         "dtype": [_dtype_name(entry.dtype) for _, _, entry in rows],
         "shape": shapes,
-        "num_elements": [int(np.prod(s, dtype=np.int64)) for s in shapes],
+        "num_elements": [_elements(entry) for _, _, entry in rows],
         "value": _value_column(sizes, buffers),
         "string_value": strings,
     }

@@ -16,7 +16,7 @@ import os
 import pyarrow as pa
 
 from tfprof.ingest import derive
-from tfprof.ingest.sources import damaged, parse_binary, read_bytes
+from tfprof.ingest.sources import binary_problem, damaged, parse_binary, read_bytes
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import tfprof_log_pb2
 
@@ -27,7 +27,7 @@ def parse_profile(path: str | os.PathLike, data: bytes | None = None) -> tfprof_
         data = read_bytes(path, "profile")
     prof = parse_binary(tfprof_log_pb2.ProfileProto, data)
     if prof is None:
-        raise damaged(path, "profile", "not protobuf wire format, or truncated")
+        raise damaged(path, "profile", binary_problem(tfprof_log_pb2.ProfileProto, data))
     check_profile(path, prof)
     return prof
 

@@ -18,14 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tfprof.ingest import derive
-from tfprof.ingest.sources import (
-    damaged,
-    looks_like_text,
-    parse_binary,
-    parse_binary_then_text,
-    parse_text,
-    read_bytes,
-)
+from tfprof.ingest.sources import damaged, parse, read_bytes
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 
@@ -44,12 +37,7 @@ def is_canonical(dev: str) -> bool:
 
 def read_graph(path: str | os.PathLike) -> graph_pb2.GraphDef:
     """A GraphDef from a text (.pbtxt) or binary file; text is tried first, as tfprof does."""
-    data = read_bytes(path, "graph")
-    graph = parse_text(graph_pb2.GraphDef, data) if looks_like_text(data) else None
-    if graph is None:
-        graph = parse_binary(graph_pb2.GraphDef, data)
-    if graph is None:
-        raise damaged(path, "graph", "neither text nor binary GraphDef, or truncated")
+    graph = parse(graph_pb2.GraphDef, read_bytes(path, "graph"), path, "graph", text_first=True)
     _check_graph(path, graph)
     return graph
 
@@ -67,9 +55,8 @@ def read_run_meta(path: str | os.PathLike) -> run_metadata_pb2.RunMetadata:
     if isinstance(path, run_metadata_pb2.RunMetadata):
         rm = path  # ours, already parsed: checked, not copied
     else:
-        rm = parse_binary_then_text(run_metadata_pb2.RunMetadata, read_bytes(path, "run_meta"), _run_meta_ok)
-    if rm is None:
-        raise damaged(path, "run_meta", "neither binary nor text RunMetadata, or truncated")
+        data = read_bytes(path, "run_meta")
+        rm = parse(run_metadata_pb2.RunMetadata, data, path, "run_meta", plausible=_run_meta_ok)
     if not rm.HasField("step_stats"):
         raise damaged(path, "run_meta", "it has no step_stats; was the step run with FULL_TRACE?")
     if not _run_meta_ok(rm):
@@ -87,9 +74,9 @@ def _run_meta_ok(rm: run_metadata_pb2.RunMetadata) -> bool:
 def read_op_log(path: str | os.PathLike) -> tfprof_log_pb2.OpLogProto:
     """An OpLogProto from a binary file (as tfprof reads it) or a text file."""
     data = read_bytes(path, "op_log")
-    log = parse_binary_then_text(tfprof_log_pb2.OpLogProto, data, _op_log_ok)
-    if log is None:
-        raise damaged(path, "op_log", "not a binary OpLogProto, or truncated")
+    log = parse(tfprof_log_pb2.OpLogProto, data, path, "op_log", plausible=_op_log_ok)
+    if data and not log.log_entries and not log.id_to_string:
+        raise damaged(path, "op_log", "it holds no op log entries; is this another kind of file?")
     if not _op_log_ok(log):
         raise damaged(path, "op_log", "an entry has no op name; is this another kind of file?")
     return log

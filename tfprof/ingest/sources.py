@@ -78,26 +78,96 @@ def parse_binary(cls: type[M], data: bytes) -> M | None:
 
 def parse_text(cls: type[M], data: bytes) -> M | None:
     """Parse ``data`` as text-format ``cls``; None when it is not valid text format for it."""
+    return _parse_text(cls, data)[0]
+
+
+def _parse_text(cls: type[M], data: bytes) -> tuple[M | None, str]:
+    """(message, "") or (None, where and why the text does not parse)."""
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, f"text format, line {line} column {column}: byte {exc.start} is not UTF-8"
     msg = cls()
     try:
         # Fields we do not declare (function library, debug info) are skipped, not errors.
         text_format.Parse(text, msg, allow_unknown_field=True)
-    except (text_format.ParseError, ValueError, RuntimeError):
-        return None
-    return msg
+    except text_format.ParseError as exc:
+        return None, _text_problem(exc, text)
+    except RecursionError:
+        return None, "text format: messages nested too deep"
+    except (ValueError, RuntimeError) as exc:
+        return None, f"text format: {one_line(str(exc))}"
+    return msg, ""
 
 
-def parse_binary_then_text(cls: type[M], data: bytes, plausible) -> M | None:
-    """Parse ``data`` as binary ``cls``; if that fails or gives an implausible message (another
-    kind of file can parse as wire format), and the bytes look like text, parse as text format."""
-    msg = parse_binary(cls, data)
-    if (msg is None or not plausible(msg)) and looks_like_text(data):
-        msg = parse_text(cls, data)
-    return msg
+def _text_problem(exc: text_format.ParseError, text: str) -> str:
+    """``line L column C: message`` from protobuf's ``L:C : 'the line': message``."""
+    line, column, message = exc.GetLine(), exc.GetColumn(), str(exc)
+    if line is None:
+        return f"text format: {one_line(message)}"
+    message = message.split(" : ", 1)[1] if " : " in message else message
+    previous = not message.startswith("'")  # about the token before the current one (else: the current)
+    if message.startswith("'': ") or (previous and column is not None and _last_token(text, line, column)):
+        # the text ran out (protobuf points at the last token it read): say where it ends
+        end_line, end_column = text.count("\n") + 1, len(text) - text.rfind("\n")
+        message = message[4:] if message.startswith("'': ") else message
+        return f"text format, line {end_line} column {end_column}: the text ends here: {one_line(message)}"
+    lines = text.splitlines()
+    quoted = f"'{lines[line - 1]}': " if 0 < line <= len(lines) else None
+    if quoted and message.startswith(quoted):
+        message = message[len(quoted):]
+    elif message.startswith("'") and "': " in message:  # the tokenizer's line, e.g. '' at the end
+        message = message.split("': ", 1)[1]
+    where = f"line {line} column {column}" if column is not None else f"line {line}"
+    return f"text format, {where}: {one_line(message)}"
+
+
+def _last_token(text: str, line: int, column: int) -> bool:
+    """True when nothing but one token follows line ``line``, column ``column`` of ``text``."""
+    lines = text.split("\n")
+    if not 0 < line <= len(lines):
+        return False
+    rest = text[sum(len(s) + 1 for s in lines[: line - 1]) + column - 1:].strip()
+    quoted = len(rest) > 1 and rest[0] in "\"'" and rest[-1] == rest[0] and "\n" not in rest
+    return not rest or quoted or not any(c.isspace() for c in rest)
+
+
+def one_line(text: str, limit: int = 160) -> str:
+    """``text`` on one line of printable characters, cut at ``limit`` characters."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.replace("\n", " "))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def binary_problem(cls: type[M], data: bytes) -> str:
+    """Where and why ``data`` does not decode as binary ``cls`` (see ``tfprof.ingest.locate``)."""
+    from tfprof.ingest.locate import locate
+
+    problem = locate(data, cls)
+    return str(problem) if problem is not None else "protobuf cannot decode it as wire format"
+
+
+def parse(cls: type[M], data: bytes, path, kind: str, *, text_first: bool = False, plausible=None) -> M:
+    """``data`` parsed as ``cls``, or the ``damaged`` error saying where it fails.
+
+    ``text_first``: text format is tried first (when the bytes look like text), then binary, as
+    tfprof reads a GraphDef; otherwise binary first, then text when the binary parse fails or
+    gives a message ``plausible`` rejects (another kind of file can parse as wire format).
+    A file that looks like text is reported as text (line and column), others as binary (the
+    failing field and its byte offset).
+    """
+    text = looks_like_text(data)
+    msg, text_error = _parse_text(cls, data) if text and text_first else (None, "")
+    if msg is None:
+        msg = parse_binary(cls, data)
+    if not text_first and text and (msg is None or (plausible is not None and not plausible(msg))):
+        msg, text_error = _parse_text(cls, data)
+    if msg is not None:
+        return msg
+    if not text_error and mostly_text(data):  # text with a stray byte: said as text, line and column
+        text_error = _parse_text(cls, data)[1]
+    raise damaged(path, kind, text_error or binary_problem(cls, data))
 
 
 def looks_like_text(data: bytes) -> bool:
@@ -114,12 +184,21 @@ def looks_like_text(data: bytes) -> bool:
     return all(b >= 0x20 or b in b"\t\n\r\f\v" for b in head)
 
 
+def mostly_text(data: bytes) -> bool:
+    """True when nearly every byte of the head of ``data`` is printable ASCII or white space:
+    a text file with a few stray bytes, rather than wire format."""
+    head = data[:4096]
+    printable = sum(head.count(bytes([b])) for b in range(0x20, 0x7F)) + sum(head.count(c) for c in b"\t\n\r")
+    return printable >= 0.95 * len(head)
+
+
 def damaged(path: str | os.PathLike, kind: str, problem: str) -> ProfileFormatError:
     """The error for a file that is not a valid ``kind`` (named as the flag that passed it)."""
     what, flag = KINDS[kind]
     if in_memory(path):
         return ProfileFormatError(f"the {what} given in memory is not valid ({problem})")
+    article = "an" if what[0] in "AEIOU" else "a"
     return ProfileFormatError(
-        f"`{path}` is not a valid {what} ({problem}); pass a {what} file as {flag}, "
+        f"`{path}` is not a valid {what} ({problem}); pass {article} {what} file as {flag}, "
         "and check that the file is complete"
     )

@@ -18,13 +18,14 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from tfprof.errors import ProfileFormatError
 from tfprof.ingest.sources import damaged
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB
 from tfprof.ingest.wire.count import (_E_STEP, _NCOUNT, _NROWT, C_ALLOC, C_ATTRS, C_EXDEV, C_EXECS, C_FRAMES,
                                       C_INPUTS, C_MEM, C_ODIMS, C_OMEM, C_OSH, C_SHAPE, C_STEPS, C_STRB, C_TYPES,
                                       _count_kernel)
 from tfprof.ingest.wire.devices import _Devices
-from tfprof.ingest.wire.fields import _Unusual, _wire_error
+from tfprof.ingest.wire.fields import _precise, _Unusual, _wire_error
 from tfprof.ingest.wire.fill import _NSCR, _compact_rows, _fill_kernel
 from tfprof.ingest.wire.scan import ProfileIndex
 from tfprof.ingest.wire.tables import _batch_tables, _first_seen
@@ -263,7 +264,7 @@ class _Batcher:
         errpos = np.zeros(B, np.int64)
         name_pos = np.zeros(B, np.int64)
         self._run(_count_kernel, view, ns, ne, everyone, (nids, counts, err, errpos, name_pos))
-        self._raise_count_errors(err, file_s)
+        self._raise_count_errors(err, sel)
         if (name_pos - ns != idx.name_start[sel] - file_s).any():
             raise _Unusual()  # a node with two names: the last one counts, not the one indexed
         rowc = counts[:, :_NROWT]
@@ -294,13 +295,12 @@ class _Batcher:
                     try:
                         v.decode("utf-8")
                     except UnicodeDecodeError:
-                        raise damaged(self.path, "profile", "a device name is not valid UTF-8") from None
+                        raise self._precise(damaged(self.path, "profile", "a device name is not valid UTF-8"),
+                                            sel) from None
                 self.devices.add(new)
                 miss[todo] = 0
                 errv[todo] = 0
-        bad = np.flatnonzero(err)
-        if len(bad):
-            raise _wire_error(self.path, int(err[bad[0]]), int(file_s[bad[0]]))
+        self._raise_count_errors(err, sel)
         self._raise_check_errors(errv, sel)
         if not tables:
             return None
@@ -310,16 +310,24 @@ class _Batcher:
                          (C_MEM, 11), (C_OMEM, 12), (C_ALLOC, 13)):
                 if (used[:, t] != rowc[:, t]).any():
                     out[k] = out[k][:, : _compact_rows(out[k], base[:, t], used[:, t])]
-        return self._tables(int(sel[0]), int(sel[-1]) + 1, out)
+        try:
+            return self._tables(int(sel[0]), int(sel[-1]) + 1, out)
+        except ProfileFormatError as exc:  # a string or attr value of these nodes: where is it?
+            raise self._precise(exc, sel) from None
 
-    def _raise_count_errors(self, err: np.ndarray, file_s: np.ndarray) -> None:
+    def _precise(self, exc: Exception, sel: np.ndarray) -> Exception:
+        idx = self.index
+        return _precise(exc, self.path, idx.node_start[sel], idx.node_end[sel], idx.keys[sel])
+
+    def _raise_count_errors(self, err: np.ndarray, sel: np.ndarray) -> None:
         bad = np.flatnonzero(err)
         if not len(bad):
             return
         j = int(bad[0])
         code = int(err[j])
         if code < 0:
-            raise _wire_error(self.path, code, int(file_s[j]))
+            i, idx = int(sel[j]), self.index
+            raise _wire_error(self.path, code, int(idx.node_start[i]), int(idx.node_end[i]), int(idx.keys[i]))
         raise damaged(self.path, "profile", "a node has no name or a wrong id; is this another kind of file?")
 
     def _raise_check_errors(self, errv: np.ndarray, sel: np.ndarray) -> None:

@@ -30,13 +30,59 @@ class _Unusual(Exception):
     field appears twice (protobuf merges the two), a deprecated group, a node named twice."""
 
 
-def _wire_error(path, code: int, at: int):
-    """The ``ProfileFormatError`` for kernel status ``code`` met near byte ``at`` of ``path``
-    (raises ``_Unusual`` for what protobuf itself must decode)."""
+def _wire_error(path, code: int, at: int, end: int | None = None, key: int | None = None):
+    """The ``ProfileFormatError`` for kernel status ``code`` met in a top-level field starting at
+    byte ``at`` of ``path``, or (``end`` and ``key`` given) in the ProfileNode of id ``key`` at
+    bytes ``[at, end)``; raises ``_Unusual`` for what protobuf itself must decode.
+
+    The kernels only say what kind of problem they met; the failing field and its offset come
+    from walking that one field or node again in Python (``tfprof.ingest.locate``).
+    """
     if code == _E_UNUSUAL:
         raise _Unusual()
-    problem = _WIRE_PROBLEMS.get(code, "damaged wire format")
-    return damaged(path, "profile", f"not protobuf wire format, or truncated: {problem}, near byte {at}")
+    found = _locate(path, at, end, key) if code != _E_CHANGED else None
+    if found is None:
+        problem = _WIRE_PROBLEMS.get(code, "damaged wire format")
+        where = f"node {key} at bytes {at}-{end}" if end is not None else f"the field at byte {at}"
+        return damaged(path, "profile", f"not protobuf wire format, or truncated: {problem}, in {where}")
+    return damaged(path, "profile", str(found))
+
+
+def _precise(exc: Exception, path, starts, ends, keys) -> Exception:
+    """``exc``, a problem met in the nodes at ``[starts, ends)`` (ids ``keys``) once the kernels
+    were done with them (a string that is not UTF-8, an attr value protobuf cannot parse), made
+    precise: the first field of those nodes that protobuf's rules reject, and its offset."""
+    import mmap
+
+    from tfprof.ingest.locate import locate
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for s, e, k in zip(starts.tolist(), ends.tolist(), keys.tolist()):
+                found = locate(mm, tfprof_log_pb2.ProfileNode, start=s, end=e, prefix=f"nodes[{k}]")
+                if found is not None:
+                    return damaged(path, "profile", str(found))
+    except (OSError, ValueError):
+        pass
+    return exc
+
+
+def _locate(path, at: int, end: int | None, key: int | None):
+    """The first problem ``tfprof.ingest.locate`` finds there, reading the file again (None when
+    it finds none, or the file cannot be read)."""
+    import mmap
+
+    from tfprof.ingest.locate import locate
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            if end is None:
+                return locate(mm, tfprof_log_pb2.ProfileProto, start=at, strict=True, first_only=True)
+            return locate(mm, tfprof_log_pb2.ProfileNode, start=at, end=end, strict=True, prefix=f"nodes[{key}]")
+    except (OSError, ValueError):
+        return None
 
 
 # ================================================================================ field table

@@ -21,7 +21,7 @@ from numba import njit
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest.sources import KINDS, damaged
 from tfprof.ingest.wire.count import _NCOUNT, _count_node
-from tfprof.ingest.wire.fields import _DROP, W_NODE_NAME, W_PROFILE, _entry, _field, _packed, _wire_error
+from tfprof.ingest.wire.fields import _DROP, W_NODE_NAME, W_PROFILE, _entry, _field, _packed, _precise, _wire_error
 from tfprof.ingest.wire.tables import _gather, _strings
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases
@@ -33,12 +33,13 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap):
     """Walk top-level fields from ``pos`` until ``stop`` (or a full output array); returns the new pos.
 
     ent[k] = (key, node start, node end, name start, name end); names gets the name bytes;
-    state = [n entries, n name bytes, n steps, n ids, has_trace, miss_accelerator_stream];
-    ids[k] = (key, value start, value end).
+    state = [n entries, n name bytes, n steps, n ids, has_trace, miss_accelerator_stream, start
+    of the field being read (where an error is)]; ids[k] = (key, value start, value end).
     """
     while pos < stop:
         if state[0] >= len(ent) or state[3] >= len(ids):
             return pos  # full: the caller grows the arrays and calls again
+        state[6] = pos
         f, wt, v, s, e, nxt = _field(buf, pos, end, W_PROFILE)
         if nxt < 0:
             return nxt
@@ -199,14 +200,14 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     names = np.empty(max(1 << 16, end >> 3), np.uint8)
     steps = np.empty(256, np.int64)
     ids = np.empty((1024, 3), np.int64)
-    state = np.zeros(6, np.int64)
+    state = np.zeros(7, np.int64)
     scrap = np.zeros(2 * _NCOUNT, np.int64)  # counters of nodes that only need validating
     pos = 0
     while pos < end:
         stop = min(end, pos + _SPAN)
         new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap)
         if new < 0:
-            raise _wire_error(p, new, pos)
+            raise _wire_error(p, new, int(state[6]))
         if new < stop:  # an output array is full: grow it and go on from the same entry
             if state[0] >= len(ent):
                 ent = np.concatenate([ent, np.empty_like(ent)])
@@ -225,11 +226,20 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     keys, keep = _last_of_each_key(ent[:, 0])
     if ((ent[keep, 3] < 0) | (name_len[keep] == 0)).any():
         raise damaged(p, "profile", "a node has no name or a wrong id; is this another kind of file?")
-    all_names = _strings(names[: state[1]], name_off.astype(np.int32), p, "a node name")
+    try:
+        all_names = _strings(names[: state[1]], name_off.astype(np.int32), p, "a node name")
+    except ProfileFormatError as exc:
+        k = _first_bad_string(names, name_off)
+        raise _precise(exc, p, ent[k:k + 1, 1], ent[k:k + 1, 2], ent[k:k + 1, 0]) from None
     id_n = int(state[3])
     id_keys, id_keep = _last_of_each_key(ids[:id_n, 0])
     data, offs = _gather(buf, ids[:id_n, 1][id_keep], ids[:id_n, 2][id_keep])
-    id_values = _strings(data, offs, p, "an id_to_string value")
+    try:
+        id_values = _strings(data, offs, p, "an id_to_string value")
+    except ProfileFormatError:
+        k = int(id_keep[_first_bad_string(data, offs)])
+        raise damaged(p, "profile", f"the string of `id_to_string[{int(ids[k, 0])}]` at byte {int(ids[k, 1])} "
+                      "is not valid UTF-8") from None
     m.release(0, end)
     enc = pc.dictionary_encode(id_values)
     values = enc.dictionary
@@ -254,6 +264,16 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
         code_values=values,
         empty_code=empty,
     )
+
+
+def _first_bad_string(data: np.ndarray, offsets: np.ndarray) -> int:
+    """The index of the first string of ``data`` cut at ``offsets`` that is not UTF-8."""
+    for k in range(len(offsets) - 1):
+        try:
+            data[offsets[k]: offsets[k + 1]].tobytes().decode("utf-8")
+        except UnicodeDecodeError:
+            return k
+    return 0
 
 
 def _last_of_each_key(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

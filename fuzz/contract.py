@@ -1,0 +1,321 @@
+"""The contract every tfprof reader keeps on any input, one function per reader (no atheris needed).
+
+Any bytes given to a reader either load, and then every view (scope, graph, op and code, on
+small options) runs on the profile, or raise a ``tfprof.errors.TfprofError`` whose message is
+one line. Anything else is a crash: another exception, a hang, a crash of a compiled kernel,
+memory running away. ``check(reader, data)`` returns "loaded" or "rejected" and lets every
+other exception through; the fuzz harness (``harness.py``) and the regression tests
+(``tests/test_fuzz_regressions.py``) both call it.
+
+Readers (``READERS``):
+
+* ``profile``: a ``--profile_path`` file through the compiled wire decoder; when it loads, the
+  protobuf decoder must load it too, into equal tables.
+* ``profile_reference``: the same file through protobuf and the reference decoder.
+* ``graph``, ``graph_text``: a ``--graph_path`` file (binary or text GraphDef; the reader tells
+  them apart by content, the seeds differ).
+* ``run_meta``: a ``--run_meta_path`` file beside a fixed graph.
+* ``op_log``: an ``--op_log_path`` file beside a fixed graph.
+* ``checkpoint``: the ``.index`` file (a LevelDB table) of a ``--checkpoint_path`` beside a
+  fixed graph and the data shards of a fixture checkpoint, chosen by the first byte; input
+  whose blocks fail their CRC32C is also tried with the CRCs made right, to reach the parsing
+  behind the check.
+* ``store``: one file of a small store (a table's Parquet file, an index part or the
+  manifest), chosen by the first byte; the manifest's record of that file (size, checksum) is
+  made to match, to reach the decoding behind the check.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+# Every view on small options, with every field it can show selected.
+SELECT = ("micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes", "params", "float_ops",
+          "occurrence", "device", "op_types", "input_shapes", "tensor_value")
+VIEWS = {
+    "scope": {"max_depth": 4, "select": SELECT, "order_by": "micros"},
+    "graph": {"max_depth": 4, "select": SELECT, "step": -1},
+    "op": {"max_depth": 6, "select": SELECT, "order_by": "bytes"},
+    "code": {"max_depth": 4, "select": ("micros", "bytes", "params", "float_ops", "occurrence")},
+}
+
+# The fixed companions of the readers that need a graph, and of the checkpoint.
+GRAPH = FIXTURES / "multistep" / "graph.pb"
+CHECKPOINTS = sorted(p.with_suffix("") for p in FIXTURES.rglob("*.ckpt.index"))
+STORE_SOURCE = FIXTURES / "gpu_tiny" / "profile.pb"
+
+_work: Path | None = None
+
+
+def workdir() -> Path:
+    """A private scratch directory for this process (removed at exit by the OS's tmp cleaning
+    or the caller); every input is written here, never next to the fixtures."""
+    global _work
+    if _work is None:
+        _work = Path(tempfile.mkdtemp(prefix="tfprof-fuzz-"))
+    return _work
+
+
+def _write(name: str, data: bytes) -> Path:
+    path = workdir() / name
+    path.write_bytes(data)
+    return path
+
+
+def run_views(prof) -> None:
+    """Every view on small options: the report, and its rows."""
+    from tfprof.api import run_view
+    from tfprof.errors import OptionError
+
+    for cmd, options in VIEWS.items():
+        try:
+            result = run_view(prof, cmd, options)
+        except OptionError as exc:
+            if cmd == "code" and "code traces" in str(exc):
+                continue  # a profile without traces has no code view: said as an error, as it should
+            raise
+        assert isinstance(result.text, str)
+        result.frame  # noqa: B018 - built on first access
+
+
+def _guard(fn, data: bytes) -> str:
+    """``fn(data)``: "loaded", or "rejected" for a one-line ``TfprofError``."""
+    from tfprof.errors import TfprofError
+
+    try:
+        fn(data)
+    except TfprofError as exc:
+        message = str(exc)
+        if "\n" in message or not message:
+            raise AssertionError(f"an error message that is not one line: {message!r}") from exc
+        return "rejected"
+    return "loaded"
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _profile(data: bytes) -> None:
+    from tfprof.ingest import profile_proto
+    from tfprof.errors import TfprofError
+    from tfprof.profile import Profile
+
+    from tfprof.ingest import wire
+
+    path = _write("profile.pb", data)
+    prof = Profile.from_inputs(profile_path=path)
+    # The fast decoder accepted it: protobuf must too, and both decoders give the same rows.
+    ours = wire.decode_profile(path)
+    try:
+        ref = profile_proto.tables_from_message(profile_proto.parse_profile(path))
+    except TfprofError as exc:
+        raise AssertionError(f"the wire decoder loads a file protobuf rejects: {exc}") from None
+    for name, table in ref.items():
+        if not _plain(ours[name]).equals(_plain(table)):
+            raise AssertionError(f"table {name} differs between the wire and the reference decoder")
+    run_views(prof)
+
+
+def _plain(table):
+    import pyarrow as pa
+
+    cols = []
+    for col in table.columns:
+        col = col.combine_chunks()
+        cols.append(col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col)
+    return pa.table(cols, names=table.column_names)
+
+
+def _profile_reference(data: bytes) -> None:
+    from tfprof.ingest import profile_proto
+    from tfprof.profile import Profile
+
+    path = _write("profile_ref.pb", data)
+    run_views(Profile(profile_proto.tables_from_message(profile_proto.parse_profile(path))))
+
+
+def _graph(data: bytes, name: str = "graph.pb") -> None:
+    from tfprof.profile import Profile
+
+    run_views(Profile.from_inputs(graph_path=_write(name, data)))
+
+
+def _graph_text(data: bytes) -> None:
+    _graph(data, "graph.pbtxt")
+
+
+def _run_meta(data: bytes) -> None:
+    from tfprof.profile import Profile
+
+    run_views(Profile.from_inputs(graph_path=GRAPH, run_meta_path=[_write("run_meta.pb", data)]))
+
+
+def _op_log(data: bytes) -> None:
+    from tfprof.profile import Profile
+
+    run_views(Profile.from_inputs(graph_path=GRAPH, op_log_path=_write("op_log.pb", data)))
+
+
+def _checkpoint(data: bytes) -> None:
+    from tfprof.profile import Profile
+
+    if not data:
+        data = b"\x00"
+    source = CHECKPOINTS[data[0] % len(CHECKPOINTS)]
+    folder = workdir() / f"ckpt{data[0] % len(CHECKPOINTS)}"
+    if not folder.exists():
+        folder.mkdir()
+        for shard in source.parent.glob(source.name + ".data-*"):
+            shutil.copy(shard, folder / ("model.ckpt" + shard.name[len(source.name):]))
+    (folder / "model.ckpt.index").write_bytes(data[1:])
+    prof = Profile.from_inputs(graph_path=GRAPH, checkpoint_path=folder / "model.ckpt")
+    prof.table("checkpoint_tensors")
+    run_views(prof)
+
+
+def fix_crcs(data: bytes) -> bytes:
+    """``data`` with the CRC32C of every block it points to made right (when its footer and
+    index block can be followed); the bytes unchanged otherwise."""
+    from tfprof.ingest.sstable import FOOTER_LEN, crc32c, varint
+
+    def mask(crc: int) -> int:
+        return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+    out = bytearray(data)
+    limit = len(data) - FOOTER_LEN
+
+    def fix(handle: bytes, pos: int = 0) -> tuple[int, int] | None:
+        try:
+            offset, pos = varint(handle, pos)
+            size, _ = varint(handle, pos)
+        except IndexError:
+            return None
+        if offset + size + 5 > limit:
+            return None
+        crc = mask(crc32c(bytes(out[offset: offset + size + 1])))
+        out[offset + size + 1: offset + size + 5] = crc.to_bytes(4, "little")
+        return offset, size
+
+    if limit < 0:
+        return data
+    footer = bytes(out[limit:])
+    try:
+        _, pos = varint(footer, 0)
+        _, pos = varint(footer, pos)
+    except IndexError:
+        return data
+    index = fix(footer, pos)
+    if index is None:
+        return bytes(out)
+    block = bytes(out[index[0]: index[0] + index[1]])
+    # The index block's values are the data blocks' handles (entries: shared, unshared, value length).
+    if len(block) >= 4:
+        end = len(block) - 4 - 4 * int.from_bytes(block[-4:], "little")
+        pos = 0
+        try:
+            while 0 <= pos < end:
+                _, pos = varint(block, pos)
+                unshared, pos = varint(block, pos)
+                vlen, pos = varint(block, pos)
+                pos += unshared
+                fix(block[pos: pos + vlen])
+                pos += vlen
+        except IndexError:
+            pass
+    return bytes(out)
+
+
+# --------------------------------------------------------------------------- the store
+
+_store: tuple[Path, list[str]] | None = None
+
+
+def store_template() -> tuple[Path, list[str]]:
+    """A small store (from the gpu_tiny profile) written once per process, and its files."""
+    global _store
+    if _store is None:
+        from tfprof.store import ingest_to_store
+
+        dest = workdir() / "store_template"
+        ingest_to_store(dest, profile_path=STORE_SOURCE)
+        files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        _store = dest, files
+    return _store
+
+
+def store_seed(name: str) -> bytes:
+    """The seed input that puts file ``name`` of the template store back unchanged."""
+    template, files = store_template()
+    return bytes([files.index(name)]) + (template / name).read_bytes()
+
+
+def _store_file(data: bytes) -> None:
+    from tfprof.profile import Profile
+    from tfprof.store import MANIFEST
+
+    template, files = store_template()
+    if not data:
+        data = b"\x00"
+    name = files[data[0] % len(files)]
+    dest = workdir() / "store"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(template, dest)
+    (dest / name).write_bytes(data[1:])
+    if name != MANIFEST:
+        _match_manifest(dest / MANIFEST, name, data[1:])
+    run_views(Profile.open(dest))
+
+
+def _match_manifest(manifest: Path, name: str, content: bytes) -> None:
+    """Make the manifest's record of file ``name`` (size, checksum) match ``content``."""
+    doc = json.loads(manifest.read_text())
+    entry = doc.get("files", {}).get(name) if isinstance(doc.get("files"), dict) else None
+    if not isinstance(entry, dict):
+        return
+    for key in entry:
+        if key in ("size", "bytes"):
+            entry[key] = len(content)
+        elif "crc" in key:  # written as the manifest writes it: hex text or a number
+            crc = zlib.crc32(content)
+            entry[key] = f"{crc:08x}" if isinstance(entry[key], str) else crc
+    manifest.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+READERS = {
+    "profile": _profile,
+    "profile_reference": _profile_reference,
+    "graph": _graph,
+    "graph_text": _graph_text,
+    "run_meta": _run_meta,
+    "op_log": _op_log,
+    "checkpoint": _checkpoint,
+    "store": _store_file,
+}
+
+
+def check(reader: str, data: bytes) -> str:
+    """Run ``reader`` on ``data`` under the contract: "loaded" or "rejected"; any other
+    exception is a crash and goes through."""
+    fn = READERS[reader]
+    outcome = _guard(fn, data)
+    if reader == "checkpoint" and data:
+        fixed = data[:1] + fix_crcs(data[1:])
+        if fixed != data:
+            outcome = _guard(fn, fixed)
+    return outcome
+
+
+def cleanup() -> None:
+    """Remove this process's scratch directory."""
+    global _work, _store
+    if _work is not None:
+        shutil.rmtree(_work, ignore_errors=True)
+    _work = _store = None

@@ -1,0 +1,131 @@
+"""Build the seed corpus of every reader from the test fixtures: ``python fuzz/make_corpus.py [OUT]``.
+
+The seeds are the fixtures (``tests/fixtures``): the small ones as they are, and of the large
+ones (hundreds of KB, which would make every fuzz input slow) a cut-down copy that is still
+valid: the first nodes of a graph or profile, the first records of each device of a step, the
+first entries of an op log. Written to ``OUT/<reader>/`` (default ``fuzz/corpus``, which git
+ignores); nothing here is committed but this script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from contract import CHECKPOINTS, FIXTURES, READERS, store_seed, store_template  # noqa: E402
+
+LARGE = ("cnn", "rnn", "multistep")
+KEEP = 24  # nodes, records or entries kept of a large fixture
+
+
+def _graph(name: str, text: bool = False) -> bytes:
+    from google.protobuf import text_format
+
+    from tfprof.schema.proto import graph_pb2
+
+    graph = graph_pb2.GraphDef()
+    graph.ParseFromString((FIXTURES / name / "graph.pb").read_bytes())
+    del graph.node[KEEP:]
+    return text_format.MessageToString(graph).encode() if text else graph.SerializeToString()
+
+
+def _profile(name: str) -> bytes:
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    prof = tfprof_log_pb2.ProfileProto()
+    prof.ParseFromString((FIXTURES / name / "profile.pb").read_bytes())
+    for nid in [k for k in prof.nodes if k >= KEEP]:
+        del prof.nodes[nid]
+    used = set()
+    for node in prof.nodes.values():
+        for idx in [i for i, pid in node.inputs.items() if pid >= KEEP]:
+            del node.inputs[idx]
+        for pid in [p for p in node.src_output_index if p >= KEEP]:
+            del node.src_output_index[pid]
+        for t in node.trace.traces:
+            used.update((t.file_id, t.function_id, t.line_id))
+    for key in [k for k in prof.id_to_string if k not in used]:
+        del prof.id_to_string[key]
+    return prof.SerializeToString()
+
+
+def _run_meta(path: Path) -> bytes:
+    from tfprof.schema.proto import run_metadata_pb2
+
+    rm = run_metadata_pb2.RunMetadata()
+    rm.ParseFromString(path.read_bytes())
+    for dev in rm.step_stats.dev_stats:
+        del dev.node_stats[KEEP:]
+    rm.ClearField("partition_graphs")
+    rm.ClearField("cost_graph")
+    rm.ClearField("function_graphs")
+    return rm.SerializeToString()
+
+
+def _op_log(name: str) -> bytes:
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    log = tfprof_log_pb2.OpLogProto()
+    log.ParseFromString((FIXTURES / name / "op_log.pb").read_bytes())
+    del log.log_entries[KEEP:]
+    used = {i for e in log.log_entries for t in e.code_def.traces for i in (t.file_id, t.function_id, t.line_id)}
+    for key in [k for k in log.id_to_string if k not in used]:
+        del log.id_to_string[key]
+    return log.SerializeToString()
+
+
+def seeds(reader: str) -> dict[str, bytes]:
+    """The seeds of ``reader``: name -> bytes."""
+    out: dict[str, bytes] = {}
+    if reader in ("profile", "profile_reference"):
+        out["gpu_tiny"] = (FIXTURES / "gpu_tiny" / "profile.pb").read_bytes()
+        out["flops"] = (FIXTURES / "flops" / "profile.pb").read_bytes()
+        out.update({f"{n}_cut": _profile(n) for n in LARGE})
+    elif reader == "graph":
+        out["flops"] = (FIXTURES / "flops" / "graph.pb").read_bytes()
+        out.update({f"{n}_cut": _graph(n) for n in LARGE})
+    elif reader == "graph_text":
+        out["gpu_tiny"] = (FIXTURES / "gpu_tiny" / "graph.pbtxt").read_bytes()
+        out.update({f"{n}_cut": _graph(n, text=True) for n in LARGE})
+    elif reader == "run_meta":
+        out["gpu_tiny_text"] = (FIXTURES / "gpu_tiny" / "run_meta_0.pbtxt").read_bytes()
+        for path in sorted(FIXTURES.glob("multistep/run_meta_*.pb")):
+            out[f"multistep_{path.stem}"] = path.read_bytes()
+        out.update({f"{n}_cut": _run_meta(FIXTURES / n / "run_meta_0.pb") for n in ("cnn", "rnn")})
+    elif reader == "op_log":
+        out["flops"] = (FIXTURES / "flops" / "op_log.pb").read_bytes()
+        out.update({f"{n}_cut": _op_log(n) for n in LARGE})
+    elif reader == "checkpoint":
+        for k, prefix in enumerate(CHECKPOINTS):  # the first byte picks the data shards
+            index = prefix.parent / (prefix.name + ".index")
+            out["_".join(index.relative_to(FIXTURES).parts[:-1])] = bytes([k]) + index.read_bytes()
+    elif reader == "store":
+        _, files = store_template()
+        out.update({name.replace("/", "_"): store_seed(name) for name in files})
+    else:
+        raise KeyError(reader)
+    return out
+
+
+def write(out: Path, readers=READERS) -> dict[str, Path]:
+    """Write the seeds of ``readers`` under ``out/<reader>/``; returns each reader's folder."""
+    folders = {}
+    for reader in readers:
+        folder = out / reader
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in seeds(reader).items():
+            digest = hashlib.sha1(data).hexdigest()[:12]
+            (folder / f"seed_{name}_{digest}").write_bytes(data)
+        folders[reader] = folder
+    return folders
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "corpus"
+    for reader, folder in write(target).items():
+        files = list(folder.iterdir())
+        print(f"{reader}: {len(files)} files, largest {max(f.stat().st_size for f in files)} bytes in {folder}")

@@ -1,0 +1,106 @@
+"""Every input the fuzzers found crashing a reader, kept under ``tests/fuzz_regressions/<reader>/``,
+runs through that reader's contract (``fuzz/contract.py``, no atheris needed): it loads and
+every view runs, or it raises a one-line ``TfprofError``. Anything else fails the test.
+
+Each file is named after what it broke. A file is also checked to still reach the reader's
+code (not rejected for a reason that has nothing to do with the bug) where the bug's fix names
+the problem: ``EXPECT`` gives a phrase of the error, or "loaded".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = Path(__file__).resolve().parent / "fuzz_regressions"
+
+
+def _contract():
+    spec = importlib.util.spec_from_file_location("tfprof_fuzz_contract", ROOT / "fuzz" / "contract.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+contract = _contract()
+
+# What each regression input must give now (a phrase of its error message, or "loaded").
+EXPECT = {
+    "checkpoint/slice_with_more_extents_than_dims": "does not fit its shape",
+}
+
+FILES = sorted(p for p in CASES.glob("*/*") if p.is_file())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _scratch():
+    yield
+    contract.cleanup()
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang()
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
+def test_regression_input_keeps_the_contract(path):
+    reader = path.parent.name
+    assert reader in contract.READERS, f"{path}: no reader named {reader!r}"
+    data = path.read_bytes()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(60)  # generous: the first input of a process loads the compiled kernels
+    try:
+        outcome = contract.check(reader, data)
+    except _Hang:
+        pytest.fail(f"{path.name}: the {reader} reader hangs on it")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert outcome in ("loaded", "rejected")
+    expected = EXPECT.get(f"{reader}/{path.name}")
+    if expected == "loaded":
+        assert outcome == "loaded"
+    elif expected:
+        assert expected in _message(reader, data), (path.name, expected)
+
+
+def _message(reader: str, data: bytes) -> str:
+    """The error message(s) of the input (the checkpoint reader's input is tried twice)."""
+    from tfprof.errors import TfprofError
+
+    messages = []
+    tries = [data] if reader != "checkpoint" else [data, data[:1] + contract.fix_crcs(data[1:])]
+    for attempt in tries:
+        try:
+            contract.READERS[reader](attempt)
+        except TfprofError as exc:
+            messages.append(str(exc))
+    return " | ".join(messages)
+
+
+def test_every_reader_has_a_harness_and_seeds():
+    """The contract covers the readers the fuzz runner knows, and each has seeds that load."""
+    spec = importlib.util.spec_from_file_location("tfprof_fuzz_make_corpus", ROOT / "fuzz" / "make_corpus.py")
+    sys.path.insert(0, str(ROOT / "fuzz"))
+    sys.modules["contract"] = contract  # make_corpus imports it by that name: the same module
+    try:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for reader in contract.READERS:
+            seeds = module.seeds(reader)
+            assert seeds, reader
+            outcomes = {contract.check(reader, data) for data in seeds.values()}
+            assert outcomes == {"loaded"}, (reader, outcomes)
+    finally:
+        sys.path.remove(str(ROOT / "fuzz"))
+        del sys.modules["contract"]
