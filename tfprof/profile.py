@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.errors import QueryError
 from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.schema import TABLES
 from tfprof.store import read_index, read_manifest, write_store
@@ -22,14 +21,6 @@ from tfprof.store import read_index, read_manifest, write_store
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
     import polars as pl
-
-
-def _first_line(exc: Exception) -> str:
-    """DuckDB's message without the caret drawing it appends: `<Kind> Error: ...` in one line."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    hint = next((ln for ln in lines[1:] if ln.startswith(("Did you mean", "Candidate"))), None)
-    tables = "; tables: " + ", ".join(TABLES) if lines[0].startswith("Catalog Error") else ""
-    return lines[0] + (f" ({hint})" if hint else "") + tables
 
 
 def _check_table(name: str) -> None:
@@ -170,38 +161,42 @@ class Profile:
     # ----------------------------------------------------------------------- SQL
 
     def sql(self, query: str, *, output: Literal["arrow", "polars"] = "polars") -> pa.Table | pl.DataFrame:
-        """Run a DuckDB query over the tables (each table is a view of the same name).
+        """Run one read-only DuckDB query over the tables (each table is a view of the same name).
 
         Returns a polars DataFrame (which Jupyter shows as an HTML table), or with
-        ``output="arrow"`` a pyarrow Table. A query DuckDB rejects raises ``QueryError``.
+        ``output="arrow"`` a pyarrow Table. The query runs in the SQL sandbox (``tfprof.sqlbox``):
+        anything but one query (``COPY``, ``ATTACH``, ``SET``, ``CREATE``, ``INSERT``, ...), a
+        table function that reads files (``read_csv``, ``glob``, ...) and an empty query raise
+        ``QueryError`` before anything runs, as does a query DuckDB rejects.
         """
-        import duckdb
+        from tfprof import sqlbox
 
-        try:
-            rel = self.connection().sql(query)
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from None
-        if rel is None:  # a statement with no result
+        rows = sqlbox.query(self.connection(), query, output=output)
+        if rows is None:  # a statement with no result
             if output == "arrow":
                 return pa.table({})
             import polars as pl
 
             return pl.DataFrame()
-        return rel.pl() if output == "polars" else rel.to_arrow_table()
+        return rows
 
     def connection(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection that sees the tables (created on first use)."""
-        if self._con is None:
-            import duckdb
+        """The sandboxed DuckDB connection ``sql`` runs on, where each table is a view of its name
+        (created on first use; a store's tables are read from its files as queries need them).
 
-            con = duckdb.connect()
-            for name in TABLES:
-                if self._store is not None and name not in self._tables:
-                    path = str(self._store / f"{name}.parquet").replace("'", "''")
-                    con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{path}')")
-                else:
-                    con.register(name, self.table(name))
-            self._con = con
+        Its settings are locked (``tfprof.sqlbox.connect``): it cannot reach a file other than
+        the store's table files, the network or an extension, nor change a setting. Statements
+        run on it directly are not checked as ``sql`` checks them, though: one could drop a view
+        of this connection or, through ``COPY ... (use_tmp_file false)``, overwrite one of the
+        store's table files. Give SQL you did not write to ``sql``, not to this connection.
+        """
+        if self._con is None:
+            from tfprof import sqlbox
+
+            lazy = self._store is not None
+            self._con = sqlbox.connect(
+                {n: self._store / f"{n}.parquet" if lazy and n not in self._tables else self.table(n) for n in TABLES}
+            )
         return self._con
 
     # ----------------------------------------------------------------------- views as frames

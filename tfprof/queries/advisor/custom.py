@@ -1,8 +1,10 @@
 """User checkers written as SQL: one ``SELECT`` over the profile's tables whose rows are reports.
 
 A checker file holds one DuckDB ``SELECT`` (``WITH`` allowed) over the tables of
-docs/SCHEMA.md. Each result row is one report; the text is the ``report`` column, other
-columns are evidence kept in ``AdviceResult.evidence``. Options are named parameters
+docs/SCHEMA.md; it runs in the SQL sandbox (``tfprof.sqlbox``), as ``tfprof sql`` does, so a
+checker from elsewhere cannot write, read files or reach the network. Each result row is one
+report; the text is the ``report`` column, other columns are evidence kept in
+``AdviceResult.evidence``. Options are named parameters
 (``$min_share``); a comment line ``-- option NAME = DEFAULT`` declares one with its default,
 and the checker's options (tfprof's CheckerOption map) override the defaults. The checker's
 name is the file's stem. See docs/ADVISOR.md.
@@ -19,7 +21,8 @@ import re
 
 import polars as pl
 
-from tfprof.errors import OptionError
+from tfprof import sqlbox
+from tfprof.errors import OptionError, QueryError
 from tfprof.profile import Profile
 from tfprof.queries.advisor.base import Check, CheckOptions, Evidence
 
@@ -42,13 +45,13 @@ def sql_check(name: str, sql: str, *, source: str | None = None) -> Check:
 
     def run(prof: Profile, options: CheckOptions) -> Evidence:
         con = prof.connection()
-        try:
-            statements = con.extract_statements(sql)
-        except Exception as exc:  # duckdb's parser error
-            raise OptionError(f"SQL error in {where}: {_first_line(exc)}") from None
-        if len(statements) != 1 or statements[0].type.name != "SELECT":
-            raise OptionError(f"{where} must hold exactly one SELECT statement (found {len(statements)} statements)")
-        used = set(statements[0].named_parameters)
+        try:  # the SQL sandbox's checks: one read-only query, nothing that reaches out
+            statement = sqlbox.check(con, sql)
+        except QueryError as exc:
+            raise QueryError(f"SQL error in {where}: {exc}") from None
+        if statement.type.name != "SELECT":
+            raise OptionError(f"{where} must hold exactly one SELECT statement, not {statement.type.name}")
+        used = set(statement.named_parameters)
         unknown = sorted(set(options) - used - set(defaults))
         if unknown:
             raise OptionError(
@@ -61,9 +64,9 @@ def sql_check(name: str, sql: str, *, source: str | None = None) -> Check:
                 f"{where} needs option `{absent[0]}`: give it, or declare a default with `-- option {absent[0]} = VALUE`"
             )
         try:
-            rows = con.sql(sql, params={k: values[k] for k in used}).pl()
-        except Exception as exc:  # duckdb's binder/runtime errors
-            raise OptionError(f"SQL error in {where}: {_first_line(exc)}") from None
+            rows = sqlbox.query(con, sql, params={k: values[k] for k in used}, output="polars")
+        except QueryError as exc:
+            raise QueryError(f"SQL error in {where}: {exc}") from None
         if REPORT_COLUMN not in rows.columns:
             raise OptionError(
                 f"{where} returned no `{REPORT_COLUMN}` column (columns: {', '.join(rows.columns) or 'none'}); "
@@ -75,7 +78,3 @@ def sql_check(name: str, sql: str, *, source: str | None = None) -> Check:
 
     return Check(name, run, doc=f"SQL checker {source or name}", source=source)
 
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,254 @@
+"""The SQL sandbox: SQL a user gives runs here, read-only over a profile's tables, with no way out.
+
+Every path that runs user SQL comes through ``query`` (``Profile.sql``, ``tfprof sql``, the
+advisor's ``.sql`` checkers). Three layers stand between such SQL and the machine:
+
+1. **The statement.** DuckDB's own parser splits the text (``duckdb.extract_statements``); it must
+   be one query: ``SELECT``/``WITH``/``VALUES``/``FROM``/``TABLE``, ``DESCRIBE``, ``SUMMARIZE``,
+   ``SHOW`` (which DuckDB parses as a SELECT) or ``EXPLAIN`` of one. Anything else (``COPY``,
+   ``ATTACH``, ``INSTALL``, ``SET``, ``PRAGMA``, ``CREATE``, ``INSERT``, ``EXPORT``, ``CALL``, ...)
+   is refused before anything runs.
+2. **The query tree.** DuckDB's parse tree of the query (``json_serialize_sql``) is walked: a
+   data-modifying common table expression (``WITH d AS (DELETE ... RETURNING *)``, which parses as
+   a SELECT) is refused, and a table function must be one of ``TABLE_FUNCTIONS`` (``range``,
+   ``unnest``, the catalog listings): file readers (``read_csv``, ``read_parquet``, ``glob``, ...),
+   ``query()`` (SQL built from a string, which would skip these checks) and every other table
+   function are refused.
+3. **The connection** (``connect``), whose settings are locked before any user SQL runs:
+   ``enable_external_access=false`` (no file but the store's own table files, which
+   ``allowed_paths`` lists, no network, no extension loading, no Python objects found by name),
+   ``autoinstall_known_extensions`` and ``autoload_known_extensions`` off, ``temp_directory=''``
+   (an operator never spills to disk: nothing is written anywhere, the working directory
+   included), ``secret_directory=''`` (its default is under the user's home, the one setting
+   that told where the environment is), then ``lock_configuration=true`` (no ``SET``, no
+   ``enable_*()`` table function, no setting can change again). This layer holds even for
+   statements run on the connection directly, which the first two do not check.
+
+What a query can still do: read every table of the profile, use all cores (``threads`` is left
+at DuckDB's default) and memory up to DuckDB's ``memory_limit`` (its default, 80% of RAM; beyond
+it a query fails with an Out of Memory error, as nothing may spill), run as long as it likes
+(DuckDB has no statement timeout; Ctrl-C interrupts it), and read the settings (memory limit,
+threads, time zone, the store's table paths) through ``current_setting`` or ``pg_settings``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import pyarrow as pa
+
+from tfprof.errors import ProfileFormatError, QueryError
+from tfprof.schema import TABLES
+
+#: Settings of every sandbox connection, given when it is made (``secret_directory``,
+#: ``enable_external_access`` and ``lock_configuration`` follow, see ``connect``).
+SETTINGS: dict[str, Any] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "temp_directory": "",
+}
+
+#: Table functions a query may call: generators, and listings of the connection's own catalog.
+TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "generate_series",
+        "unnest",
+        "repeat",
+        "json_each",
+        "json_tree",
+        "duckdb_tables",
+        "duckdb_views",
+        "duckdb_columns",
+        "duckdb_schemas",
+        "duckdb_types",
+        "duckdb_functions",
+        "duckdb_keywords",
+        "pragma_table_info",
+        "table_info",
+    }
+)
+
+#: Nodes of DuckDB's parse tree that only read; ``INSERT_QUERY_NODE`` and the like write.
+_READING_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+
+_ASK = (
+    "give exactly one SELECT query (or WITH, FROM, VALUES, DESCRIBE, SUMMARIZE, SHOW, EXPLAIN) "
+    "over the profile's tables (see `tfprof tables`)"
+)
+
+
+def first_line(exc: BaseException) -> str:
+    """DuckDB's message in one line, without the caret drawing it appends, keeping a "Did you
+    mean" hint; a Catalog Error lists the tables."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
+    hint = next((ln for ln in lines[1:] if ln.startswith(("Did you mean", "Candidate"))), None)
+    tables = "; tables: " + ", ".join(TABLES) if lines[0].startswith("Catalog Error") else ""
+    return lines[0] + (f" ({hint})" if hint else "") + tables
+
+
+# --------------------------------------------------------------------------- the connection
+
+
+def connect(tables: Mapping[str, pa.Table | Path]) -> duckdb.DuckDBPyConnection:
+    """A locked-down in-memory DuckDB connection where each of ``tables`` is a view of its name:
+    an Arrow table (registered, nothing copied) or a Parquet file (read by DuckDB's own reader
+    when a query runs, only the columns and row groups it needs)."""
+    con = duckdb.connect(config=SETTINGS)
+    try:
+        con.execute("SET secret_directory = ''")  # '' given to connect() means "the default"
+        files = {name: Path(src).absolute() for name, src in tables.items() if not isinstance(src, pa.Table)}
+        # allowed_paths can only be set while external access is on; it lets the engine read
+        # these files (and only these) once it is off
+        con.execute("SET allowed_paths = $paths", {"paths": [str(p) for p in files.values()]})
+        for name, src in tables.items():
+            if name in files:
+                path = str(files[name]).replace("'", "''")
+                try:
+                    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet(\'{path}\')')
+                except duckdb.Error as exc:
+                    raise ProfileFormatError(
+                        f"Cannot read table `{name}` of the store at `{files[name]}`: {first_line(exc)}; "
+                        "write the store again from its inputs"
+                    ) from None
+            else:
+                con.register(name, src)
+        con.execute("SET enable_external_access = false")
+        con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+def check(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
+    """The one query ``sql`` holds, parsed; ``QueryError`` (before anything runs) if it is empty,
+    holds more than one statement, or is or contains anything but a read-only query."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise QueryError(f"Empty query: {_ASK}")
+    statements = _parse(sql)
+    if not statements:
+        raise QueryError(f"Empty query (only comments): {_ASK}")
+    for statement in statements:
+        _check_statement(con, statement)
+    if len(statements) > 1:
+        raise QueryError(f"{len(statements)} statements given: {_ASK}")
+    return statements[0]
+
+
+def _parse(sql: str) -> list[duckdb.Statement]:
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(first_line(exc)) from None
+
+
+def _check_statement(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement) -> None:
+    try:
+        kind = statement.type.name
+    except ValueError:  # a statement type the Python enum lacks (UPDATE EXTENSIONS)
+        kind = "?"
+    if kind == "EXPLAIN":
+        inner = _parse(_explained(statement.query))
+        if len(inner) != 1:
+            raise QueryError(f"EXPLAIN takes one query: {_ASK}")
+        _check_statement(con, inner[0])
+    elif kind == "SELECT":
+        _check_tree(con, statement.query)
+    elif kind == "MULTI":  # PIVOT without an IN list creates a type first
+        raise QueryError(f"PIVOT needs its values listed here (`PIVOT t ON col IN (...)`): {_ASK}")
+    else:
+        raise QueryError(f"`{_keyword(statement.query)}` statements cannot run here, SQL is read-only: {_ASK}")
+
+
+def _words(sql: str) -> list[tuple[int, str]]:
+    """(offset, text) of each token of ``sql`` but comments, as DuckDB's tokenizer splits it."""
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    return [
+        (start, sql[start:end].strip())
+        for (start, kind), end in zip(tokens, ends)
+        if kind != duckdb.token_type.comment
+    ]
+
+
+def _keyword(sql: str) -> str:
+    words = _words(sql)
+    return words[0][1].upper() if words else "?"
+
+
+def _explained(sql: str) -> str:
+    """The statement an EXPLAIN wraps: what follows ``EXPLAIN``, ``ANALYZE`` and an option list."""
+    words = _words(sql)
+    i = 1  # past EXPLAIN
+    if i < len(words) and words[i][1].lower() in ("analyze", "analyse"):
+        i += 1
+    if i < len(words) and words[i][1].startswith("("):
+        depth = 0
+        while i < len(words):
+            depth += words[i][1].count("(") - words[i][1].count(")")
+            i += 1
+            if depth <= 0:
+                break
+    return sql[words[i][0] :] if i < len(words) else ""
+
+
+def _check_tree(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Refuse a query whose parse tree holds a write or a table function not in ``TABLE_FUNCTIONS``."""
+    cursor = con.cursor()  # its own result: a result left open on ``con`` does not get in the way
+    try:
+        text = cursor.execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchall()[0][0]
+    finally:
+        cursor.close()
+    tree = json.loads(text)
+    if tree.get("error"):
+        raise QueryError(f"Cannot check the query ({tree.get('error_message', 'unknown error')}): {_ASK}")
+    stack: list[Any] = [tree["statements"]]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            kind = item.get("type")
+            if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _READING_NODES:
+                verb = kind.removesuffix("_NODE").removesuffix("_QUERY").replace("_", " ")
+                raise QueryError(f"`{verb}` inside a query cannot run here, SQL is read-only: {_ASK}")
+            if kind == "TABLE_FUNCTION":
+                name = str((item.get("function") or {}).get("function_name", "?")).lower()
+                if name not in TABLE_FUNCTIONS:
+                    raise QueryError(
+                        f"Table function `{name}` cannot run here: queries read only the profile's tables "
+                        f"(table functions allowed: {', '.join(sorted(TABLE_FUNCTIONS))})"
+                    )
+            stack.extend(item.values())
+
+
+# --------------------------------------------------------------------------- running
+
+
+def query(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    *,
+    params: Mapping[str, Any] | None = None,
+    output: Literal["arrow", "polars"] = "arrow",
+) -> Any:
+    """The rows of the read-only query ``sql`` (checked first, see ``check``) with its named
+    ``$parameters`` from ``params``, as a pyarrow Table or a polars DataFrame (None if the
+    statement returned no result). Anything DuckDB
+    refuses, when it binds or runs, is a ``QueryError`` of one line."""
+    statement = check(con, sql)
+    try:
+        rel = con.sql(statement, params=dict(params) if params else None)
+        if rel is None:  # no rows came back (no query does this, but the API allows it)
+            return None
+        return rel.pl() if output == "polars" else rel.to_arrow_table()
+    except duckdb.Error as exc:
+        raise QueryError(first_line(exc)) from None
