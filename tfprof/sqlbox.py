@@ -133,7 +133,7 @@ def check(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
     holds more than one statement, or is or contains anything but a read-only query."""
     if not isinstance(sql, str) or not sql.strip():
         raise QueryError(f"Empty query: {_ASK}")
-    statements = _parse(sql)
+    statements = _parse(con, sql)
     if not statements:
         raise QueryError(f"Empty query (only comments): {_ASK}")
     for statement in statements:
@@ -143,9 +143,9 @@ def check(con: duckdb.DuckDBPyConnection, sql: str) -> duckdb.Statement:
     return statements[0]
 
 
-def _parse(sql: str) -> list[duckdb.Statement]:
-    try:
-        return duckdb.extract_statements(sql)
+def _parse(con: duckdb.DuckDBPyConnection, sql: str) -> list[duckdb.Statement]:
+    try:  # the connection's parser: duckdb.extract_statements would make a default connection
+        return con.extract_statements(sql)
     except duckdb.Error as exc:
         raise QueryError(first_line(exc)) from None
 
@@ -156,7 +156,7 @@ def _check_statement(con: duckdb.DuckDBPyConnection, statement: duckdb.Statement
     except ValueError:  # a statement type the Python enum lacks (UPDATE EXTENSIONS)
         kind = "?"
     if kind == "EXPLAIN":
-        inner = _parse(_explained(statement.query))
+        inner = _parse(con, _explained(statement.query))
         if len(inner) != 1:
             raise QueryError(f"EXPLAIN takes one query: {_ASK}")
         _check_statement(con, inner[0])
@@ -200,8 +200,24 @@ def _explained(sql: str) -> str:
     return sql[words[i][0] :] if i < len(words) else ""
 
 
+#: Verdicts of ``_tree_refusal`` by query text (a parse depends on the text alone), so a
+#: query run again, as a notebook cell is, is not serialized and walked again.
+_VERDICTS: dict[str, str | None] = {}
+
+
 def _check_tree(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Refuse a query whose parse tree holds a write or a table function not in ``TABLE_FUNCTIONS``."""
+    if sql not in _VERDICTS:
+        if len(_VERDICTS) >= 1024:
+            _VERDICTS.clear()
+        _VERDICTS[sql] = _tree_refusal(con, sql)
+    refusal = _VERDICTS[sql]
+    if refusal is not None:
+        raise QueryError(refusal)
+
+
+def _tree_refusal(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """Why the query's parse tree cannot run (a write, or a table function not in
+    ``TABLE_FUNCTIONS``), or None when it only reads."""
     cursor = con.cursor()  # its own result: a result left open on ``con`` does not get in the way
     try:
         text = cursor.execute("SELECT json_serialize_sql($sql)", {"sql": sql}).fetchall()[0][0]
@@ -209,7 +225,7 @@ def _check_tree(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         cursor.close()
     tree = json.loads(text)
     if tree.get("error"):
-        raise QueryError(f"Cannot check the query ({tree.get('error_message', 'unknown error')}): {_ASK}")
+        return f"Cannot check the query ({tree.get('error_message', 'unknown error')}): {_ASK}"
     stack: list[Any] = [tree["statements"]]
     while stack:
         item = stack.pop()
@@ -219,15 +235,16 @@ def _check_tree(con: duckdb.DuckDBPyConnection, sql: str) -> None:
             kind = item.get("type")
             if isinstance(kind, str) and kind.endswith("_NODE") and kind not in _READING_NODES:
                 verb = kind.removesuffix("_NODE").removesuffix("_QUERY").replace("_", " ")
-                raise QueryError(f"`{verb}` inside a query cannot run here, SQL is read-only: {_ASK}")
+                return f"`{verb}` inside a query cannot run here, SQL is read-only: {_ASK}"
             if kind == "TABLE_FUNCTION":
                 name = str((item.get("function") or {}).get("function_name", "?")).lower()
                 if name not in TABLE_FUNCTIONS:
-                    raise QueryError(
+                    return (
                         f"Table function `{name}` cannot run here: queries read only the profile's tables "
                         f"(table functions allowed: {', '.join(sorted(TABLE_FUNCTIONS))})"
                     )
             stack.extend(item.values())
+    return None
 
 
 # --------------------------------------------------------------------------- running
