@@ -45,7 +45,10 @@ def test_ingest_then_tables_on_store(tmp_path):
     on_file = tfprof("tables", "--profile_path", str(d / "profile.pb"), "--checkpoint_path", str(d / "model.ckpt"))
     assert on_store.stdout == on_file.stdout
     assert _counts(on_store.stdout)["checkpoint_tensors"] > 0
-    again = tfprof("ingest", str(d / "profile.pb"), "--out", str(out))  # a store is replaced
+    refused = tfprof("ingest", str(d / "profile.pb"), "--out", str(out))  # an existing store needs --force
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert _counts(tfprof("tables", "--profile_path", str(out)).stdout)["checkpoint_tensors"] > 0
+    again = tfprof("ingest", str(d / "profile.pb"), "--out", str(out), "--force")  # a store is replaced
     assert again.returncode == 0, again.stderr
     assert _counts(tfprof("tables", "--profile_path", str(out)).stdout)["checkpoint_tensors"] == 0
 

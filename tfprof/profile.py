@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 
 from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.schema import TABLES
-from tfprof.store import read_index, read_manifest, write_store
+from tfprof.output import Inputs, input_paths
+from tfprof.store import check_tails, read_index, read_manifest, table_file, undecodable, write_store
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
@@ -46,6 +47,8 @@ class Profile:
         self.source = source
         self._con: duckdb.DuckDBPyConnection | None = None
         self._memo: dict[object, object] = {}
+        # the files (and store directory) the profile was read from: never written over
+        self.inputs: Inputs = input_paths(profile_path=store) if store is not None else Inputs()
 
     # ----------------------------------------------------------------------- construction
 
@@ -61,6 +64,8 @@ class Profile:
         progress: Progress | None = None,
     ) -> Profile:
         """Ingest tfprof inputs; ``profile_path`` may also be a store directory."""
+        given = input_paths(graph_path=graph_path, run_meta_path=run_meta_path, op_log_path=op_log_path,
+                            checkpoint_path=checkpoint_path, profile_path=profile_path)
         if isinstance(profile_path, (str, os.PathLike)) and profile_path and Path(profile_path).is_dir():
             prof = cls.open(profile_path)
             if checkpoint_path:
@@ -71,6 +76,7 @@ class Profile:
                     prof.tables(), read_checkpoint(checkpoint_path), mark_types=prof.source == "run_metadata"
                 )
                 prof = cls(tables, source=prof.source)
+            prof.inputs = given
             return prof
         batches = iter_inputs(
             graph_path=graph_path,
@@ -80,14 +86,17 @@ class Profile:
             profile_path=profile_path,
             progress=progress,
         )
-        return cls(merge_batches(list(batches)), source="profile" if profile_path else "run_metadata")
+        prof = cls(merge_batches(list(batches)), source="profile" if profile_path else "run_metadata")
+        prof.inputs = given
+        return prof
 
     @classmethod
     def open(cls, path: PathLike) -> Profile:
         """Open a store directory without reading any table yet."""
         p = Path(path)
-        read_manifest(p)
-        return cls(store=p, source=read_manifest(p).get("source", "profile"))
+        manifest = read_manifest(p)  # checks every file's size
+        check_tails(p, manifest)  # and that each ends as a complete file
+        return cls(store=p, source=manifest.get("source", "profile"))
 
     # ----------------------------------------------------------------------- access
 
@@ -101,15 +110,27 @@ class Profile:
         _check_table(name)
         if name not in self._tables:
             assert self._store is not None
-            self._tables[name] = pq.read_table(self._store / f"{name}.parquet", memory_map=True)
+            self._tables[name] = self._read(name)
         return self._tables[name]
+
+    def _read(self, name: str, columns: list[str] | None = None) -> pa.Table:
+        """Table ``name`` (or some of its columns) from the store; a damaged file is named."""
+        file = self._store_file(name)
+        try:
+            return pq.read_table(file, columns=columns, memory_map=True)
+        except (pa.ArrowException, OSError) as exc:
+            raise undecodable(self._store, file, exc) from None
+
+    def _store_file(self, name: str) -> Path:
+        """The store's Parquet file of table ``name``, its tail checked once per profile."""
+        return self.memo(("table_file", name), lambda: table_file(self._store, name))
 
     def columns(self, name: str, columns: list[str]) -> pa.Table:
         """Columns ``columns`` of table ``name`` as Arrow, reading only those from a store
         (and caching nothing: an index built at ingest reads what it needs once)."""
         _check_table(name)
         if self._store is not None and name not in self._tables:
-            return pq.read_table(self._store / f"{name}.parquet", columns=columns, memory_map=True)
+            return self._read(name, columns)
         return self.table(name).select(columns)
 
     def tables(self) -> dict[str, pa.Table]:
@@ -122,7 +143,7 @@ class Profile:
 
         _check_table(name)
         if self._store is not None and name not in self._tables:
-            return pl.scan_parquet(self._store / f"{name}.parquet")
+            return pl.scan_parquet(self._store_file(name))
         return pl.from_arrow(self.table(name)).lazy()
 
     def frame(self, name: str) -> pl.DataFrame:
@@ -232,9 +253,11 @@ class Profile:
 
     # ----------------------------------------------------------------------- store
 
-    def to_parquet(self, path: PathLike) -> Path:
-        """Write the tables as a store at ``path`` (replaced atomically if it is already a store)."""
-        return write_store(path, [self.tables()], source=self.source)
+    def to_parquet(self, path: PathLike, *, force: bool = False) -> Path:
+        """Write the tables as a store at ``path``. An existing ``path`` is replaced (atomically)
+        only with ``force``, and only if it is a tfprof store holding nothing else; the files
+        the profile was read from are never written over."""
+        return write_store(path, [self.tables()], source=self.source, force=force, inputs=self.inputs)
 
     def __repr__(self) -> str:
         counts = self.row_counts()

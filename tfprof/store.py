@@ -1,15 +1,18 @@
 """The Parquet store: one ``<table>.parquet`` per table, the indexes as Arrow IPC files under
-``indexes/``, and a ``tfprof_store.json`` manifest."""
+``indexes/``, and a ``tfprof_store.json`` manifest listing every file with its size and CRC-32
+(``tfprof.manifest``: reading it, checking sizes and checksums).
+
+A store is written into a temporary sibling directory and swapped in when complete
+(``tfprof.output.new_directory``): an interrupted write leaves nothing behind, an existing
+store stays intact until then, and only a directory that is wholly a store is ever replaced.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -17,46 +20,27 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.errors import InputNotFoundError, OutputError, ProfileFormatError, TfprofError
+from tfprof.errors import OutputError, ProfileFormatError, TfprofError
 from tfprof.ingest import PathLike, Progress, iter_inputs
+from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest are also used as tfprof.store.*
+    INDEX_FORMAT,
+    INDEX_SUFFIX,
+    INDEXES_DIR,
+    MANIFEST,
+    STORE_FORMAT,
+    Checksums,
+    check_tails,
+    crc32_of,
+    has_checksums,
+    listed_files,
+    read_manifest,
+    recreate_hint,
+    store_files,
+    table_file,
+    undecodable,
+)
+from tfprof.output import Inputs, input_paths, new_directory
 from tfprof.schema import TABLES
-
-MANIFEST = "tfprof_store.json"
-INDEXES_DIR = "indexes"  # sub-directory of a store holding frames derived at ingest
-STORE_FORMAT = 1
-# Version of the indexes' layout: a store whose indexes have another version has them rebuilt
-# on first use (the tables are unchanged, so the store stays readable).
-INDEX_FORMAT = 3  # 3: Arrow IPC files (2: Parquet)
-# Index parts are uncompressed Arrow IPC files: a view maps them and reads them without a copy
-# (a few ms where Parquet took 10-20 at 70k nodes; 0.3 GB less at the peak of a 7M-node code
-# view than Parquet, 0.4 GB less than lz4-compressed IPC), for about three times the disk.
-INDEX_SUFFIX = ".arrow"
-
-
-def read_manifest(path: Path) -> dict:
-    """The manifest of store ``path``; a one-line error if ``path`` is not a store."""
-    if not path.exists():
-        raise InputNotFoundError(f"`{path}` does not exist; check the path")
-    if not path.is_dir():
-        raise ProfileFormatError(f"`{path}` is not a store directory")
-    mf = path / MANIFEST
-    if not mf.is_file():
-        raise ProfileFormatError(
-            f"`{path}` is a directory but not a tfprof store (no {MANIFEST}); "
-            "create one with `tfprof ingest ... --out DIR`"
-        )
-    try:
-        manifest = json.loads(mf.read_text())
-        tables = manifest["tables"]
-        fmt = manifest["format"]
-    except (ValueError, KeyError, TypeError):
-        raise ProfileFormatError(f"`{mf}` is damaged; re-create the store with `tfprof ingest`") from None
-    if fmt != STORE_FORMAT:
-        raise ProfileFormatError(f"`{path}` is a store of format {fmt}; this tfprof reads format {STORE_FORMAT}")
-    missing = [name for name in TABLES if name not in tables or not (path / f"{name}.parquet").is_file()]
-    if missing:
-        raise ProfileFormatError(f"`{path}` is an incomplete store (missing {', '.join(missing)}); re-create it")
-    return manifest
 
 
 @contextlib.contextmanager
@@ -112,54 +96,47 @@ def _trim() -> None:
 
 
 def write_store(
-    path: PathLike, batches: Iterable[dict[str, pa.Table]], *, source: str = "profile", indexes: bool = True
+    path: PathLike,
+    batches: Iterable[dict[str, pa.Table]],
+    *,
+    source: str = "profile",
+    indexes: bool = True,
+    force: bool = False,
+    inputs: Inputs | None = None,
 ) -> Path:
     """Write batches of tables (see ``tfprof.ingest.iter_inputs``) as a store at ``path``,
     with the profile's indexes (``tfprof.queries.indexes``) unless ``indexes`` is false.
 
     Everything is written into a temporary sibling directory first and moved into place at the
-    end, so an interrupted write never leaves a half-written store, and an existing directory is
-    only replaced when it is itself a store.
+    end (``tfprof.output.new_directory``), so an interrupted write never leaves a half-written
+    store and an existing store stays intact until the new one is complete. An existing
+    ``path`` is replaced only with ``force``, and only if it is a store holding nothing but its
+    own files; ``inputs`` are never written over.
     """
     dest = Path(path)
-    if dest.exists():
-        if not dest.is_dir():
-            raise OutputError(f"`{dest}` exists and is not a directory; choose another --out")
-        if any(dest.iterdir()) and not (dest / MANIFEST).is_file():
-            raise OutputError(f"`{dest}` is a non-empty directory that is not a tfprof store; choose another --out")
-    parent = dest.absolute().parent
-    if not parent.is_dir():
-        raise OutputError(f"`{parent}` does not exist; create it first or choose another --out")
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=parent))
-    except OSError as exc:
-        raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
-    try:
-        with _system_allocator():
-            counts = _write_tables(tmp, batches)
-        manifest = {"format": STORE_FORMAT, "source": source, "tables": counts}
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        if indexes:
+        with new_directory(dest, force=force, inputs=inputs, owned=store_files, what="--out",
+                           kind="tfprof store") as tmp:
             with _system_allocator():
-                manifest["indexes"] = _write_indexes(tmp, source, counts)
-            manifest["index_format"] = INDEX_FORMAT
-            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old.", dir=parent))
-            os.replace(dest, old / "store")
-            os.replace(tmp, dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, dest)
+                counts = _write_tables(tmp, batches)
+            sums = Checksums(tmp)
+            try:
+                for name in TABLES:
+                    sums.add(tmp / f"{name}.parquet")
+                manifest = {"format": STORE_FORMAT, "source": source, "tables": counts}
+                (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+                if indexes:
+                    with _system_allocator():
+                        manifest["indexes"] = _write_indexes(tmp, source, counts, sums.add)
+                    manifest["index_format"] = INDEX_FORMAT
+            finally:
+                sums.close()
+            manifest["files"] = sums.result()
+            (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")  # last: the store is complete
     except TfprofError:  # already said as it should be (a missing input is an OSError too)
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
     except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"cannot write the store `{dest}`: {exc.strerror or exc}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return dest
 
 
@@ -169,9 +146,12 @@ def write_store(
 _PARALLEL_INDEX_ROWS = 20_000_000
 
 
-def _write_indexes(folder: Path, source: str, counts: dict[str, int]) -> dict[str, list[str]]:
+def _write_indexes(
+    folder: Path, source: str, counts: dict[str, int], written_file=lambda path: None
+) -> dict[str, list[str]]:
     """Build the indexes of the tables just written to ``folder`` and save them under
-    ``indexes/<name>/<part>.arrow`` (Arrow IPC); returns the manifest entry (index name → parts).
+    ``indexes/<name>/<part>.arrow`` (Arrow IPC), calling ``written_file`` with each file as it
+    is closed; returns the manifest entry (index name → parts).
 
     Each index is written and let go as soon as it is built. A small profile's are built on two
     threads (their kernels release the GIL): the code trie on one, the others on the other.
@@ -192,6 +172,7 @@ def _write_indexes(folder: Path, source: str, counts: dict[str, int]) -> dict[st
             (folder / INDEXES_DIR / name).mkdir(parents=True)
             for part, table in parts.items():
                 _write_ipc(folder / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}", table)
+                written_file(folder / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}")
             written[name] = list(parts)
             del parts, table  # one index per thread in memory at a time
             _trim()
@@ -221,6 +202,38 @@ def warm_up() -> None:
         build(prof)
 
 
+def verify_store(path: PathLike, *, checksums: bool) -> None:
+    """Check store ``path``: the manifest and every file's size (as opening does) and, with
+    ``checksums``, every file's CRC-32, then that every table decodes with its schema and row
+    count and every index part decodes to valid Arrow. Raises ``ProfileFormatError`` naming the
+    first damaged file; returns None when all is well. A store written before checksums were
+    recorded (``has_checksums`` false) gets the decoding checks only."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    if not checksums:
+        return
+    for rel, (_size, crc) in sorted(listed_files(path, manifest).items()):
+        if crc32_of(path / rel) != crc:
+            raise ProfileFormatError(
+                f"`{path / rel}` is damaged (its checksum differs from the one written); {recreate_hint(path)}"
+            )
+    for name in TABLES:
+        file = path / f"{name}.parquet"
+        try:
+            table = pq.read_table(table_file(path, name), memory_map=True)
+            table.validate(full=True)
+        except (pa.ArrowException, OSError) as exc:
+            raise undecodable(path, file, exc) from None
+        fields = [(f.name, f.type) for f in table.schema]
+        if fields != [(f.name, f.type) for f in TABLES[name].schema] or table.num_rows != manifest["tables"][name]:
+            raise ProfileFormatError(f"`{file}` does not hold the store's `{name}` table; {recreate_hint(path)}")
+        del table
+    if manifest.get("index_format") == INDEX_FORMAT:
+        for name, parts in manifest.get("indexes", {}).items():
+            for part in parts:
+                _read_ipc(path, path / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}", validate=True)
+
+
 def read_index(path: Path, name: str) -> dict | None:
     """Index ``name`` of store ``path`` as {part: polars DataFrame}, or None if it has none (or
     has it in an older layout)."""
@@ -230,11 +243,19 @@ def read_index(path: Path, name: str) -> dict | None:
     parts = manifest.get("indexes", {}).get(name)
     if parts is None or manifest.get("index_format", 1) != INDEX_FORMAT:
         return None
-    out = {}
-    for part in parts:
-        with pa.memory_map(str(path / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}")) as source:
-            out[part] = pl.from_arrow(pa.ipc.open_file(source).read_all())
-    return out
+    return {part: pl.from_arrow(_read_ipc(path, path / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}")) for part in parts}
+
+
+def _read_ipc(store: Path, file: Path, *, validate: bool = False) -> pa.Table:
+    """An index part (memory-mapped: no copy); a file that does not decode is named as damaged."""
+    try:
+        with pa.memory_map(str(file)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        if validate:
+            table.validate(full=True)
+    except (pa.ArrowException, OSError) as exc:
+        raise undecodable(store, file, exc) from None
+    return table
 
 
 def _write_ipc(path: Path, table: pa.Table) -> None:
@@ -304,50 +325,21 @@ def _write_tables(folder: Path, batches: Iterable[dict[str, pa.Table]]) -> dict[
     return counts
 
 
-def ingest_to_store(out: PathLike, *, progress: Progress | None = None, **inputs) -> tuple[Path, dict[str, int]]:
-    """Ingest tfprof inputs straight into a store, batch by batch; returns (path, row counts)."""
-    src = inputs.get("profile_path")
+def ingest_to_store(
+    out: PathLike, *, progress: Progress | None = None, force: bool = False, inputs: Inputs | None = None, **given
+) -> tuple[Path, dict[str, int]]:
+    """Ingest tfprof inputs (``given``: graph_path=..., profile_path=...) straight into a store,
+    batch by batch; returns (path, row counts). ``force`` and ``inputs`` (more paths never to
+    write over; the given inputs always are) as in ``write_store``."""
+    protect = input_paths(**given) + inputs
+    src = given.get("profile_path")
     if src and Path(src).is_dir():
         from tfprof.profile import Profile
 
-        prof = Profile.from_inputs(**inputs)
+        prof = Profile.from_inputs(**given)
         batches, source = [prof.tables()], prof.source
     else:
-        batches = iter_inputs(**inputs, progress=progress)
+        batches = iter_inputs(**given, progress=progress)
         source = "profile" if src else "run_metadata"
-    dest = write_store(out, batches, source=source)
+    dest = write_store(out, batches, source=source, force=force, inputs=protect)
     return dest, read_manifest(dest)["tables"]
-
-
-def write_text(path: PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (a temporary sibling renamed into place)."""
-    return write_bytes(path, text.encode())
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_bytes(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a failed write leaves no partial file behind."""
-    dest = Path(path)
-    parent = dest.absolute().parent
-    if not parent.is_dir():
-        raise OutputError(f"`{parent}` does not exist; create it first or choose another outfile")
-    if dest.is_dir():
-        raise OutputError(f"`{dest}` is a directory; choose a file name for outfile")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=parent)
-    except OSError as exc:
-        raise OutputError(f"cannot write in `{parent}`: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a plain open() would follow the umask
-        os.replace(tmp, dest)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write `{dest}`: {exc.strerror or exc}") from None
-    return dest

@@ -3,6 +3,7 @@
 The profile is loaded once; each line is a command (spec 11.2):
 
     scope|graph|op|code [-name value ...]   run a view; the options apply to this command only
+                                            (-force: its -output may replace an existing file)
     set -name value ...                     change the options later commands start from
     advise                                  run the advisor
     help                                    commands and options with their current values
@@ -37,7 +38,7 @@ PROMPT = "tfprof> "
 VIEW_COMMANDS = ("scope", "graph", "op", "code")
 COMMANDS = (*VIEW_COMMANDS, "advise", "set", "help", "quit", "exit")
 COMMAND_HELP = {
-    "scope": "nodes organised by name scope",
+    "scope": "nodes organised by name scope (any view: -force lets -output replace a file)",
     "graph": "nodes below the nodes that consume them (graph inputs)",
     "op": "statistics aggregated per op type",
     "code": "nodes organised by the Python call stacks that created them (needs code traces)",
@@ -50,7 +51,8 @@ COMMAND_HELP = {
 HISTORY_FILE = "~/.tfprof_history"
 HISTORY_LENGTH = 1000
 
-ViewRunner = Callable[[str, Any, Options], None]
+ViewRunner = Callable[..., None]  # (cmd, profile, options, *, force) -> None
+FORCE_WORDS = ("-force", "--force")
 
 
 # ------------------------------------------------------------------------------ rendering
@@ -164,6 +166,10 @@ class Shell:
         elif cmd == "advise":
             self.advise(args)
         else:
+            # -force (or --force) after a view command lets its -output replace an existing file
+            force = cmd != "set" and any(a in FORCE_WORDS for a in args)
+            if force:
+                args = [a for a in args if a not in FORCE_WORDS]
             opts, rest = parse_view_args(args, base=self.options)
             if rest:
                 raise OptionError(f"Unexpected argument `{rest[0]}`; options look like -max_depth 3")
@@ -173,7 +179,7 @@ class Shell:
                 check_step(self.prof, opts.step)
                 self.options = opts
             else:
-                self.run_view(cmd, self.prof, opts)
+                self.run_view(cmd, self.prof, opts, force=force)
         return True
 
     def advise(self, args: list[str]) -> None:

@@ -6,10 +6,14 @@ code 2; ``--debug`` shows the traceback instead. Anything else is a bug: exit co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -123,7 +127,8 @@ def _root(
     from tfprof.cli.interactive import initial_options, run_shell
 
     options = initial_options(shell_tokens)
-    raise typer.Exit(run_shell(_load(**inputs), options, _run_view, debug=debug))
+    runner = functools.partial(_run_view, inputs=_protected(inputs))
+    raise typer.Exit(run_shell(_load(**inputs), options, runner, debug=debug))
 
 
 def _progress():
@@ -163,14 +168,36 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
 def _load(**inputs):
     from tfprof.profile import Profile
 
+    profile_path = inputs.get("profile_path")
+    if profile_path is not None and Path(profile_path).is_dir():
+        _STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
     return Profile.from_inputs(**inputs, progress=_progress())
+
+
+# Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
+_STORES: list[Path] = []
+
+Force = Annotated[
+    bool, typer.Option("--force", help="Replace an existing output (never an input of the command).")
+]
+
+
+def _protected(inputs: dict):
+    """The command's inputs, which no output may overwrite (tfprof.output)."""
+    from tfprof.output import input_paths
+
+    return input_paths(**inputs)
 
 
 @app.command()
 @takes_inputs()
 def ingest(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Store directory to write (replaced if it is a store).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Store directory to write; an existing store is replaced only with --force."),
+    ],
     inputs: dict,
+    force: Force = False,
 ) -> None:
     """Ingest tfprof inputs into a Parquet store that later commands open without re-parsing.
 
@@ -182,7 +209,7 @@ def ingest(
     """
     from tfprof.store import ingest_to_store
 
-    dest, counts = ingest_to_store(out, progress=_progress(), **inputs)
+    dest, counts = ingest_to_store(out, progress=_progress(), force=force, inputs=_protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
 
 
@@ -211,6 +238,7 @@ def sql(
     inputs: dict,
     fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "table",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to this file, not stdout.")] = None,
+    force: Force = False,
 ) -> None:
     """Run a SQL query (DuckDB) over a profile's tables; every table is a view of the same name.
 
@@ -224,19 +252,26 @@ def sql(
 
     The tables and their columns are listed in docs/SCHEMA.md.
     """
+    protect = _protected(inputs)
+    if out is not None:
+        from tfprof.output import check_target
+
+        check_target(out, force=force, inputs=protect, what="--out")  # before the query runs
     prof = _load(**inputs)
-    _emit(prof.sql(query), fmt, out)
+    _emit(prof.sql(query), fmt, out, force=force, inputs=protect)
 
 
-def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE") -> None:
-    """Write a tabular result in ``fmt`` to ``out`` (atomically) or stdout."""
+def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE", *, force: bool = False,
+          inputs=None) -> None:
+    """Write a tabular result in ``fmt`` to ``out`` (atomically; an existing file only with
+    ``force``, never one of ``inputs``) or stdout."""
     from tfprof.errors import OptionError
-    from tfprof.store import write_bytes
+    from tfprof.output import write_file
     from tfprof.views.export import BINARY, render
 
     body = render(data, fmt)
     if out is not None:
-        write_bytes(out, body)
+        write_file(out, body, force=force, inputs=inputs, what="output file")
     elif fmt in BINARY and sys.stdout.isatty():
         raise OptionError(f"--format {fmt} is binary: {out_hint} (or redirect stdout to a file)")
     else:
@@ -360,6 +395,7 @@ def _view_command(cmd: str, summary: str):
         fmt: Annotated[
             str, typer.Option("--format", help="text (tfprof's report, the default), or the shown rows as " + FORMAT_HELP[15:])
         ] = "text",
+        force: Force = False,
     ) -> None:
         from tfprof.cli.viewopts import parse_view_args
 
@@ -368,13 +404,19 @@ def _view_command(cmd: str, summary: str):
             raise typer.BadParameter(f"unexpected arguments {' '.join(rest[1:])}; options look like --max_depth 3")
         if rest:
             inputs = _inputs(Path(rest[0]), **inputs)
-        _run_view(cmd, _load(**inputs), opts, fmt=fmt)
+        if opts.output.kind in ("timeline", "pprof", "file"):
+            from tfprof.api import check_output
+
+            check_output(cmd, opts, force=force, inputs=_protected(inputs))  # before the profile loads
+        _run_view(cmd, _load(**inputs), opts, fmt=fmt, force=force, inputs=_protected(inputs))
 
     command.__doc__ = summary
     return command
 
 
-def _run_view(cmd: str, prof, opts, fmt: str = "text") -> None:
+def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, inputs=None) -> None:
+    """Run a view and carry out its -output (or --format): an existing output file is replaced
+    only with ``force``; ``inputs`` (and the profile's own) are never written over."""
     from tfprof.api import emit_output, print_notes, run_view
 
     if fmt != "text":
@@ -385,19 +427,19 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text") -> None:
 
             raise OptionError(f"unknown --format `{fmt}`; valid: text, {', '.join(FORMATS)}")
     kind = opts.output.kind
-    if kind in ("timeline", "pprof"):
+    if kind in ("timeline", "pprof", "file"):
         from tfprof.api import check_output
 
-        check_output(cmd, opts)  # fail before the work, as tfprof's pre-checks
+        check_output(cmd, opts, prof, force=force, inputs=inputs)  # fail before the work, as tfprof's pre-checks
     result = run_view(prof, cmd, opts, full_rows=fmt != "text")
     print_notes(result)
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.views.table import view_table
 
         _emit(view_table(cmd, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
-              out_hint="give --output file:outfile=FILE")
+              out_hint="give --output file:outfile=FILE", force=force, inputs=prof.inputs + inputs)
     else:
-        emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False))
+        emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False), force=force, inputs=inputs)
 
 
 def _register_views() -> None:
@@ -447,23 +489,84 @@ def render_counts(counts: dict[str, int]) -> str:
     return "\n".join(lines)
 
 
+class Terminated(BaseException):
+    """Raised in the main thread when SIGTERM arrives, so that what is being written is removed
+    (``finally`` blocks and ``except BaseException`` cleanups run) before the exit with 143. Not
+    an ``Exception``: nothing that handles errors may swallow it."""
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` meanwhile (SIGINT already raises KeyboardInterrupt, which
+    the interactive shell uses to abandon a line). A second SIGTERM ends the process at once.
+    The previous handler is restored afterwards (``main`` is also called in-process by tests)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _invoke(args: list[str], shell_options: list[str]) -> int:
+    """Run the command. Not through ``app(...)``: typer's main loop turns KeyboardInterrupt
+    into ``Exit(130)`` and, with standalone_mode=False, returns 130 as the command's value, so
+    an interrupted command looked like a success (exit status 0, no message). Here the
+    interrupt reaches ``main``, and an explicit ``typer.Exit`` gives its own code."""
+    command = typer.main.get_command(app)
+    try:
+        with command.make_context("tfprof", list(args), obj={"shell_options": shell_options}) as ctx:
+            command.invoke(ctx)
+    except typer.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: runs the app and maps errors to exit codes."""
+    """Console entry point: runs the app and maps errors to exit codes (2: an error the user
+    can fix; 130: interrupted, SIGINT; 143: terminated, SIGTERM; 1: a bug)."""
     args = _normalise_args(sys.argv[1:] if argv is None else argv)
+    _STORES.clear()
+    said: list[str] = []
+    with _signals():
+        try:
+            return _main(args, said)
+        # One Ctrl-C can raise twice (tfprof.output._undo): the second may come while the
+        # first is being reported.
+        except KeyboardInterrupt:
+            return _stopped("Interrupted.", 130, said)
+        except Terminated:
+            return _stopped("Terminated.", 143, said)
+
+
+def _stopped(message: str, code: int, said: list[str]) -> int:
+    """Say ``message`` on stderr unless it was said already; returns ``code``."""
+    if not said:
+        print(message, file=sys.stderr, flush=True)
+        said.append(message)
+    return code
+
+
+def _main(args: list[str], said: list[str]) -> int:
     debug = "--debug" in args
     try:
         from tfprof.cli.interactive import split_root_args
 
         args, shell_options = split_root_args(args, set(typer.main.get_command(app).commands))
-        app(args=args, prog_name="tfprof", standalone_mode=False, obj={"shell_options": shell_options})
+        return _invoke(args, shell_options)
     except TfprofError as exc:
         if debug:
             raise
         print(f"Error: {exc}", file=sys.stderr)
         return 2
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort:
+    except typer.Abort:  # a prompt's EOF
         print("Aborted.", file=sys.stderr)
         return 130
     except typer.TyperException as exc:  # typer's (vendored click) usage errors
@@ -473,17 +576,37 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
-        return 130
+        return _stopped("Interrupted.", 130, said)
+    except Terminated:
+        return _stopped("Terminated.", 143, said)
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as exc:  # a bug: say so in one line unless debugging
+    except Exception as exc:  # a bug, or a damaged store that only failed when decoded
         if debug:
             raise
+        damage = _damaged_store()
+        if damage is not None:
+            print(f"Error: {damage}", file=sys.stderr)
+            return 2
         print(f"Internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
         return 1
-    return 0
+
+
+def _damaged_store() -> TfprofError | None:
+    """After an unexpected failure: the damage found in a store the command read (checksums
+    and decoding, ``verify_store``), if any. Opening a store checks only its files' sizes, so
+    bytes changed in place surface as a decoding error somewhere inside a query."""
+    from tfprof.store import verify_store
+
+    for store in _STORES:
+        try:
+            verify_store(store, checksums=True)
+        except TfprofError as exc:
+            return exc
+        except Exception:  # a check that cannot run says nothing about the store
+            continue
+    return None
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tfprof.errors import OptionError, OutputError, TfprofError
-from tfprof.store import write_text
+from tfprof.output import write_file
 from tfprof.tf_api.profiler import Profiler
 from tfprof.tf_api.tf_graph import tensorflow
 
@@ -223,7 +223,8 @@ class ProfileContext:
         finally:
             options.trace_level = old_level
         if self._debug:
-            write_text(self._folder() / f"run_meta_{step}", str(run_metadata))
+            # replaced if it exists, as TensorFlow's debug dump does
+            write_file(self._folder() / f"run_meta_{step}", str(run_metadata), force=True, what="profile_dir")
         profiler = self.profiler
         profiler._use_graph(session.graph)
         profiler.add_step(step, run_metadata)

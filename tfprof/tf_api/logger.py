@@ -16,7 +16,7 @@ from typing import Any
 from tfprof.errors import OutputError
 from tfprof.ingest import raw
 from tfprof.ingest.op_log import default_op_log, merge_op_logs
-from tfprof.store import write_bytes
+from tfprof.output import input_paths, write_file
 from tfprof.schema.proto import run_metadata_pb2
 from tfprof.tf_api.inputs import StaticGraph, graph_input, no_step_stats
 
@@ -44,4 +44,7 @@ def write_op_log(
         raise OutputError(f"`{folder}` is not a directory; create it first or choose another log_dir")
     default = default_op_log() if source is None else source.op_log(rm, add_trace=add_trace)
     merged = merge_op_logs(default, op_log)
-    write_bytes(folder / "tfprof_log", merged.SerializeToString(deterministic=True))
+    # replaced if it exists, as TensorFlow's write_op_log does; never a file given as an input
+    inputs = input_paths(graph_path=graph, op_log_path=op_log, run_meta_path=[run_meta])
+    write_file(folder / "tfprof_log", merged.SerializeToString(deterministic=True), force=True, inputs=inputs,
+               what="log_dir")

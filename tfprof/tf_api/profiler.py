@@ -30,7 +30,7 @@ from tfprof.ingest.raw import read_run_meta
 from tfprof.schema.proto import run_metadata_pb2 as run_meta_pb2
 from tfprof.profile import Profile
 from tfprof.queries.options import LIST_OPTIONS, Options
-from tfprof.store import write_bytes
+from tfprof.output import input_paths, write_file
 from tfprof.tf_api.inputs import graph_input, no_step_stats, python_options
 from tfprof.tf_api.option_builder import ProfileOptionBuilder
 from tfprof.views.profile_proto import TABLES_WRITTEN, encode_profile
@@ -54,6 +54,7 @@ class Profiler:
     def __init__(self, graph: Any = None, op_log: Any = None) -> None:
         self._graph = graph_input(graph)
         self._builder = ProfileBuilder()
+        self._inputs = input_paths(graph_path=graph, op_log_path=op_log)  # files never written over
         self._profile: Profile | None = None
         self._coverage = 0.0
         self._added: tuple | None = None  # the graph source's state when last added
@@ -79,6 +80,7 @@ class Profiler:
         """
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise OptionError(f"step must be an integer, not `{step!r}`")
+        self._inputs += input_paths(run_meta_path=[run_meta])
         run_meta = read_run_meta(run_meta)
         # tfprof adds the graph again (new nodes only), the step, then the default op log. Both
         # are what was added before unless ops were created or shapes filled since: adding
@@ -103,6 +105,7 @@ class Profiler:
         """The profile so far as a ``tfprof.Profile`` (tables for SQL and polars)."""
         if self._profile is None:
             self._profile = Profile(self._builder.tables(), source="run_metadata")
+            self._profile.inputs = self._inputs
         return self._profile
 
     def profile_name_scope(self, options: Mapping[str, Any]) -> Any:
@@ -131,8 +134,9 @@ class Profiler:
         return encode_profile(_written_tables(self.to_profile())).tobytes()
 
     def _write_profile(self, filename: str) -> None:
-        """Write the ProfileProto to ``filename``."""
-        write_bytes(filename, encode_profile(_written_tables(self.to_profile())))
+        """Write the ProfileProto to ``filename`` (replacing it, as TensorFlow does; never an input)."""
+        write_file(filename, lambda: encode_profile(_written_tables(self.to_profile())), force=True,
+                   inputs=self._inputs, what="profile file")
 
 
 def profile(
@@ -179,15 +183,21 @@ def _one_shot(graph: Any, run_meta: Any, op_log: Any, add_trace: bool = True) ->
     if rm is not None and rm.HasField("step_stats"):
         builder.add_run_meta(0, rm)
     builder.add_op_log(merge_op_logs(default, op_log))
-    return Profile(builder.tables(), source="run_metadata")
+    prof = Profile(builder.tables(), source="run_metadata")
+    prof.inputs = input_paths(graph_path=graph, run_meta_path=[run_meta], op_log_path=op_log)  # never written over
+    return prof
 
 
 def _show(prof: Profile, cmd: str, options: Any) -> Any:
     opts = python_options(options)
     result = run_view(prof, cmd, opts, full_rows=True)  # it returns the proto
     print_notes(result)
-    # tfprof's Python API prints its options between banners around a stdout report
-    emit_output(prof, result, stdout=_BANNERS[0] + options_text(opts) + _BANNERS[1] + result.text + _BANNERS[2])
+    # tfprof's Python API prints its options between banners around a stdout report. Its file,
+    # timeline and pprof outputs replace an existing file, as TensorFlow's do (force=True; the
+    # CLI and tfprof's own API refuse without --force / force=True); the profile's inputs
+    # (prof.inputs) are still never written over.
+    emit_output(prof, result, stdout=_BANNERS[0] + options_text(opts) + _BANNERS[1] + result.text + _BANNERS[2],
+                force=True)
     return result.proto
 
 

@@ -1,0 +1,115 @@
+"""Ctrl-C (SIGINT) and SIGTERM while tfprof writes: exit 130 / 143 with one line on stderr,
+no temporary left, and whatever was at the output path before left intact.
+
+Each case starts `python -m tfprof` on a synthetic profile (benchmarks/synthlib.py, 30,000 nodes
+× 5 steps: long enough to be caught while writing), waits until its temporary appears (so the
+signal arrives mid-write), sends the signal, then compares every file in the working
+directory with what was there before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tfprof.cli.main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SIGNALS = [(signal.SIGINT, 130, "Interrupted."), (signal.SIGTERM, 143, "Terminated.")]
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> dict[str, Path]:
+    """A synthetic ProfileProto and a store of it (both only read by the tests)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    synth = importlib.import_module("synthlib")  # the module name its numba cache is kept under
+    folder = tmp_path_factory.mktemp("big")
+    synth.write_profile(folder / "big.pb", 30_000, 5)
+    assert main(["ingest", str(folder / "big.pb"), "--out", str(folder / "big.tfprof")]) == 0
+    return {"profile": folder / "big.pb", "store": folder / "big.tfprof"}
+
+
+def interrupt(work: Path, args: list[str], sig: int, ready: Callable[[], bool]) -> subprocess.CompletedProcess:
+    """Run tfprof in ``work``, send ``sig`` as soon as ``ready()``; its exit code and output."""
+    proc = subprocess.Popen([sys.executable, "-m", "tfprof", *args], cwd=work, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    try:
+        while not ready():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"tfprof {' '.join(args)} ended before it was caught writing: {proc.communicate()}")
+            time.sleep(0.002)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+def temporaries(work: Path, name: str) -> list[str]:
+    return sorted(p.name for p in work.iterdir() if p.name.startswith(f".{name}."))
+
+
+@pytest.mark.parametrize(("sig", "code", "line"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_ingest_leaves_the_previous_store(tmp_path, big, sig, code, line):
+    work = tmp_path
+    assert main(["ingest", str(ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"), "--out", str(work / "s.tfprof")]) == 0
+    (work / "notes.txt").write_text("the user's")
+    before = snapshot(work)
+    proc = interrupt(work, ["ingest", str(big["profile"]), "--out", "s.tfprof", "--force"], sig,
+                     lambda: bool(temporaries(work, "s.tfprof")))
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr == line + "\n"
+    assert temporaries(work, "s.tfprof") == []
+    assert snapshot(work) == before  # the previous store, file by file
+
+
+@pytest.mark.parametrize(("sig", "code", "line"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_view_leaves_no_output_and_the_previous_file(tmp_path, big, sig, code, line):
+    """The graph view's timeline of every step: step i+1's trace is made while step i's waits
+    in its temporary; the signal comes once the second temporary exists."""
+    work = tmp_path
+    (work / "t_0").write_text("an older trace")
+    before = snapshot(work)
+    proc = interrupt(work, ["graph", str(big["store"]), "--output", "timeline:outfile=t", "--force"], sig,
+                     lambda: bool(temporaries(work, "t_1")))
+    assert proc.returncode == code, proc.stderr
+    assert proc.stderr == line + "\n"
+    assert proc.stdout == ""  # tfprof's "written" lines come only once all files are in place
+    assert [p.name for p in work.iterdir()] == ["t_0"]
+    assert snapshot(work) == before
+
+
+def test_an_interrupted_command_in_process_gives_130(tmp_path, capsys, monkeypatch):
+    """The cause of the old exit status 0: typer's main loop turned KeyboardInterrupt into
+    Exit(130) and returned it as the command's value, which main() dropped."""
+    import tfprof.store
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tfprof.store, "iter_inputs", interrupted)
+    rc = main(["ingest", str(ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"), "--out", str(tmp_path / "s")])
+    assert rc == 130
+    assert capsys.readouterr().err == "Interrupted.\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_main_restores_the_sigterm_handler():
+    before = signal.getsignal(signal.SIGTERM)
+    main(["--version"])
+    assert signal.getsignal(signal.SIGTERM) is before
