@@ -165,13 +165,16 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
     )
 
 
-def _load(**inputs):
+def _load(*, warn: bool = True, **inputs):
     from tfprof.profile import Profile
 
     profile_path = inputs.get("profile_path")
     if profile_path is not None and Path(profile_path).is_dir():
         _STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
-    return Profile.from_inputs(**inputs, progress=_progress())
+    prof = Profile.from_inputs(**inputs, progress=_progress())
+    if warn:
+        _warn_if_invalid(prof, inputs)
+    return prof
 
 
 # Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
@@ -277,6 +280,65 @@ def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE"
     else:
         sys.stdout.buffer.write(body)
         sys.stdout.flush()
+
+
+def _spelled(inputs: dict) -> str:
+    """The inputs as a command line would give them: the profile's path, or its input options."""
+    import shlex
+
+    if inputs.get("profile_path") is not None:
+        return shlex.quote(str(inputs["profile_path"]))
+    return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in inputs.items() if v is not None)
+
+
+def _warn_if_invalid(prof, inputs: dict) -> None:
+    """One stderr line when the profile's validation table holds warnings or errors (stdout
+    stays as it is: reports and pipes are unchanged)."""
+    from tfprof.views.validation import report, warning_line
+
+    label = _spelled(inputs)
+    line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
+    if line:
+        print(line, file=sys.stderr)
+
+
+@app.command()
+@takes_inputs()
+def check(
+    inputs: dict,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text (the default) or json.")] = "text",
+    checksums: Annotated[
+        bool,
+        typer.Option("--checksums/--no-checksums", help="For a store: compare every file with its checksum (reads them all)."),
+    ] = True,
+) -> None:
+    """Check a profile's data: negative or absurd times and sizes, totals that would wrap,
+    names and inputs that point nowhere (docs/COMPATIBILITY.md), and for a store its files.
+
+    Prints a summary line per severity, then what each check found; `--format json` gives
+    {"profile", "counts", "entries"}. Other commands print one warning line on stderr when
+    there are warnings or errors. The exit code is 0 whatever was found; 2 when the input
+    cannot be read (or a store file is damaged).
+
+    Examples:
+
+      tfprof check run.tfprof
+
+      tfprof check --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --format json
+    """
+    from tfprof.errors import OptionError
+    from tfprof.views.validation import render_json, render_text, report
+
+    if fmt not in ("text", "json"):
+        raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
+    profile_path = inputs.get("profile_path")
+    if profile_path is not None and Path(profile_path).is_dir():
+        from tfprof.store import verify_store
+
+        verify_store(profile_path, checksums=checksums)
+    prof = _load(warn=False, **inputs)
+    data = report(prof.table("validation"), _spelled(inputs))
+    typer.echo(render_json(data) if fmt == "json" else render_text(data), nl=False)
 
 
 @app.command()

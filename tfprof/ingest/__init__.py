@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.errors import OptionError, ProfileFormatError
-from tfprof.ingest import profile_proto, raw, sources
+from tfprof.ingest import profile_proto, raw, sources, validate
 from tfprof.ingest.sources import in_memory
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
@@ -115,11 +115,12 @@ def _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress) -> dic
         prof.add_run_meta(step, raw.read_run_meta(path))
         if progress:
             progress(step + 2, total, f"step {step}")
-    return prof.tables()
+    return validate.validated(prof.tables(), prof.findings, unique_names=True)
 
 
 def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
-    batches = _profile_batches(path if in_memory(path) else Path(path), progress)
+    checks = validate.Validator()  # checks and clamps each batch; the validation table comes last
+    batches = _profile_batches(path if in_memory(path) else Path(path), progress, checks)
     final: dict[str, pa.Table] | None = None
     for batch in batches:
         if "info" in batch:
@@ -128,21 +129,24 @@ def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
         # No `_checkpoint_variables` types here: tfprof adds them only when it builds the
         # profile from a graph; opened from a ProfileProto with a checkpoint, it keeps the
         # values for `tensor_value` but never marks the nodes.
-        yield batch
+        yield checks.batch(batch)
     assert final is not None
+    final = checks.batch(final)
+    final["validation"] = checks.finish(final)
     if ckpt is not None:
         final = {**final, "checkpoint_tensors": ckpt}
     yield final
 
 
-def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
-    """Per-node batches then one batch of whole-profile tables, from the fastest decoder."""
+def _profile_batches(path: Path, progress, checks: validate.Validator | None = None) -> Iterator[dict[str, pa.Table]]:
+    """Per-node batches then one batch of whole-profile tables, from the fastest decoder
+    (which gives ``checks`` every node name at once)."""
     try:
         from tfprof.ingest import wire
     except ImportError:  # the compiled decoder is missing: the reference decoder always works
         wire = None
     if wire is not None and in_memory(path):
-        batches = _memory_profile_batches(path, progress)
+        batches = _memory_profile_batches(path, progress, checks)
         if batches is not None:
             yield from batches
             return
@@ -152,6 +156,8 @@ def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
         yield {k: v for k, v in tables.items() if k not in NODE_TABLES or k == "allocator_memory"}
         return
     reader = wire.ProfileReader(path)
+    if checks is not None and reader.index is not None:
+        checks.all_names(reader.index.names, reader.index.keys)  # once, before the decoding threads start
     # No index when the top level needs protobuf (the reader falls back to the reference decoder).
     total, done = max(reader.index.num_nodes if reader.index is not None else 1, 1), 0
     for batch in reader.batches():
@@ -162,7 +168,7 @@ def _profile_batches(path: Path, progress) -> Iterator[dict[str, pa.Table]]:
     yield reader.profile_tables()
 
 
-def _memory_profile_batches(source, progress) -> list[dict[str, pa.Table]] | None:
+def _memory_profile_batches(source, progress, checks=None) -> list[dict[str, pa.Table]] | None:
     """A ProfileProto given in memory, through the compiled decoder (which reads files: the
     bytes go to a temporary file; 50x faster than the reference decoder on large profiles).
     None when the bytes are damaged: the reference decoder then says how, naming the input as
@@ -172,7 +178,7 @@ def _memory_profile_batches(source, progress) -> list[dict[str, pa.Table]] | Non
         path = Path(tmp) / "profile.pb"
         path.write_bytes(data)
         try:
-            return list(_profile_batches(path, progress))
+            return list(_profile_batches(path, progress, checks))
         except ProfileFormatError:
             return None
 

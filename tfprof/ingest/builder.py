@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tfprof.ingest import raw
+from tfprof.ingest import raw, validate
 from tfprof.schema.proto import tfprof_log_pb2
 
 
@@ -59,5 +59,5 @@ class ProfileBuilder:
     def tables(self) -> dict[str, pa.Table]:
         """The tables of everything added so far (computed once per change)."""
         if self._tables is None:
-            self._tables = self._raw.tables()
+            self._tables = validate.validated(self._raw.tables(), self._raw.findings, unique_names=True)
         return self._tables

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tfprof.ingest import derive
+from tfprof.ingest.validate import Findings, stream_overlaps
 from tfprof.ingest.sources import damaged, parse, read_bytes
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
@@ -139,6 +140,8 @@ class RawProfile:
         self.has_trace = False
         self.miss_accelerator_stream = False
         self.warnings: list[str] = []
+        # what the validation table reports that the tables do not keep (tfprof.ingest.validate)
+        self.findings = Findings()
 
     def _new_node(self, name: str, op: str) -> _Node:
         node = _Node(id=len(self.nodes), name=name, op=op, op_types={op})
@@ -148,8 +151,13 @@ class RawProfile:
     # spec 2.2
     def add_graph(self, graph: graph_pb2.GraphDef) -> None:
         added = []
+        first_id = len(self.nodes)  # nodes of this GraphDef get ids from here on
         for nd in graph.node:
             if nd.name in self.nodes:
+                if self.nodes[nd.name].id >= first_id:  # twice in this GraphDef, not known before
+                    self.findings.add("duplicate_name", 1, [(nd.name, None, (
+                        f"the GraphDef has two nodes of this name (op {self.nodes[nd.name].op}, then op {nd.op}): "
+                        "the first is kept, as tfprof does"))])
                 continue
             node = self._new_node(nd.name, nd.op)
             for key in sorted(nd.attr):
@@ -215,14 +223,21 @@ class RawProfile:
             has_gpu = has_gpu or "gpu" in dev
             has_stream = has_stream or "stream:all" in dev
             canonical = is_canonical(dev)
+            # one GPU stream's records, for the overlap check (tfprof keeps no times of them)
+            stream = [] if "/stream:" in dev and "stream:all" not in dev else None
             for ns in d.node_stats:
                 name = ns.node_name.split(":", 1)[0]
+                if stream is not None and ns.all_start_micros > 0:
+                    stream.append((ns.all_start_micros, ns.all_start_micros + ns.op_end_rel_micros, name))
                 node = self.nodes.get(name)
                 if node is None:
                     if name in ("RecvTensor", "_SOURCE") or "MEMCPY" in name:
                         continue
                     node = self._new_node(name, name)  # spec 2.3.6: op = name
                 self._add_step_stat(node, step, dev, canonical, ns)
+            if stream:
+                starts, ends, names = zip(*stream)
+                stream_overlaps(self.findings, step, dev, starts, [_fit(e) for e in ends], list(names))
         if has_gpu and not has_stream:
             self.miss_accelerator_stream = True
 
@@ -244,12 +259,18 @@ class RawProfile:
         if start > 0:
             st.all_start = start if not st.all_start else min(st.all_start, start)
             dur = ns.op_end_rel_micros or 1
-            st.latest_end = max(st.latest_end, start + dur)
+            st.latest_end = max(st.latest_end, _fit(start + dur))
             if "stream:all" in dev:
                 st.times.append(("accelerator", dev, start, dur))
             elif canonical:
                 st.times.append(("cpu", dev, start, dur))
                 st.run_count += 1
+        elif start < 0 and self.findings.room("negative_timestamp"):
+            self.findings.add("negative_timestamp", 1, [(node.name, step, (
+                f"all_start_micros {start:,} on {dev} is before 1970: the record's times and memory are "
+                "ignored, as tfprof ignores a record without a start"))])
+        elif start < 0:
+            self.findings.add("negative_timestamp", 1)
         if dev == node.canonical_device:
             self._add_memory(node, st, step, dev, ns)
 
@@ -270,7 +291,7 @@ class RawProfile:
             ),
             0,
         )
-        rec["memory_micros"] = ns.all_start_micros + ns.op_end_rel_micros
+        rec["memory_micros"] = _fit(ns.all_start_micros + ns.op_end_rel_micros)
         gpu_allocators = 0
         for m in ns.memory:
             st.allocators.append(
@@ -300,6 +321,8 @@ class RawProfile:
         rec["residual_bytes"] = sum(m.live_bytes for m in ns.memory) + persistent
         rec["requested_bytes"] = sum(m.total_bytes for m in ns.memory) + persistent + temp
         rec["peak_bytes"] = sum(m.peak_bytes for m in ns.memory) + persistent + temp
+        if max(rec.values()) > _INT64_MAX or min(rec.values()) < _INT64_MIN:  # sums of int64s may not fit one
+            rec = {k: _fit(v) for k, v in rec.items()}
         st.memory.append(rec)
 
     # ----------------------------------------------------------------------- flatten
@@ -351,6 +374,15 @@ class RawProfile:
         )
         out["checkpoint_tensors"] = conform("checkpoint_tensors", {c: [] for c in _CKPT_COLS})
         return out
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _fit(value: int) -> int:
+    """``value`` saturated to int64: a sum of a record's int64 fields may not fit one (the
+    validation then reports and clamps the saturated value instead of the ingest failing)."""
+    return min(max(value, _INT64_MIN), _INT64_MAX)
 
 
 def _append(cols: dict[str, list], *values) -> None:

@@ -348,6 +348,29 @@ INFO = Table(
     (),
 )
 
+VALIDATION = Table(
+    "validation",
+    "one finding of the checks every load runs, or the rest of one check's findings, counted",
+    "What the checks of `tfprof check` found in the data (`tfprof.schema.checks.CHECKS` lists "
+    "them): for each check, up to five rows naming a node and step, then one row counting the "
+    "others. Values the clamp rule kept out of the totals are in the other tables as counted "
+    "(e.g. 0 for a negative duration); the detail gives the value as read. Ordered errors first, "
+    "then warnings, then info, each by check.",
+    pa.schema(
+        [
+            _f("severity", DICT, "`error` (the data is wrong), `warning` (suspicious) or `info` (normal but notable)"),
+            _f("code", DICT, "the check's stable identifier, e.g. `negative_duration`"),
+            _f("node", pa.string(), "the node's name; null for a row that counts the rest, or a profile-wide finding",
+               nullable=True),
+            _f("step", pa.int64(), "the step; null where the finding is not about one step", nullable=True),
+            _f("count", pa.int64(), "records the row stands for: 1 for a named one, the rest for a counting row",
+               unit="count"),
+            _f("detail", pa.string(), "what was found, with the values as read and what was done with them"),
+        ]
+    ),
+    (),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -368,6 +391,7 @@ TABLES: dict[str, Table] = {
         CHECKPOINT_TENSORS,
         DEVICES,
         INFO,
+        VALIDATION,
     )
 }
 

@@ -58,7 +58,9 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     del memory, row
     per_step = np.maximum(records, 1)
     numbers = {m: np.where(records > 0, sums[m] // per_step, 0) for m in STEP_METRICS}
-    static = nodes.column("float_ops").to_numpy()
+    # a negative count (TensorFlow's op log has -1 for some ops on empty tensors) counts as 0:
+    # the clamp rule of tfprof.ingest.validate, which reports it
+    static = np.maximum(nodes.column("float_ops").to_numpy(), 0)
     return pa.table({
         "node_id": ids,
         "params": nodes.column("params"),

@@ -1,0 +1,46 @@
+"""The checks behind the ``validation`` table: each one's stable code, severity and meaning.
+
+The codes are part of the data contract (scripts filter on them; ``tfprof check --format json``
+prints them); ``tfprof.ingest.validate`` runs the checks, ``tfprof.views.validation`` prints
+what they found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+INFO, WARNING, ERROR = "info", "warning", "error"
+SEVERITIES = (ERROR, WARNING, INFO)
+"""Most serious first: the order of the validation table and of the report."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: its code, severity, and what its findings are (a plural noun phrase)."""
+
+    code: str
+    severity: str
+    what: str
+
+
+CHECKS: dict[str, Check] = {c.code: c for c in (
+    Check("negative_duration", ERROR, "exec records lasting less than 0 us (counted as 0 us)"),
+    Check("end_before_start", ERROR, "node steps ending before they start (the end moved to the start)"),
+    Check("negative_timestamp", ERROR, "times before 1970 (kept as read: no total uses them)"),
+    Check("negative_bytes", ERROR, "memory values below 0 (counted as 0)"),
+    Check("negative_count", ERROR, "negative run counts (counted as 0)"),
+    Check("params_overflow", ERROR, "shapes with more elements than int64 holds (0 parameters)"),
+    Check("sum_overflow", ERROR, "columns whose total over the profile is more than int64 holds"),
+    Check("duplicate_name", ERROR, "names given to more than one node"),
+    Check("absurd_duration", WARNING, "exec records lasting more than a day (counted as 0 us)"),
+    Check("absurd_timestamp", WARNING, "times after 2100 (kept as read: no total uses them)"),
+    Check("absurd_bytes", WARNING, "memory values above 1 PiB (counted as 0)"),
+    Check("empty_step", WARNING, "steps without statistics"),
+    Check("device_without_stream", WARNING, "GPU devices without a stream:all device (their kernel time is missing)"),
+    Check("stream_overlap", WARNING, "records overlapping others on one GPU stream"),
+    Check("dangling_input", WARNING, "inputs naming a node the graph lacks (kept as names)"),
+    Check("graph_mismatch", WARNING, "profiles where most nodes that ran are missing from the graph"),
+    Check("negative_float_ops", INFO, "negative float-op counts, kept as read (TensorFlow's op-log builder "
+          "gives -1 for some ops on empty tensors); the views count them as 0"),
+    Check("runtime_node", INFO, "nodes of the RunMetadata missing from the graph (added as nodes, as tfprof does)"),
+)}
