@@ -52,8 +52,6 @@ SUMMED = {  # the columns the views add up (tfprof.queries.indexes.means), by th
     "memory.residual_bytes": "residual_bytes", "memory.output_bytes": "output_bytes",
     "nodes.params": "params", "nodes.float_ops * run_count": "float_ops",
 }
-
-
 _ORDER = {c.code: (SEVERITIES.index(c.severity), i) for i, c in enumerate(CHECKS.values())}
 
 Row = tuple  # (node name or None, step or None, detail)
@@ -79,6 +77,7 @@ class Findings:
         kept.extend(list(rows)[: ROWS_PER_CODE - len(kept)])
 
     def merge(self, other: Findings) -> None:
+        """Add what ``other`` found."""
         for code, n in other.counts.items():
             self.add(code, n, other.rows[code])
 
@@ -243,17 +242,16 @@ class Validator:
 
     def _nodes(self, t: pa.Table, batch: dict[str, pa.Table]) -> pa.Table:
         ids = self._ids
-        no_step = None
         flops = _ints(t, "float_ops")
         if len(flops) and flops.min() < 0:  # kept: TensorFlow's own op logs have them
-            bad = self._flag("negative_float_ops", flops < 0, ids, no_step,
+            bad = self._flag("negative_float_ops", flops < 0, ids, None,
                              lambda i: f"float_ops {flops[i]:,} (op {t.column('op')[i].as_py()}): the views count 0")
             flops = np.where(bad, 0, flops)
         params = _ints(t, "params")
         elements = _elements(t.column("shape"))
         if elements is not None and (elements > INT64_MAX).any():
             shape = t.column("shape")
-            bad = self._flag("params_overflow", elements > INT64_MAX, ids, no_step,
+            bad = self._flag("params_overflow", elements > INT64_MAX, ids, None,
                              lambda i: f"shape {shape[i].as_py()} has {elements[i]:.3g} elements, more than int64 holds: "
                                        f"0 parameters (the real tool wraps them to {params[i]:,})")
             params = np.where(bad, 0, params)
@@ -270,7 +268,7 @@ class Validator:
             if len(again):
                 mask = np.zeros(len(ids), np.bool_)
                 mask[again] = True
-                self._flag("duplicate_name", mask, ids, no_step, lambda i: f"node id {ids[i]} has a name an earlier node has")
+                self._flag("duplicate_name", mask, ids, None, lambda i: f"node id {ids[i]} has a name an earlier node has")
         return t
 
     def _runtime_nodes(self, t: pa.Table, batch: dict[str, pa.Table], step_rows: np.ndarray) -> None:
