@@ -33,6 +33,12 @@ contract = _contract()
 # What each regression input must give now (a phrase of its error message, or "loaded").
 EXPECT = {
     "checkpoint/slice_with_more_extents_than_dims": "does not fit its shape",
+    # a nodes entry replaced by a later one of the same key was not decoded, so not checked
+    "profile/replaced_node_entry_with_a_damaged_attr": "field 6 `nodes[57].attrs['T'].6`",
+    "profile/replaced_attr_entry_damaged": "field 6 `nodes[0].attrs['T'].6`",
+    # a map entry with a third field is no map entry for protobuf, but protobuf parses it
+    "profile/map_entry_with_extra_field_damaged_attr": "field 6 `nodes[1].attrs['T'].6`",
+    "profile/map_entry_with_extra_field_bad_utf8_name": "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }
 
 FILES = sorted(p for p in CASES.glob("*/*") if p.is_file())

@@ -145,14 +145,15 @@ class _Walker:
                     return pos
                 raise self.fail(at, path, ("a tag", kind), f"ends a group (field {number}) that was never started")
             field = desc.fields_by_number.get(number) if desc is not None else None
+            label = (f"field {number}", _kind(field, desc))
             if field is not None and wt not in _wire_types(field):
                 if self.strict:
                     want = " or ".join(_WIRE_NAMES[w] for w in _wire_types(field))
-                    raise self.fail(at, _join(path, field, seen, key), (f"field {number}", _kind(field, desc)),
+                    raise self.fail(at, _join(path, field, seen, key), label,
                                     f"has the wrong wire type ({_WIRE_NAMES[wt]}; {desc.name} declares {want})")
+                label = (label[0], f"{label[1]} written as {_WIRE_NAMES[wt]}, so unknown")
                 field = None  # protobuf keeps it as an unknown field
             name = _join(path, field, seen, key) if field is not None else f"{path}.{number}".lstrip(".")
-            label = (f"field {number}", _kind(field, desc))
             if wt == 0:
                 value, pos = self.varint(pos, end, at, name, label, path)
                 if field is not None and number == 1 and desc.GetOptions().map_entry:

@@ -27,7 +27,9 @@ batch uses in the order the reference decoder first meets them, so concatenating
 (``concat_batches``) gives tables equal to the reference's (``pa.Table.equals``). Damaged files
 raise ``ProfileFormatError``: every length and varint is checked against the end of its
 message before it is used. The few valid encodings the kernels leave alone (a map entry whose
-value field appears twice, deprecated groups) are decoded by the reference decoder instead.
+value field appears twice or that has a third field, deprecated groups) are decoded by the
+reference decoder instead; a map entry that a later one of the same key replaces is checked by
+protobuf itself, which parses it though it is not kept.
 
 The kernels are written to keep numba's runtime out of the hot loops (``_nrt=False``: no
 reference counting, no allocation; scratch space comes from the caller) and to let the hottest

@@ -259,7 +259,7 @@ class _Batcher:
         file_s, nids = idx.node_start[sel], idx.keys[sel]
         view, ns, ne = data if data is not None else self._read(file_s, idx.node_end[sel])
         everyone = np.arange(B)
-        counts = np.zeros((B, 2 * _NCOUNT), np.int64)  # the second half: scrap for dropped entries
+        counts = np.zeros((B, _NCOUNT), np.int64)
         err = np.zeros(B, np.int64)
         errpos = np.zeros(B, np.int64)
         name_pos = np.zeros(B, np.int64)
@@ -302,6 +302,9 @@ class _Batcher:
                 errv[todo] = 0
         self._raise_count_errors(err, sel)
         self._raise_check_errors(errv, sel)
+        replaced = np.flatnonzero((used != rowc).any(axis=1))
+        if len(replaced):  # map entries a later one of the same key replaced: protobuf still parses them
+            self._check_with_protobuf(view, ns, ne, replaced, sel)
         if not tables:
             return None
         if (used != rowc).any():  # repeated map keys: the last entry won, close the gaps
@@ -314,6 +317,20 @@ class _Batcher:
             return self._tables(int(sel[0]), int(sel[-1]) + 1, out)
         except ProfileFormatError as exc:  # a string or attr value of these nodes: where is it?
             raise self._precise(exc, sel) from None
+
+    def _check_with_protobuf(self, view: _View, ns: np.ndarray, ne: np.ndarray, nodes: np.ndarray,
+                             sel: np.ndarray) -> None:
+        """Parse ``nodes`` (positions in the batch) with protobuf: an error if one does not decode."""
+        from google.protobuf.message import DecodeError
+
+        from tfprof.schema.proto import tfprof_log_pb2
+
+        for j in nodes.tolist():
+            try:
+                tfprof_log_pb2.ProfileNode.FromString(view.array[ns[j]:ne[j]].tobytes())
+            except (DecodeError, ValueError, RuntimeError):
+                key = int(self.index.keys[sel[j]])
+                raise self._precise(damaged(self.path, "profile", f"node {key} does not decode"), sel[j:j + 1]) from None
 
     def _precise(self, exc: Exception, sel: np.ndarray) -> Exception:
         idx = self.index

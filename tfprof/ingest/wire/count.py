@@ -2,8 +2,7 @@
 so that the fill kernel can write into preallocated columns.
 
 Every field is checked against the wire-type table (``fields._WT``) and every length and
-varint against the end of its message before it is used; map entries that protobuf does not
-put in a map (``_DROP``) are validated but not counted.
+varint against the end of its message before it is used.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.fields import (_DROP, W_CODE_DEF, W_EXEC, W_EXEC_TIME, W_MEMORY, W_NODE, W_TRACE,
+from tfprof.ingest.wire.fields import (W_CODE_DEF, W_EXEC, W_EXEC_TIME, W_MEMORY, W_NODE, W_TRACE,
                                        W_TWO_NUMBERS, _check, _entry, _entry_fast, _field, _packed, _tuple_values)
 
 # Per-node counters (count kernel) and the row tables they size (fill kernel).
@@ -24,20 +23,15 @@ _NROWT = 14  # C_INPUTS..C_STRB are row/value tables
 
 # Node-level errors in the kernels' err arrays (wire errors are stored as they are).
 _E_NONAME, _E_ID, _E_STEP, _E_INPUT = 10, 11, 12, 13
-_DROPPED_TUPLE = -100  # _count_map_of_tuples: a valid entry to leave out
 
 
 @njit(cache=True, _nrt=False)
 def _count_map_of_tuples(buf, s, e):
-    """Validate a map<int32, Tuple> entry; returns the Tuple's length (``_DROPPED_TUPLE``: a valid
-    entry that is not one)."""
+    """Validate a map<int32, Tuple> entry; returns the Tuple's length."""
     _, _, _, _, vs, ve, st = _entry(buf, s, e, 0, 2)
     if st < 0:
         return st
-    n = _tuple_values(buf, vs, ve, None, 0, 0)
-    if st == _DROP and n >= 0:
-        return _DROPPED_TUPLE
-    return n
+    return _tuple_values(buf, vs, ve, None, 0, 0)
 
 
 @njit(cache=True, _nrt=False)
@@ -161,11 +155,9 @@ def _count_node(buf, s, e, cnt):
             if st == 0:
                 st = _count_exec(buf, vs, ve, cnt)
                 cnt[C_STEPS] += 1
-            elif st == _DROP:
-                st = _count_exec(buf, vs, ve, cnt[_NCOUNT:])  # validated, not counted
         elif f == 15 or f == 16:  # output_shapes, input_shapes: map<int32, Tuple>
             k = _count_map_of_tuples(buf, ps, pe)
-            if k < 0 and k != _DROPPED_TUPLE:
+            if k < 0:
                 st = k
             elif k >= 0 and f == 15:
                 cnt[C_OSH] += 1

@@ -22,12 +22,12 @@ _WIRE_PROBLEMS = {
     _E_CHANGED: "it changed while it was being read",  # the fill kernel's rows disagree with the count kernel's
     _E_UTF8: "a string field is not valid UTF-8",
 }
-_DROP = 1  # a map entry protobuf does not put in the map (see _entry)
 
 
 class _Unusual(Exception):
     """Valid protobuf that the kernels leave to the reference decoder: a map entry whose value
-    field appears twice (protobuf merges the two), a deprecated group, a node named twice."""
+    field appears twice (protobuf merges the two), a map entry with a field other than key and
+    value, a deprecated group, a node named twice."""
 
 
 def _wire_error(path, code: int, at: int, end: int | None = None, key: int | None = None):
@@ -298,9 +298,9 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
     Varint parts come back as values, length-delimited parts as ranges (empty at ``e`` when
     absent). A repeated key or scalar value keeps the last, and so does a repeated string value
     (``val_str``); a repeated message value would have to be merged, which this decoder leaves
-    to the reference (status ``_E_UNUSUAL``). Status ``_DROP``: the entry has a field other than
-    key and value, and protobuf then keeps it as an unknown field of the parent instead of a map
-    entry, so it is not one.
+    to the reference (status ``_E_UNUSUAL``). So is an entry with a field other than key and
+    value: protobuf parses it (its value must decode) but keeps it as an unknown field of the
+    parent instead of a map entry.
     """
     key = np.int64(0)
     ks = e
@@ -309,7 +309,6 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
     vs = e
     ve = e
     seen = False
-    dropped = False
     pos = s
     while pos < e:
         f, wt, pos = _tag(buf, pos, e)
@@ -336,14 +335,10 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
                 pos = ve if vs >= 0 else vs
         else:
             pos = _skip(buf, pos, e, wt, f)
-            dropped = True
+            if pos >= 0:
+                pos = _E_UNUSUAL
         if pos < 0:
             return key, ks, ke, val, vs, ve, pos
-    if dropped:
-        # Protobuf still parses the entry, so its strings must be valid UTF-8.
-        if (ke > ks and not _utf8_ok(buf, ks, ke)) or (val_str and ve > vs and not _utf8_ok(buf, vs, ve)):
-            return key, ks, ke, val, vs, ve, _E_UTF8
-        return key, ks, ke, val, vs, ve, _DROP
     return key, ks, ke, val, vs, ve, 0
 
 

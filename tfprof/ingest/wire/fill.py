@@ -18,7 +18,7 @@ from tfprof.ingest.wire.count import (_E_INPUT, _E_STEP, _NROWT, C_ALLOC, C_ATTR
                                       C_INPUTS, C_MEM, C_ODIMS, C_OMEM, C_OSH, C_SHAPE, C_SRC, C_STEPS, C_STRB,
                                       C_TYPES)
 from tfprof.ingest.wire.devices import _device
-from tfprof.ingest.wire.fields import (_DROP, _E_CHANGED, _UNCHECKED, _entry, _entry_fast, _field, _i32, _packed,
+from tfprof.ingest.wire.fields import (_E_CHANGED, _UNCHECKED, _entry, _entry_fast, _field, _i32, _packed,
                                        _tuple_values, _varint)
 from tfprof.ingest.wire.order import _attr_order, _map_order
 
@@ -120,8 +120,7 @@ def _fill_memory(buf, s, e, nid, step, seq, scr, rows, lim, o_mem, o_omem):
             o_mem[2 + f, r] = v
         elif f == 11 and wt == 2:  # output_memory: map<int32, Memory>
             k, _, _, _, vs, ve, st = _entry_fast(buf, ms, me, 0, 2)
-            if st != _DROP:
-                n = _push(scr, S_OM, n, scr.shape[1], _i32(k), vs, ve, 0)
+            n = _push(scr, S_OM, n, scr.shape[1], _i32(k), vs, ve, 0)
     if n < 0:
         return n
     order = scr[S_ORD_B]
@@ -207,8 +206,6 @@ def _fill_steps(buf, nid, j, n_ex, step_set, dev, scr, rows, lim, out, miss, err
                 _, ks, ke, _, vs, ve, st = _entry_fast(buf, ps, pe, 2, 2)
                 if st < 0:
                     return _E_CHANGED
-                if st == _DROP:
-                    continue
                 c = rank[_device(buf, ks, ke, dev, miss, j)]
                 if f == 4:
                     n_acc = _push(scr, S_ACC, n_acc, cap, c, vs, ve, 0)
@@ -376,24 +373,19 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
                 return st
         elif f == 2 or f == 14:  # inputs: map<int32, int64>; src_output_index: map<int64, int32>
             k, _, _, v, _, _, st = _entry(buf, ps, pe, 0, 0)
-            if st == _DROP:
-                continue
             if f == 2:
                 n_in = _push(scr, S_IN, n_in, cnt[C_INPUTS], _i32(k), v, 0, 0)
             else:
                 n_src = _push(scr, S_SRC, n_src, cnt[C_SRC], k, _i32(v), 0, 0)
         elif f == 11:  # attrs: map<string, AttrValue>
             _, ks, ke, _, vs, ve, st = _entry(buf, ps, pe, 2, 2)
-            if st != _DROP:
-                n_at = _push(scr, S_AT, n_at, cnt[C_ATTRS], ks, ke, vs, ve)
+            n_at = _push(scr, S_AT, n_at, cnt[C_ATTRS], ks, ke, vs, ve)
         elif f == 12:  # execs: map<int64, ExecProfile>
             k, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 0, 2)
-            if st != _DROP:
-                n_ex = _push(scr, S_EX, n_ex, cnt[C_STEPS], k, vs, ve, 0)
+            n_ex = _push(scr, S_EX, n_ex, cnt[C_STEPS], k, vs, ve, 0)
         elif f == 15:  # output_shapes: map<int32, Tuple>
             k, _, _, _, vs, ve, st = _entry(buf, ps, pe, 0, 2)
-            if st != _DROP:
-                n_osh = _push(scr, S_OSH, n_osh, cnt[C_OSH], _i32(k), vs, ve, 0)
+            n_osh = _push(scr, S_OSH, n_osh, cnt[C_OSH], _i32(k), vs, ve, 0)
     if min(n_in, n_src, n_at, n_ex, n_osh) < 0:
         return _E_CHANGED
     # nodes

@@ -20,8 +20,7 @@ from numba import njit
 
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest.sources import KINDS, damaged
-from tfprof.ingest.wire.count import _NCOUNT, _count_node
-from tfprof.ingest.wire.fields import _DROP, W_NODE_NAME, W_PROFILE, _entry, _field, _packed, _precise, _wire_error
+from tfprof.ingest.wire.fields import W_NODE_NAME, W_PROFILE, _entry, _field, _packed, _precise, _wire_error
 from tfprof.ingest.wire.tables import _gather, _strings
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases
@@ -29,7 +28,7 @@ _PAGE = mmap.PAGESIZE
 
 
 @njit(cache=True, _nrt=False)
-def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap):
+def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
     """Walk top-level fields from ``pos`` until ``stop`` (or a full output array); returns the new pos.
 
     ent[k] = (key, node start, node end, name start, name end); names gets the name bytes;
@@ -47,12 +46,6 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap):
             key, _, _, _, ns, ne, st = _entry(buf, s, e, 0, 2)
             if st < 0:
                 return st
-            if st == _DROP:  # not a map entry for protobuf, but it still parses the node
-                st = _count_node(buf, ns, ne, scrap)[0] if ne > ns else 0
-                if st < 0:
-                    return st
-                pos = nxt
-                continue
             # The name: the first name field of the node (the count kernel checks it is the only one).
             nm_s = nm_e = -1
             q = ns
@@ -95,12 +88,11 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap):
             key, _, _, _, vs, ve, st = _entry(buf, s, e, 0, 2, True)
             if st < 0:
                 return st
-            if st != _DROP:
-                k = state[3]
-                ids[k, 0] = key
-                ids[k, 1] = vs
-                ids[k, 2] = ve
-                state[3] = k + 1
+            k = state[3]
+            ids[k, 0] = key
+            ids[k, 1] = vs
+            ids[k, 2] = ve
+            state[3] = k + 1
         pos = nxt
     return pos
 
@@ -201,11 +193,10 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     steps = np.empty(256, np.int64)
     ids = np.empty((1024, 3), np.int64)
     state = np.zeros(7, np.int64)
-    scrap = np.zeros(2 * _NCOUNT, np.int64)  # counters of nodes that only need validating
     pos = 0
     while pos < end:
         stop = min(end, pos + _SPAN)
-        new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids, scrap)
+        new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids)
         if new < 0:
             raise _wire_error(p, new, int(state[6]))
         if new < stop:  # an output array is full: grow it and go on from the same entry
@@ -231,13 +222,15 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     except ProfileFormatError as exc:
         k = _first_bad_string(names, name_off)
         raise _precise(exc, p, ent[k:k + 1, 1], ent[k:k + 1, 2], ent[k:k + 1, 0]) from None
+    if len(keep) < n:  # protobuf parses the entries a later one of the same key replaces: so must we
+        _check_replaced(p, buf, np.delete(ent, keep, axis=0))
     id_n = int(state[3])
     id_keys, id_keep = _last_of_each_key(ids[:id_n, 0])
-    data, offs = _gather(buf, ids[:id_n, 1][id_keep], ids[:id_n, 2][id_keep])
-    try:
-        id_values = _strings(data, offs, p, "an id_to_string value")
+    data, offs = _gather(buf, ids[:id_n, 1], ids[:id_n, 2])
+    try:  # every value is checked, the replaced ones too (protobuf parses them)
+        id_values = _strings(data, offs, p, "an id_to_string value").take(pa.array(id_keep))
     except ProfileFormatError:
-        k = int(id_keep[_first_bad_string(data, offs)])
+        k = _first_bad_string(data, offs)
         raise damaged(p, "profile", f"the string of `id_to_string[{int(ids[k, 0])}]` at byte {int(ids[k, 1])} "
                       "is not valid UTF-8") from None
     m.release(0, end)
@@ -264,6 +257,21 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
         code_values=values,
         empty_code=empty,
     )
+
+
+def _check_replaced(path: Path, buf: np.ndarray, ent: np.ndarray) -> None:
+    """Map entries of ``nodes`` that a later entry of the same key replaces are never decoded,
+    but protobuf still parses them: a damaged one is an error (found by protobuf itself)."""
+    from google.protobuf.message import DecodeError
+
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    for key, s, e in ent[:, :3].tolist():
+        try:
+            tfprof_log_pb2.ProfileNode.FromString(buf[s:e].tobytes())
+        except (DecodeError, ValueError, RuntimeError):
+            exc = damaged(path, "profile", f"node {key} (bytes {s}-{e}), replaced by a later one, does not decode")
+            raise _precise(exc, path, np.array([s]), np.array([e]), np.array([key])) from None
 
 
 def _first_bad_string(data: np.ndarray, offsets: np.ndarray) -> int:
