@@ -67,7 +67,8 @@ def temporaries(work: Path, name: str) -> list[str]:
 @pytest.mark.parametrize(("sig", "code", "line"), SIGNALS, ids=["SIGINT", "SIGTERM"])
 def test_an_interrupted_ingest_leaves_the_previous_store(tmp_path, big, sig, code, line):
     work = tmp_path
-    assert main(["ingest", str(ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"), "--out", str(work / "s.tfprof")]) == 0
+    cnn = ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"
+    assert main(["ingest", str(cnn), "--out", str(work / "s.tfprof")]) == 0
     (work / "notes.txt").write_text("the user's")
     before = snapshot(work)
     proc = interrupt(work, ["ingest", str(big["profile"]), "--out", "s.tfprof", "--force"], sig,

@@ -50,10 +50,33 @@ def recreate_hint(path: Path) -> str:
     return f"re-create the store with `tfprof ingest <inputs> --out {path} --force`"
 
 
+# Manifests already read and checked in this process, by the manifest file's identity: a view
+# reads the manifest several times (open, row counts, each index), and its files' sizes need
+# checking once. A store written again has a new manifest file (another inode).
+_CHECKED: dict[tuple, dict] = {}
+
+
 def read_manifest(path: Path) -> dict:
-    """The manifest of store ``path``; a one-line error if ``path`` is not a store, or if a file
-    the manifest lists is missing or has another size than it says."""
+    """The manifest of store ``path`` (a copy: do not rely on changing it); a one-line error if
+    ``path`` is not a store, or if a file the manifest lists is missing or has another size
+    than it says (checked on the first read in a process)."""
     path = Path(path)
+    try:
+        st = os.stat(path / MANIFEST)
+        key = (str(path.absolute()), st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    if key in _CHECKED:
+        return dict(_CHECKED[key])
+    manifest = _check_manifest(path)
+    if key is not None:
+        if len(_CHECKED) > 64:
+            _CHECKED.clear()
+        _CHECKED[key] = manifest
+    return dict(manifest)
+
+
+def _check_manifest(path: Path) -> dict:
     if not path.exists():
         raise InputNotFoundError(f"`{path}` does not exist; check the path")
     if not path.is_dir():
@@ -79,18 +102,24 @@ def read_manifest(path: Path) -> dict:
         raise ProfileFormatError(f"`{mf}` cannot be read: {exc.strerror or exc}") from None
     if fmt != STORE_FORMAT:
         raise ProfileFormatError(f"`{path}` is a store of format {fmt}; this tfprof reads format {STORE_FORMAT}")
-    missing = [name for name in TABLES if name not in tables or not (path / f"{name}.parquet").is_file()]
+    listed = listed_files(path, manifest)
+    missing = [name for name in TABLES if name not in tables or
+               (f"{name}.parquet" not in listed and not (path / f"{name}.parquet").is_file())]
     if missing:
         if "files" in manifest and all(f"{name}.parquet" in manifest["files"] for name in missing):
             raise ProfileFormatError(
                 f"`{path / (missing[0] + '.parquet')}` is missing from the store `{path}`; {recreate_hint(path)}"
             )
-        raise ProfileFormatError(f"`{path}` is an incomplete store (missing {', '.join(missing)}); {recreate_hint(path)}")
-    for rel, (size, _crc) in listed_files(path, manifest).items():
+        raise ProfileFormatError(
+            f"`{path}` is an incomplete store (missing {', '.join(missing)}); {recreate_hint(path)}"
+        )
+    for rel, (size, _crc) in listed.items():
         try:
             actual = os.stat(path / rel).st_size
         except FileNotFoundError:
-            raise ProfileFormatError(f"`{path / rel}` is missing from the store `{path}`; {recreate_hint(path)}") from None
+            raise ProfileFormatError(
+                f"`{path / rel}` is missing from the store `{path}`; {recreate_hint(path)}"
+            ) from None
         except OSError as exc:
             raise ProfileFormatError(f"`{path / rel}` cannot be read: {exc.strerror or exc}") from None
         if actual != size:
@@ -121,7 +150,7 @@ def listed_files(path: Path, manifest: dict) -> dict[str, tuple[int, int]]:
         if not isinstance(size, int) or size < 0:
             raise damaged
         out[rel] = (size, crc)
-    expected = [f"{t}.parquet" for t in TABLES]
+    expected = [f"{t}.parquet" for t in manifest["tables"]]  # (a table added since is not damage)
     if manifest.get("index_format") == INDEX_FORMAT:
         expected += [_index_part(name, part) for name, parts in manifest.get("indexes", {}).items() for part in parts]
     if any(rel not in out for rel in expected):
@@ -146,7 +175,8 @@ def store_files(path: Path) -> set[str] | None:
         files = {MANIFEST} | (set(listed) if isinstance(listed, dict) else set())
         # and what a store of any version writes, should the file list be absent or damaged
         files |= {f"{name}.parquet" for name in tables}
-        files |= {_index_part(n, p, sfx) for n, parts in indexes.items() for p in parts for sfx in (".arrow", ".parquet")}
+        files |= {_index_part(n, p, sfx) for n, parts in indexes.items() for p in parts
+                  for sfx in (".arrow", ".parquet")}
         return {f for f in files if isinstance(f, str)}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

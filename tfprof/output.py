@@ -300,10 +300,7 @@ def new_directory(
     at all; ``kind`` names what it writes, e.g. "tfprof store"). Anything else in it is refused
     by name; only the owned files are deleted once the new directory is in place.
     """
-    dest = check_target(path, force=True, inputs=inputs, what=what, directory=True)
-    if dest.exists():
-        _owned_files(dest, owned, kind)  # refuse what --force could not replace either, before any work
-        check_target(dest, force=force, inputs=inputs, what=what, directory=True)
+    dest = check_directory(path, force=force, inputs=inputs, owned=owned, what=what, kind=kind)
     tmp = _new_name(dest)  # named first: removed below whenever it came to exist
     try:
         _mkdir(tmp)
@@ -342,6 +339,24 @@ def new_directory(
             except BaseException:
                 continue
         raise
+
+
+def check_directory(
+    path: PathLike,
+    *,
+    force: bool = False,
+    inputs: Inputs | None = None,
+    owned: Callable[[Path], set[str] | None] = lambda p: None,
+    what: str = "output directory",
+    kind: str = "directory",
+) -> Path:
+    """Raise ``OutputError`` unless ``new_directory`` may put a directory at ``path`` (the same
+    arguments); callers use it to refuse before any work. Returns ``path`` as a ``Path``."""
+    dest = check_target(path, force=True, inputs=inputs, what=what, directory=True)
+    if dest.exists():
+        _owned_files(dest, owned, kind)  # what --force could not replace either: said first
+        check_target(dest, force=force, inputs=inputs, what=what, directory=True)
+    return dest
 
 
 def _mkdir(path: Path) -> None:

@@ -39,7 +39,7 @@ from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest ar
     table_file,
     undecodable,
 )
-from tfprof.output import Inputs, input_paths, new_directory
+from tfprof.output import Inputs, check_directory, input_paths, new_directory
 from tfprof.schema import TABLES
 
 
@@ -332,6 +332,8 @@ def ingest_to_store(
     batch by batch; returns (path, row counts). ``force`` and ``inputs`` (more paths never to
     write over; the given inputs always are) as in ``write_store``."""
     protect = input_paths(**given) + inputs
+    # refused before any input is read
+    check_directory(out, force=force, inputs=protect, owned=store_files, what="--out", kind="tfprof store")
     src = given.get("profile_path")
     if src and Path(src).is_dir():
         from tfprof.profile import Profile
