@@ -114,3 +114,89 @@ def test_main_restores_the_sigterm_handler():
     before = signal.getsignal(signal.SIGTERM)
     main(["--version"])
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_ctrl_c_in_the_shell_abandons_the_running_view_and_the_session_goes_on(tmp_path, big):
+    """In the interactive shell Ctrl-C stops the command, not the session: its temporaries go,
+    the next line runs, and `quit` exits 0."""
+    work = tmp_path
+    proc = subprocess.Popen([sys.executable, "-m", "tfprof", str(big["store"])], cwd=work, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("graph -output timeline:outfile=t\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120
+        while not temporaries(work, "t_1"):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate("scope -max_depth 0 -output file:outfile=after.txt\nquit\n", timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert sorted(p.name for p in work.iterdir()) == ["after.txt"]
+    assert "_TFProfRoot" in (work / "after.txt").read_text()
+
+
+class _Once:
+    """Raise KeyboardInterrupt on the first call, then behave as ``fn``: one Ctrl-C raised twice
+    (a polars query raises it, Python's handler again at the next call), the second during the
+    cleanup of the first."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return self.fn(*args, **kwargs)
+
+
+def test_a_second_interrupt_during_a_files_cleanup_does_not_cut_it_short(tmp_path, monkeypatch):
+    import tfprof.output as output
+
+    def first(tmp, data):
+        raise KeyboardInterrupt
+
+    undo = _Once(output._undo)
+    monkeypatch.setattr(output, "_undo", undo)
+    monkeypatch.setattr(output, "_fill", first)
+    with pytest.raises(KeyboardInterrupt):
+        output.write_files({tmp_path / "a": b"1", tmp_path / "b": b"2"})
+    assert undo.calls == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_second_interrupt_during_a_stores_cleanup_does_not_cut_it_short(tmp_path, monkeypatch):
+    import shutil
+
+    import tfprof.output as output
+
+    rmtree = _Once(shutil.rmtree)
+    monkeypatch.setattr(output.shutil, "rmtree", rmtree)
+    with pytest.raises(KeyboardInterrupt):
+        with output.new_directory(tmp_path / "s") as tmp:
+            (tmp / "part").write_bytes(b"half")
+            raise KeyboardInterrupt
+    assert rmtree.calls == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_a_second_interrupt_in_the_shell_does_not_end_the_session(monkeypatch, capsys):
+    import io
+
+    import tfprof.cli.interactive as shell
+
+    class Lines(io.StringIO):
+        def readline(self, *args):
+            line = super().readline(*args)
+            if line.startswith("interrupt"):
+                raise KeyboardInterrupt
+            return line
+
+    out = _Once(shell._out)
+    monkeypatch.setattr(shell, "_out", out)
+    session = shell.Shell(None, shell.Options(), lambda *a, **k: None)
+    assert session.loop(Lines("interrupt\nhelp\nquit\n")) == 0
+    assert out.calls >= 3 and "Commands" in capsys.readouterr().out

@@ -10,10 +10,12 @@ What this module promises (docs/SECURITY.md):
   directory that holds an input; a checkpoint prefix stands for its ``.index`` and ``.data-*``.
 * Data is written to a temporary sibling (``.<name>.<random>``, same directory, so the same file
   system) and renamed into place: a reader sees the old file or the new one, never half of one.
-  On any failure, ``KeyboardInterrupt`` and the CLI's termination signal included, the temporary
-  is removed and the old file is untouched.
+  Without ``force`` the file is placed by a hard link, which fails if the name was taken after
+  the check. On any failure, ``KeyboardInterrupt`` and the CLI's termination signal included,
+  the temporary is removed and the old file is untouched (the cleanup runs to its end even if
+  the signal's exception is raised a second time meanwhile, see ``_undo``).
 * A written file gets the mode a plain ``open(path, "w")`` would give it (0666 less the umask),
-  not ``mkstemp``'s private 0600.
+  a directory the mode of ``mkdir`` (0777 less the umask), not ``mkstemp``'s private 0600.
 * Several files written together (a timeline's ``<outfile>_<step>``) are all checked before
   any is written, and renamed into place only once every one is complete.
 * A directory (a store) is built in a temporary sibling directory and swapped in when complete.
@@ -28,8 +30,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import secrets
+import shutil
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Union

@@ -227,7 +227,14 @@ class Shell:
                     if not self.onecmd(line):
                         return 0
                 except KeyboardInterrupt:  # Ctrl-C abandons the line (or the running command)
-                    _out("\n")
+                    # One Ctrl-C during a polars query raises twice (tfprof.output._undo): the
+                    # second must not end the session.
+                    while True:
+                        try:
+                            _out("\n")
+                            break
+                        except KeyboardInterrupt:
+                            continue
         finally:
             if tty:
                 _save_history(history)
