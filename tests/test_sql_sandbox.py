@@ -8,6 +8,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -322,6 +327,68 @@ def test_nothing_spills_to_disk(cwd, monkeypatch):
     assert sorted(os.listdir(cwd)) == ["keep.csv"]
 
 
+LONG_QUERY = "select count(*) as n from range(100000000000) t(i) where i % 7 = 3"
+
+
+def test_an_interrupted_query_is_a_keyboard_interrupt(memory):
+    con = memory.connection()
+    timer = threading.Timer(0.5, con.interrupt)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        memory.sql(LONG_QUERY)
+    timer.join()
+    assert memory.sql("select 42 as a")["a"].to_list() == [42]  # the connection still works
+
+
+def _signal_when_running(argv: list[str], signum: int) -> tuple[int, str, str]:
+    """Run ``argv``, send ``signum`` once it is inside the query (it has used more CPU than
+    starting up takes), and return its exit code and output; fail if it runs on."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        ticks = sum(int(x) for x in stat.read_text().rsplit(")", 1)[1].split()[11:13])  # utime, stime
+        if ticks / os.sysconf("SC_CLK_TCK") > 3.0:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    try:
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"the query ran on for 20 s after signal {signum}")
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(("signum", "said"), [(signal.SIGINT, "Interrupted."), (signal.SIGTERM, "Terminated.")])
+def test_a_signal_stops_a_long_query_in_the_cli(store, signum, said):
+    code, out, err = _signal_when_running([sys.executable, "-m", "tfprof", "sql", LONG_QUERY, str(store)], signum)
+    assert code == 128 + signum, err
+    assert out == "" and err.strip().splitlines() == [said]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_long_query_in_python(store, signum):
+    """The signal's Python handler runs as soon as the query stops, and what it raises is
+    what ``Profile.sql`` raises: KeyboardInterrupt for Ctrl-C, the handler's own for SIGTERM."""
+    script = (
+        "import signal, sys\n"
+        "from tfprof import Profile\n"
+        "class Stop(BaseException): pass\n"
+        "def stop(*_): raise Stop\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "try:\n"
+        f"    Profile.open(sys.argv[1]).sql({LONG_QUERY!r})\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(130)\n"
+        "except Stop:\n"
+        "    sys.exit(143)\n"
+    )
+    code, out, err = _signal_when_running([sys.executable, "-c", script, str(store)], signum)
+    assert code == 128 + signum, err
+
+
 def test_a_damaged_table_file_is_named(tmp_path):
     path = tmp_path / "s"
     Profile.from_inputs(profile_path=str(PB)).to_parquet(path)
@@ -402,7 +469,7 @@ def test_explain_and_parameters(prof):
     assert plan.num_rows >= 1 and "explain_value" in plan.column_names
     assert prof.sql("EXPLAIN (FORMAT json) select 1", output="arrow").num_rows == 1
     con = prof.connection()
-    got = sqlbox.query(con, "select count(*) as n from nodes where params >= $p", params={"p": 1}, output="arrow")
+    got = sqlbox.query(con, "select count(*) as n from nodes where params >= $p", params={"p": 1})
     assert got["n"][0].as_py() == pl.from_arrow(prof.table("nodes")).filter(pl.col("params") >= 1).height
 
 

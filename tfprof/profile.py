@@ -192,14 +192,14 @@ class Profile:
         """
         from tfprof import sqlbox
 
-        rows = sqlbox.query(self.connection(), query, output=output)
+        rows = sqlbox.query(self.connection(), query)
         if rows is None:  # a statement with no result
-            if output == "arrow":
-                return pa.table({})
-            import polars as pl
+            rows = pa.table({})
+        if output == "arrow":
+            return rows
+        import polars as pl
 
-            return pl.DataFrame()
-        return rows
+        return pl.from_arrow(rows)
 
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The sandboxed DuckDB connection ``sql`` runs on, where each table is a view of its name

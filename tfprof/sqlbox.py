@@ -27,16 +27,21 @@ advisor's ``.sql`` checkers). Three layers stand between such SQL and the machin
 What a query can still do: read every table of the profile, use all cores (``threads`` is left
 at DuckDB's default) and memory up to DuckDB's ``memory_limit`` (its default, 80% of RAM; beyond
 it a query fails with an Out of Memory error, as nothing may spill), run as long as it likes
-(DuckDB has no statement timeout; Ctrl-C interrupts it), and read the settings (memory limit,
-threads, time zone, the store's table paths) through ``current_setting`` or ``pg_settings``.
+(DuckDB has no statement timeout; Ctrl-C stops it, and so does SIGTERM where Python handles
+it, as ``tfprof``'s CLI does: see ``query``), and read the settings (memory limit, threads,
+time zone, the store's table paths) through ``current_setting`` or ``pg_settings``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+import os
+import signal
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -250,22 +255,79 @@ def _tree_refusal(con: duckdb.DuckDBPyConnection, sql: str) -> str | None:
 # --------------------------------------------------------------------------- running
 
 
-def query(
-    con: duckdb.DuckDBPyConnection,
-    sql: str,
-    *,
-    params: Mapping[str, Any] | None = None,
-    output: Literal["arrow", "polars"] = "arrow",
-) -> Any:
+def query(con: duckdb.DuckDBPyConnection, sql: str, *, params: Mapping[str, Any] | None = None) -> pa.Table | None:
     """The rows of the read-only query ``sql`` (checked first, see ``check``) with its named
-    ``$parameters`` from ``params``, as a pyarrow Table or a polars DataFrame (None if the
-    statement returned no result). Anything DuckDB
-    refuses, when it binds or runs, is a ``QueryError`` of one line."""
+    ``$parameters`` from ``params``, as Arrow (None if the statement returned no result).
+
+    Anything DuckDB refuses, when it binds or runs, is a ``QueryError`` of one line. A query
+    stopped by Ctrl-C (see ``_stopped_by_signals``) or ``con.interrupt()`` raises
+    ``KeyboardInterrupt``, as Python code stopped does.
+    """
     statement = check(con, sql)
     try:
-        rel = con.sql(statement, params=dict(params) if params else None)
-        if rel is None:  # no rows came back (no query does this, but the API allows it)
-            return None
-        return rel.pl() if output == "polars" else rel.to_arrow_table()
+        with _stopped_by_signals(con):
+            rel = con.sql(statement, params=dict(params) if params else None)
+            if rel is None:  # no rows came back (no query does this, but the API allows it)
+                return None
+            reader = rel.arrow()  # a stream, read at once: to_arrow_table() ignores interrupts
+            try:
+                return reader.read_all()
+            finally:
+                reader.close()  # an unread stream would hold the connection
+    except (duckdb.InterruptException, RuntimeError) as exc:  # RuntimeError: DuckDB's own SIGINT check
+        if isinstance(exc, RuntimeError) and "interrupted" not in str(exc).lower():
+            raise
+        _handle_signals()  # the signal's handler raises here: KeyboardInterrupt, or SIGTERM's own
+        raise KeyboardInterrupt from None  # con.interrupt() from another thread
     except duckdb.Error as exc:
         raise QueryError(first_line(exc)) from None
+
+
+def _handle_signals() -> None:
+    """Nothing: calling a Python function lets the interpreter run the handlers of signals that
+    came while the query ran (it does so when a function starts), so the one that stopped the
+    query raises what it raises now, once, and not later in whatever code comes next."""
+
+
+_STOPPING = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """While the block runs, SIGINT or SIGTERM (where Python handles it) interrupts ``con``'s query.
+
+    Python runs a signal's handler only between bytecodes, which a query in DuckDB's C++ never
+    reaches, and DuckDB's own SIGINT check misses most Ctrl-Cs. Python's C-level handler does
+    write each signal's number to the wakeup file descriptor at once: here that is a pipe a
+    thread watches, calling ``con.interrupt()``. The previous wakeup descriptor is restored after,
+    and the signal numbers read are passed on to it (an asyncio loop listens there). Off the main
+    thread, where a wakeup descriptor cannot be set, the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    seen = bytearray()
+
+    def watch() -> None:
+        while chunk := os.read(read_end, 64):  # b"" once the write end is closed
+            seen.extend(chunk)
+            if any(number in _STOPPING for number in chunk):
+                con.interrupt()
+
+    watcher = threading.Thread(target=watch, name="tfprof-sql-interrupt", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous, warn_on_full_buffer=False)
+        os.close(write_end)
+        watcher.join()
+        os.close(read_end)
+        if seen and previous != -1:
+            try:
+                os.write(previous, bytes(seen))
+            except OSError:  # full or closed: its owner will miss these, as it would have anyway
+                pass

@@ -64,7 +64,7 @@ def sql_check(name: str, sql: str, *, source: str | None = None) -> Check:
                 f"{where} needs option `{absent[0]}`: give it, or declare a default with `-- option {absent[0]} = VALUE`"
             )
         try:
-            rows = sqlbox.query(con, sql, params={k: values[k] for k in used}, output="polars")
+            rows = pl.from_arrow(sqlbox.query(con, sql, params={k: values[k] for k in used}))
         except QueryError as exc:
             raise QueryError(f"SQL error in {where}: {exc}") from None
         if REPORT_COLUMN not in rows.columns:
