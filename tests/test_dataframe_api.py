@@ -127,7 +127,7 @@ def test_view_rows_are_the_printed_lines(fixture, case_id):
 @pytest.mark.parametrize("cmd", ["scope", "graph", "op", "code"])
 def test_view_keeps_every_value_of_run_view(cmd):
     prof = _profile("multistep")
-    options = {"max_depth": 6, "select": ["micros", "params"], "order_by": "micros",
+    options = {"max_depth": 6, "select": ["micros", "params", "float_ops", "occurrence"], "order_by": "micros",
                "account_type_regexes": ["Mat.*|.*Variable.*|Relu"]}
     frame = run_view(prof, cmd, options).frame
     table = prof.view(cmd, **options)
@@ -138,6 +138,7 @@ def test_view_keeps_every_value_of_run_view(cmd):
                "run_count": "runs" if cmd == "op" else "run_count"}
     metrics = [c for c in table.columns if c not in ("name", "depth", "node_id", "accounted")]
     assert {"exec_micros", "total_exec_micros", "params", "total_params", "float_ops", "run_count"} <= set(metrics)
+    assert "requested_bytes" not in metrics  # not selected
     for col in metrics:
         assert table[col].dtype == pl.Int64 and table[col].null_count() == 0, col
         source = frame[renamed.get(col, col)].cast(pl.Int64)

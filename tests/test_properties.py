@@ -120,7 +120,8 @@ def _assert_totals_add_up(frame: pl.DataFrame, what: str) -> None:
             assert row["total_" + m] == want, (what, row["name"], m, row["total_" + m], want)
 
 
-ALL = {"max_depth": 1000, "select": ["micros"]}
+ALL = {"max_depth": 1000, "select": ["micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes", "params",
+                                    "float_ops", "occurrence"]}
 
 
 @given(spec=profiles(), view=st.sampled_from(["scope", "code"]), step=st.sampled_from([-1, 0]),
@@ -172,7 +173,7 @@ def test_filters_never_change_the_totals_of_displayed_nodes(spec, filt, view):
 def test_op_view_totals_are_running_sums_from_the_bottom(spec, order):
     with tempfile.TemporaryDirectory() as tmp:
         prof = _load(spec, Path(tmp))
-        frame = prof.view("op", max_depth=1000, order_by=order, select=["micros"])
+        frame = prof.view("op", max_depth=1000, order_by=order, select=ALL["select"])
         for m in ("exec_micros", "requested_bytes", "params", "float_ops"):
             own = frame[m].to_list()
             acc = frame["accounted"].to_list()

@@ -227,7 +227,8 @@ class Profile:
 
         Options take tfprof's names (``max_depth=3``, ``select=["params"]``, ``order_by="micros"``);
         the rest keep the command line's defaults. Columns: ``name``, ``depth``, then each
-        metric beside its ``total_`` (documented in ``tfprof.views.table.COLUMNS``). For the
+        selected metric beside its ``total_`` (``select`` as the report's: ``micros`` by
+        default; documented in ``tfprof.views.table.COLUMNS``). For the
         report text as well, call ``tfprof.api.run_view``.
 
         >>> import tfprof
@@ -241,7 +242,8 @@ class Profile:
             from tfprof.errors import OptionError
 
             raise OptionError("Profile.view returns rows, not output: drop `output` (run_view(...).text is the report)")
-        return view_table(cmd, run_view(self, cmd, options, full_rows=True).frame)
+        result = run_view(self, cmd, options, full_rows=True)
+        return view_table(cmd, result.frame, result.options.select)
 
     def _repr_html_(self) -> str:
         """Jupyter's summary of the profile: model facts, totals per step, table sizes."""

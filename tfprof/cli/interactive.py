@@ -173,6 +173,10 @@ class Shell:
             opts, rest = parse_view_args(args, base=self.options)
             if rest:
                 raise OptionError(f"Unexpected argument `{rest[0]}`; options look like -max_depth 3")
+            if opts.unknown_select:  # tfprof's shell refuses what its one-shot report only notes
+                from tfprof.queries.options import SELECT_FIELDS
+
+                raise OptionError(_unknown("select field", opts.unknown_select[0], SELECT_FIELDS))
             if cmd == "set":
                 from tfprof.api import check_step
 
