@@ -156,9 +156,12 @@ def test_a_decoding_failure_inside_a_query_names_the_damaged_file(store, capsys,
 
 
 def _old_format(store: Path) -> None:
-    """The store as the previous version wrote it: no file list in the manifest."""
+    """The store as the previous version wrote it: no file list in the manifest, and no
+    validation table (the schema gained it later)."""
     manifest = json.loads((store / MANIFEST).read_text())
     del manifest["files"]
+    del manifest["tables"]["validation"]
+    (store / "validation.parquet").unlink()
     (store / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
@@ -171,6 +174,11 @@ def test_a_store_of_the_previous_version_still_opens(store, capsys):
     assert rc == 0, err
     assert out == want
     verify_store(store, checksums=True)  # unverifiable is not damaged: every file still decodes
+    # the table it predates reads as empty, in SQL too; `check` says why it has nothing to say
+    rc, out, err = run(capsys, "sql", "select count(*) as n from validation", "s.tfprof", "-f", "csv")
+    assert rc == 0 and out == "n\n0\n", err
+    rc, out, err = run(capsys, "check", "s.tfprof")
+    assert rc == 0 and "written before tfprof validated" in err and "--force" in err
 
 
 @pytest.mark.parametrize("rel", ["nodes.parquet", "indexes/scope_layout/layout.arrow"])

@@ -56,6 +56,17 @@ def recreate_hint(path: Path) -> str:
 _CHECKED: dict[tuple, dict] = {}
 
 
+# Tables the schema gained after stores of this format were first written. A store whose
+# manifest does not list one was written before it existed: it reads as empty, not as damaged
+# (``tfprof check`` says so; ingesting again fills it).
+LATER_TABLES = ("validation",)
+
+
+def stored_tables(manifest: dict) -> list[str]:
+    """The tables store ``manifest`` holds files of: every table but those it predates."""
+    return [n for n in TABLES if n in manifest["tables"] or n not in LATER_TABLES]
+
+
 def read_manifest(path: Path) -> dict:
     """The manifest of store ``path`` (a copy: do not rely on changing it); a one-line error if
     ``path`` is not a store, or if a file the manifest lists is missing or has another size
@@ -103,7 +114,7 @@ def _check_manifest(path: Path) -> dict:
     if fmt != STORE_FORMAT:
         raise ProfileFormatError(f"`{path}` is a store of format {fmt}; this tfprof reads format {STORE_FORMAT}")
     listed = listed_files(path, manifest)
-    missing = [name for name in TABLES if name not in tables or
+    missing = [name for name in stored_tables(manifest) if name not in tables or
                (f"{name}.parquet" not in listed and not (path / f"{name}.parquet").is_file())]
     if missing:
         if "files" in manifest and all(f"{name}.parquet" in manifest["files"] for name in missing):
@@ -228,7 +239,7 @@ def check_tail(store: Path, file: Path) -> None:
 
 def check_tails(path: Path, manifest: dict) -> None:
     """``check_tail`` of every table and index part of store ``path`` (about 20 small reads)."""
-    files = [path / f"{name}.parquet" for name in TABLES]
+    files = [path / f"{name}.parquet" for name in stored_tables(manifest)]
     if manifest.get("index_format") == INDEX_FORMAT:
         files += [path / _index_part(n, p) for n, parts in manifest.get("indexes", {}).items() for p in parts]
     for file in files:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.schema import TABLES
 from tfprof.output import Inputs, input_paths
-from tfprof.store import check_tails, read_index, read_manifest, table_file, undecodable, write_store
+from tfprof.store import check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, write_store
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
@@ -96,7 +96,10 @@ class Profile:
         p = Path(path)
         manifest = read_manifest(p)  # checks every file's size
         check_tails(p, manifest)  # and that each ends as a complete file
-        return cls(store=p, source=manifest.get("source", "profile"))
+        kept = stored_tables(manifest)
+        # a table the store predates (see tfprof.manifest.LATER_TABLES) is empty
+        empty = {n: TABLES[n].schema.empty_table() for n in TABLES if n not in kept}
+        return cls(empty, store=p, source=manifest.get("source", "profile"))
 
     # ----------------------------------------------------------------------- access
 

@@ -36,6 +36,7 @@ from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest ar
     read_manifest,
     recreate_hint,
     store_files,
+    stored_tables,
     table_file,
     undecodable,
 )
@@ -217,7 +218,7 @@ def verify_store(path: PathLike, *, checksums: bool) -> None:
             raise ProfileFormatError(
                 f"`{path / rel}` is damaged (its checksum differs from the one written); {recreate_hint(path)}"
             )
-    for name in TABLES:
+    for name in stored_tables(manifest):
         file = path / f"{name}.parquet"
         try:
             table = pq.read_table(table_file(path, name), memory_map=True)

@@ -333,9 +333,12 @@ def check(
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
     profile_path = inputs.get("profile_path")
     if profile_path is not None and Path(profile_path).is_dir():
-        from tfprof.store import verify_store
+        from tfprof.store import read_manifest, recreate_hint, verify_store
 
         verify_store(profile_path, checksums=checksums)
+        if "validation" not in read_manifest(Path(profile_path))["tables"]:
+            print(f"Warning: `{profile_path}` was written before tfprof validated the data it ingests, so "
+                  f"its checks are not in it; {recreate_hint(Path(profile_path))}", file=sys.stderr)
     prof = _load(warn=False, **inputs)
     data = report(prof.table("validation"), _spelled(inputs))
     typer.echo(render_json(data) if fmt == "json" else render_text(data), nl=False)
