@@ -212,7 +212,8 @@ class Written:
 def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[Path]:
     """The files ``-output`` will write: ``outfile``, or for a timeline ``<outfile>_<step>``
     per step (the graph view with no step writes every step of ``prof``: without ``prof`` the
-    list is empty then)."""
+    list is empty then). A scope or code timeline with no step (the mean over steps) is
+    ``outfile`` itself, where tfprof writes ``<outfile>_-1`` (docs/COMPATIBILITY.md)."""
     kind, outfile = opts.output.kind, opts.output.outfile
     if kind in ("file", "pprof"):
         return [Path(outfile)]
@@ -220,7 +221,7 @@ def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[P
         return []
     if cmd == "graph" and opts.step < 0:
         return [Path(f"{outfile}_{s}") for s in prof.frame("steps")["step"].to_list()] if prof is not None else []
-    return [Path(f"{outfile}_{opts.step}")]
+    return [Path(outfile if opts.step < 0 else f"{outfile}_{opts.step}")]
 
 
 def check_output(
