@@ -404,6 +404,12 @@ def test_other_commands_print_one_warning_line(tmp_path, capsys):
     code, out, err = cli(capsys, "sql", "select count(*) n from validation", str(store))
     assert code == 0 and err.startswith("Warning: ") and err.count("\n") == 1 and f" in {store};" in err
     assert str(len(table)) in out
+    # ingest says what it found, once, after the line saying what it wrote
+    code, out, err = cli(capsys, "ingest", *flags, "--out", str(tmp_path / "again"))
+    assert code == 0 and out.startswith("wrote ")
+    assert err.count("\n") == 1 and err.startswith(f"Warning: {n} validation problems (")
+    code, _, err = cli(capsys, "ingest", str(FIXTURES / "cnn" / "profile.pb"), "--out", str(tmp_path / "clean"))
+    assert code == 0 and err == ""
 
 
 def test_golden_fixtures_and_demo_print_no_warning(capsys):

@@ -214,6 +214,10 @@ def ingest(
 
     dest, counts = ingest_to_store(out, progress=_progress(), force=force, inputs=_protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
+    if counts.get("validation"):  # what the ingest found, said as every command that loads it will
+        from tfprof.profile import Profile
+
+        _warn_if_invalid(Profile.open(dest), {"profile_path": dest})
 
 
 @app.command()
