@@ -277,57 +277,93 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, *, params: Mapping[str, Any]
     except (duckdb.InterruptException, RuntimeError) as exc:  # RuntimeError: DuckDB's own SIGINT check
         if isinstance(exc, RuntimeError) and "interrupted" not in str(exc).lower():
             raise
-        _handle_signals()  # the signal's handler raises here: KeyboardInterrupt, or SIGTERM's own
-        raise KeyboardInterrupt from None  # con.interrupt() from another thread
+        # stopped by con.interrupt() from another thread (a signal's handler raises its own)
+        raise KeyboardInterrupt from None
     except duckdb.Error as exc:
         raise QueryError(first_line(exc)) from None
-
-
-def _handle_signals() -> None:
-    """Nothing: calling a Python function lets the interpreter run the handlers of signals that
-    came while the query ran (it does so when a function starts), so the one that stopped the
-    query raises what it raises now, once, and not later in whatever code comes next."""
 
 
 _STOPPING = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
+class _Watcher:
+    """A thread reading a pipe that is Python's signal wakeup descriptor while a query runs, and
+    interrupting that query's connection when SIGINT or SIGTERM comes. One per process (made on
+    first use, again after a fork): starting a thread for each query cost 0.1-0.3 ms."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.read_end, self.write_end = os.pipe()
+        os.set_blocking(self.write_end, False)
+        self.lock = threading.Lock()
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.seen = bytearray()
+        threading.Thread(target=self._run, name="tfprof-sql-interrupt", daemon=True).start()
+
+    def _run(self) -> None:
+        while chunk := os.read(self.read_end, 64):
+            with self.lock:
+                self.seen.extend(chunk)
+                con = self.con
+            if con is not None and any(number in _STOPPING for number in chunk):
+                con.interrupt()
+
+
+_WATCHER: list[_Watcher] = []
+
+
 @contextlib.contextmanager
 def _stopped_by_signals(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """While the block runs, SIGINT or SIGTERM (where Python handles it) interrupts ``con``'s query.
+    """While the block runs, SIGINT or SIGTERM (where Python handles it) interrupts ``con``'s
+    query, and the signal's Python handler then runs once the block is over, raising what it
+    raises (KeyboardInterrupt for Ctrl-C, the CLI's Terminated for SIGTERM).
 
     Python runs a signal's handler only between bytecodes, which a query in DuckDB's C++ never
-    reaches, and DuckDB's own SIGINT check misses most Ctrl-Cs. Python's C-level handler does
-    write each signal's number to the wakeup file descriptor at once: here that is a pipe a
-    thread watches, calling ``con.interrupt()``. The previous wakeup descriptor is restored after,
-    and the signal numbers read are passed on to it (an asyncio loop listens there). Off the main
-    thread, where a wakeup descriptor cannot be set, the block runs as it is.
+    reaches, and DuckDB's own SIGINT check misses most Ctrl-Cs (and when it does run a handler,
+    it swallows the handler's exception into its own "interrupted" error). So, meanwhile:
+    Python's C-level handler writes each signal's number to the wakeup descriptor, a pipe
+    ``_Watcher`` reads, which interrupts the query; and the Python-level handlers are replaced by
+    one that only notes the signal. Afterwards the handlers and the previous wakeup descriptor
+    come back (the signal numbers read are passed on to it: an asyncio loop listens there), and
+    each noted signal goes to its own handler. Off the main thread, where neither can be set, the
+    block runs as it is.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    seen = bytearray()
-
-    def watch() -> None:
-        while chunk := os.read(read_end, 64):  # b"" once the write end is closed
-            seen.extend(chunk)
-            if any(number in _STOPPING for number in chunk):
-                con.interrupt()
-
-    watcher = threading.Thread(target=watch, name="tfprof-sql-interrupt", daemon=True)
-    watcher.start()
+    if not _WATCHER or _WATCHER[0].pid != os.getpid():
+        _WATCHER[:] = [_Watcher()]
+    watcher = _WATCHER[0]
+    with watcher.lock:
+        watcher.con = con
+        watcher.seen.clear()
+    try:
+        previous = signal.set_wakeup_fd(watcher.write_end, warn_on_full_buffer=False)
+    except ValueError:  # Windows takes a socket here, not a pipe
+        watcher.con = None
+        yield
+        return
+    handlers = {number: signal.getsignal(number) for number in _STOPPING}
+    handlers = {number: handler for number, handler in handlers.items() if callable(handler)}
+    noted: list[int] = []
+    for number in handlers:
+        signal.signal(number, lambda number, frame: noted.append(number))
     try:
         yield
     finally:
+        import ctypes
+
+        ctypes.pythonapi.PyErr_CheckSignals()  # note signals whose handlers are still pending
         signal.set_wakeup_fd(previous, warn_on_full_buffer=False)
-        os.close(write_end)
-        watcher.join()
-        os.close(read_end)
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        with watcher.lock:
+            watcher.con = None
+            seen = bytes(watcher.seen)
         if seen and previous != -1:
             try:
-                os.write(previous, bytes(seen))
-            except OSError:  # full or closed: its owner will miss these, as it would have anyway
+                os.write(previous, seen)
+            except OSError:  # full or closed: its owner misses these, as it would have anyway
                 pass
+        for number in noted:
+            handlers[number](number, None)  # KeyboardInterrupt, Terminated, ... raised from here
