@@ -33,6 +33,7 @@ contract = _contract()
 # What each regression input must give now (a phrase of its error message, or "loaded").
 EXPECT = {
     "checkpoint/slice_with_more_extents_than_dims": "does not fit its shape",
+    "checkpoint/tensor_name_with_a_newline": "the entry of tensor `f\\x08\\nsl` cannot be parsed",
     # a nodes entry replaced by a later one of the same key was not decoded, so not checked
     "profile/replaced_node_entry_with_a_damaged_attr": "field 6 `nodes[57].attrs['T'].6`",
     "profile/replaced_attr_entry_damaged": "field 6 `nodes[0].attrs['T'].6`",

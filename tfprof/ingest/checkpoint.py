@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from tfprof.errors import InputError, InputNotFoundError, ProfileFormatError
+from tfprof.ingest.sources import one_line
 from tfprof.ingest.sstable import (
     FOOTER_LEN as _FOOTER_LEN,
     TABLE_MAGIC as _TABLE_MAGIC,
@@ -336,7 +337,7 @@ def _read_tensor(entry: Any, name: str, shards: _Shards, index: str, out: np.nda
 def _assemble(key: bytes, entry: Any, table: dict, shards: _Shards, index: str, out: np.ndarray | None) -> Any:
     """A partitioned tensor from its slice entries (BundleReader::GetSliceValue): numeric bytes go
     into ``out``; returns the elements of a DT_STRING tensor (None otherwise)."""
-    name = key.decode("utf-8", "backslashreplace")
+    name = one_line(key.decode("utf-8", "backslashreplace"))
     shape = [d.size for d in entry.shape.dim]
     if entry.dtype == DT.DT_STRING:
         full = np.empty(shape, dtype=object)
@@ -451,25 +452,25 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
         try:
             entry.ParseFromString(raw)
         except DecodeError:
-            raise _damaged(index, f"the entry of tensor `{name}` cannot be parsed") from None
+            raise _damaged(index, f"the entry of tensor `{one_line(name)}` cannot be parsed") from None
         if any(d.size < 0 for d in entry.shape.dim) or _elements(entry) >= 1 << 62:
-            raise _damaged(index, f"tensor `{name}` has shape {[d.size for d in entry.shape.dim]}")
+            raise _damaged(index, f"tensor `{one_line(name)}` has shape {[d.size for d in entry.shape.dim]}")
         rows.append((key, name, entry))
-    sizes = [_value_size(entry, name, index) for _, name, entry in rows]
+    sizes = [_value_size(entry, one_line(name), index) for _, name, entry in rows]
     strings = []
     try:
         for (_, name, entry), size in zip(rows, sizes):  # every value within the shards, before allocating
             if not entry.slices and entry.size:
-                shards.check(entry, name)
+                shards.check(entry, one_line(name))
             elif entry.slices and max(size or 0, _elements(entry)) > shards.total():
-                raise _damaged(index, f"partitioned tensor `{name}` of shape {[d.size for d in entry.shape.dim]} "
+                raise _damaged(index, f"partitioned tensor `{one_line(name)}` of shape {[d.size for d in entry.shape.dim]} "
                                "needs more bytes than its data shards hold")
         buffers, slots = _value_buffers(sizes)
         for (key, name, entry), slot in zip(rows, slots):
             if entry.slices:
                 strings.append(_assemble(key, entry, table, shards, index, slot))
             else:
-                strings.append(_read_tensor(entry, name, shards, index, slot))
+                strings.append(_read_tensor(entry, one_line(name), shards, index, slot))
     finally:
         shards.close()
     names = [name for _, name, _ in rows]

@@ -16,7 +16,7 @@ import os
 import pyarrow as pa
 
 from tfprof.ingest import derive
-from tfprof.ingest.sources import binary_problem, damaged, parse_binary, read_bytes
+from tfprof.ingest.sources import binary_problem, damaged, one_line, parse_binary, read_bytes
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import tfprof_log_pb2
 
@@ -42,10 +42,10 @@ def check_profile(path: str | os.PathLike, prof: tfprof_log_pb2.ProfileProto) ->
             raise damaged(path, "profile", "a node has no name or a wrong id; is this another kind of file?")
         missing = set(node.execs) - steps
         if missing:
-            raise damaged(path, "profile", f"node `{node.name}` has stats for unlisted step {min(missing)}")
+            raise damaged(path, "profile", f"node `{one_line(node.name)}` has stats for unlisted step {min(missing)}")
         for pid in node.inputs.values():
             if pid not in prof.nodes:
-                raise damaged(path, "profile", f"node `{node.name}` has an input with unknown id {pid}")
+                raise damaged(path, "profile", f"node `{one_line(node.name)}` has an input with unknown id {pid}")
 
 
 def tables_from_message(prof: tfprof_log_pb2.ProfileProto) -> dict[str, pa.Table]:

@@ -136,7 +136,7 @@ def _last_token(text: str, line: int, column: int) -> bool:
 
 def one_line(text: str, limit: int = 160) -> str:
     """``text`` on one line of printable characters, cut at ``limit`` characters."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text.replace("\n", " "))
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

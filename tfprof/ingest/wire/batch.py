@@ -19,7 +19,7 @@ import pyarrow as pa
 from numba import njit
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.sources import damaged
+from tfprof.ingest.sources import damaged, one_line
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB
 from tfprof.ingest.wire.count import (_E_STEP, _NCOUNT, _NROWT, C_ALLOC, C_ATTRS, C_EXDEV, C_EXECS, C_FRAMES,
                                       C_INPUTS, C_MEM, C_ODIMS, C_OMEM, C_OSH, C_SHAPE, C_STEPS, C_STRB, C_TYPES,
@@ -352,7 +352,7 @@ class _Batcher:
         if not len(bad):
             return
         j = int(bad[0])
-        name = self.index.names[int(sel[j])].as_py()
+        name = one_line(self.index.names[int(sel[j])].as_py())
         if errv[j, 0] == _E_STEP:
             raise damaged(self.path, "profile", f"node `{name}` has stats for unlisted step {int(errv[j, 1])}")
         raise damaged(self.path, "profile", f"node `{name}` has an input with unknown id {int(errv[j, 1])}")
