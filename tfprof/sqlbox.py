@@ -3,7 +3,7 @@
 Every path that runs user SQL comes through ``query`` (``Profile.sql``, ``tfprof sql``, the
 advisor's ``.sql`` checkers). Three layers stand between such SQL and the machine:
 
-1. **The statement.** DuckDB's own parser splits the text (``duckdb.extract_statements``); it must
+1. **The statement.** DuckDB's own parser splits the text (``extract_statements``); it must
    be one query: ``SELECT``/``WITH``/``VALUES``/``FROM``/``TABLE``, ``DESCRIBE``, ``SUMMARIZE``,
    ``SHOW`` (which DuckDB parses as a SELECT) or ``EXPLAIN`` of one. Anything else (``COPY``,
    ``ATTACH``, ``INSTALL``, ``SET``, ``PRAGMA``, ``CREATE``, ``INSERT``, ``EXPORT``, ``CALL``, ...)
@@ -21,8 +21,12 @@ advisor's ``.sql`` checkers). Three layers stand between such SQL and the machin
    (an operator never spills to disk: nothing is written anywhere, the working directory
    included), ``secret_directory=''`` (its default is under the user's home, the one setting
    that told where the environment is), then ``lock_configuration=true`` (no ``SET``, no
-   ``enable_*()`` table function, no setting can change again). This layer holds even for
-   statements run on the connection directly, which the first two do not check.
+   ``enable_*()`` table function, no setting can change again). This layer holds for
+   statements run on the connection directly too, which the first two do not check, with one
+   gap: DuckDB lets a listed path be written as well as read, so there ``COPY ... TO
+   '<store>/nodes.parquet' (USE_TMP_FILE false)`` would overwrite a table file (the first
+   layer refuses every COPY). Registering the files as ``pyarrow.dataset`` objects instead
+   would close it, but Arrow's scan made queries 1.1-3x slower than DuckDB's own reader.
 
 What a query can still do: read every table of the profile, use all cores (``threads`` is left
 at DuckDB's default) and memory up to DuckDB's ``memory_limit`` (its default, 80% of RAM; beyond
