@@ -220,7 +220,7 @@ def test_an_input_is_never_written_over_even_with_force(work, capsys, case):
 
 
 def test_the_cases_cover_every_input_option(work):
-    from tfprof.cli.main import INPUT_OPTIONS
+    from tfprof.cli.app import INPUT_OPTIONS
 
     cases = _inputs_cases(work)
     assert set(cases) == set(INPUT_CASES)

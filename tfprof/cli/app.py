@@ -1,0 +1,223 @@
+"""The ``tfprof`` application and what its commands share: tfprof's input options, loading a
+profile (with the validation warning), the inputs no output may overwrite, and writing rows.
+
+The commands are in ``tfprof.cli.commands``; ``tfprof.cli.main`` runs them and maps errors to
+exit codes.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+app = typer.Typer(
+    name="tfprof",
+    help="Analyse TensorFlow profiles (tfprof's inputs and views, over Arrow tables, polars and DuckDB).",
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+
+GraphPath = Annotated[
+    Optional[Path], typer.Option("--graph_path", "--graph-path", help="GraphDef file, text (.pbtxt) or binary.")
+]
+
+
+
+RunMetaPath = Annotated[
+    Optional[str],
+    typer.Option("--run_meta_path", "--run-meta-path", help="RunMetadata files, comma-separated: file i is step i."),
+]
+
+
+
+OpLogPath = Annotated[
+    Optional[Path],
+    typer.Option("--op_log_path", "--op-log-path", help="OpLogProto file (op types, float_ops, code traces)."),
+]
+
+
+
+CheckpointPath = Annotated[
+    Optional[str], typer.Option("--checkpoint_path", "--checkpoint-path", help="Checkpoint prefix (V2 bundle).")
+]
+
+
+
+ProfilePath = Annotated[
+    Optional[Path],
+    typer.Option("--profile_path", "--profile-path", help="ProfileProto file, or a store directory made by `ingest`."),
+]
+
+
+
+PathArgument = Annotated[
+    Optional[Path],
+    typer.Argument(metavar="PROFILE", help="Store directory or ProfileProto file (same as --profile_path)."),
+]
+
+
+
+INPUT_OPTIONS = {
+    "graph_path": GraphPath,
+    "run_meta_path": RunMetaPath,
+    "op_log_path": OpLogPath,
+    "checkpoint_path": CheckpointPath,
+    "profile_path": ProfilePath,
+}
+
+
+
+def takes_inputs(path: bool = True):
+    """Give a command tfprof's input options (and, with ``path``, a positional PROFILE) and
+    pass them to it merged into one ``inputs`` dict, ready for ``_load(**inputs)``."""
+
+    def wrap(fn):
+        sig = inspect.signature(fn, eval_str=True)  # typer reads the Annotated options off the signature
+        own = [p for p in sig.parameters.values() if p.name != "inputs"]
+        kw = inspect.Parameter.KEYWORD_ONLY
+        added = [inspect.Parameter("path", kw, default=None, annotation=PathArgument)] if path else []
+        added += [inspect.Parameter(name, kw, default=None, annotation=a) for name, a in INPUT_OPTIONS.items()]
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            given = {name: kwargs.pop(name) for name in INPUT_OPTIONS}
+            return fn(*args, inputs=_inputs(kwargs.pop("path", None), **given), **kwargs)
+
+        command.__signature__ = sig.replace(parameters=own + added)
+        return command
+
+    return wrap
+
+
+
+def _progress():
+    """A progress callback drawing a bar on stderr when it is a terminal, else None."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True, console=None)
+    state: dict = {}
+
+    def update(done: int, total: int, what: str) -> None:
+        if "task" not in state:
+            bar.start()
+            state["task"] = bar.add_task("ingesting", total=total)
+        bar.update(state["task"], completed=done, total=total, description=f"ingesting {what}")
+        if done >= total:
+            bar.stop()
+
+    return update
+
+
+
+def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
+    if path is not None:
+        if profile_path is not None:
+            raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
+        profile_path = path
+    return dict(
+        graph_path=graph_path,
+        run_meta_path=run_meta_path,
+        op_log_path=op_log_path,
+        checkpoint_path=checkpoint_path,
+        profile_path=profile_path,
+    )
+
+
+
+def _load(*, warn: bool = True, **inputs):
+    from tfprof.profile import Profile
+
+    profile_path = inputs.get("profile_path")
+    if profile_path is not None and Path(profile_path).is_dir():
+        _STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
+    prof = Profile.from_inputs(**inputs, progress=_progress())
+    if warn:
+        _warn_if_invalid(prof, inputs)
+    return prof
+
+
+
+# Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
+_STORES: list[Path] = []
+
+
+
+Force = Annotated[
+    bool, typer.Option("--force", help="Replace an existing output (never an input of the command).")
+]
+
+
+
+def _protected(inputs: dict):
+    """The command's inputs, which no output may overwrite (tfprof.output)."""
+    from tfprof.output import input_paths
+
+    return input_paths(**inputs)
+
+
+
+FORMAT_HELP = "Output format: table (aligned text), csv, json (array of row objects) or parquet."
+
+
+
+def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE", *, force: bool = False,
+          inputs=None) -> None:
+    """Write a tabular result in ``fmt`` to ``out`` (atomically; an existing file only with
+    ``force``, never one of ``inputs``) or stdout."""
+    from tfprof.errors import OptionError
+    from tfprof.output import write_file
+    from tfprof.views.export import BINARY, render
+
+    body = render(data, fmt)
+    if out is not None:
+        write_file(out, body, force=force, inputs=inputs, what="output file")
+    elif fmt in BINARY and sys.stdout.isatty():
+        raise OptionError(f"--format {fmt} is binary: {out_hint} (or redirect stdout to a file)")
+    else:
+        sys.stdout.buffer.write(body)
+        sys.stdout.flush()
+
+
+
+def _spelled(inputs: dict) -> str:
+    """The inputs as a command line would give them: the profile's path, or its input options."""
+    import shlex
+
+    if inputs.get("profile_path") is not None:
+        return shlex.quote(str(inputs["profile_path"]))
+    return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in inputs.items() if v is not None)
+
+
+
+def _warn_if_invalid(prof, inputs: dict) -> None:
+    """One stderr line when the profile's validation table holds warnings or errors (stdout
+    stays as it is: reports and pipes are unchanged)."""
+    from tfprof.views.validation import report, warning_line
+
+    label = _spelled(inputs)
+    line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
+    if line:
+        print(line, file=sys.stderr)
+
+
+
+def render_counts(counts: dict[str, int]) -> str:
+    """The `tables` listing: one line per table with its row count."""
+    width = max(len(n) for n in counts)
+    lines = [f"{'table':<{width}}  {'rows':>12}"]
+    lines += [f"{name:<{width}}  {n:>12,}" for name, n in counts.items()]
+    return "\n".join(lines)
+
