@@ -21,7 +21,8 @@ Readers (``READERS``):
   whose blocks fail their CRC32C is also tried with the CRCs made right, to reach the parsing
   behind the check.
 * ``store``: one file of a small store (a table's Parquet file, an index part or the
-  manifest), chosen by the first byte; the manifest's record of that file (size, checksum) is
+  manifest): the input is the file's path in the store, a newline, and its bytes (a path that
+  is not one picks a file by its CRC). The manifest's record of that file (size, checksum) is
   made to match, to reach the decoding behind the check.
 """
 
@@ -49,7 +50,7 @@ VIEWS = {
 # The fixed companions of the readers that need a graph, and of the checkpoint.
 GRAPH = FIXTURES / "multistep" / "graph.pb"
 CHECKPOINTS = sorted(p.with_suffix("") for p in FIXTURES.rglob("*.ckpt.index"))
-STORE_SOURCE = FIXTURES / "gpu_tiny" / "profile.pb"
+STORE_SOURCE = "multistep"  # its first 24 nodes: execs, memory, code traces, every index
 
 _work: Path | None = None
 
@@ -232,19 +233,41 @@ def fix_crcs(data: bytes) -> bytes:
     return bytes(out)
 
 
+def cut_profile(name: str, keep: int) -> bytes:
+    """Fixture ``name``'s ProfileProto cut to its first ``keep`` nodes (inputs and strings to
+    match): still valid, and small enough to fuzz fast."""
+    from tfprof.schema.proto import tfprof_log_pb2
+
+    prof = tfprof_log_pb2.ProfileProto()
+    prof.ParseFromString((FIXTURES / name / "profile.pb").read_bytes())
+    for nid in [k for k in prof.nodes if k >= keep]:
+        del prof.nodes[nid]
+    used = set()
+    for node in prof.nodes.values():
+        for idx in [i for i, pid in node.inputs.items() if pid >= keep]:
+            del node.inputs[idx]
+        for pid in [p for p in node.src_output_index if p >= keep]:
+            del node.src_output_index[pid]
+        for t in node.trace.traces:
+            used.update((t.file_id, t.function_id, t.line_id))
+    for key in [k for k in prof.id_to_string if k not in used]:
+        del prof.id_to_string[key]
+    return prof.SerializeToString()
+
+
 # --------------------------------------------------------------------------- the store
 
 _store: tuple[Path, list[str]] | None = None
 
 
 def store_template() -> tuple[Path, list[str]]:
-    """A small store (from the gpu_tiny profile) written once per process, and its files."""
+    """A small store (from a cut of the multistep profile) written once per process, and its files."""
     global _store
     if _store is None:
         from tfprof.store import ingest_to_store
 
         dest = workdir() / "store_template"
-        ingest_to_store(dest, profile_path=STORE_SOURCE)
+        ingest_to_store(dest, profile_path=_write("store_source.pb", cut_profile(STORE_SOURCE, 24)))
         files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
         _store = dest, files
     return _store
@@ -252,8 +275,8 @@ def store_template() -> tuple[Path, list[str]]:
 
 def store_seed(name: str) -> bytes:
     """The seed input that puts file ``name`` of the template store back unchanged."""
-    template, files = store_template()
-    return bytes([files.index(name)]) + (template / name).read_bytes()
+    template, _ = store_template()
+    return name.encode() + b"\n" + (template / name).read_bytes()
 
 
 def _store_file(data: bytes) -> None:
@@ -261,16 +284,17 @@ def _store_file(data: bytes) -> None:
     from tfprof.store import MANIFEST
 
     template, files = store_template()
-    if not data:
-        data = b"\x00"
-    name = files[data[0] % len(files)]
+    target, _, content = data.partition(b"\n")
+    name = target.decode("utf-8", "replace")
+    if name not in files:
+        name = files[zlib.crc32(target) % len(files)]
     dest = workdir() / "store"
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(template, dest)
-    (dest / name).write_bytes(data[1:])
+    (dest / name).write_bytes(content)
     if name != MANIFEST:
-        _match_manifest(dest / MANIFEST, name, data[1:])
+        _match_manifest(dest / MANIFEST, name, content)
     run_views(Profile.open(dest))
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from contract import CHECKPOINTS, FIXTURES, READERS, store_seed, store_template  # noqa: E402
+from contract import CHECKPOINTS, FIXTURES, READERS, cut_profile, store_seed, store_template  # noqa: E402
 
 LARGE = ("cnn", "rnn", "multistep")
 KEEP = 24  # nodes, records or entries kept of a large fixture
@@ -31,26 +31,6 @@ def _graph(name: str, text: bool = False) -> bytes:
     graph.ParseFromString((FIXTURES / name / "graph.pb").read_bytes())
     del graph.node[KEEP:]
     return text_format.MessageToString(graph).encode() if text else graph.SerializeToString()
-
-
-def _profile(name: str) -> bytes:
-    from tfprof.schema.proto import tfprof_log_pb2
-
-    prof = tfprof_log_pb2.ProfileProto()
-    prof.ParseFromString((FIXTURES / name / "profile.pb").read_bytes())
-    for nid in [k for k in prof.nodes if k >= KEEP]:
-        del prof.nodes[nid]
-    used = set()
-    for node in prof.nodes.values():
-        for idx in [i for i, pid in node.inputs.items() if pid >= KEEP]:
-            del node.inputs[idx]
-        for pid in [p for p in node.src_output_index if p >= KEEP]:
-            del node.src_output_index[pid]
-        for t in node.trace.traces:
-            used.update((t.file_id, t.function_id, t.line_id))
-    for key in [k for k in prof.id_to_string if k not in used]:
-        del prof.id_to_string[key]
-    return prof.SerializeToString()
 
 
 def _run_meta(path: Path) -> bytes:
@@ -84,7 +64,7 @@ def seeds(reader: str) -> dict[str, bytes]:
     if reader in ("profile", "profile_reference"):
         out["gpu_tiny"] = (FIXTURES / "gpu_tiny" / "profile.pb").read_bytes()
         out["flops"] = (FIXTURES / "flops" / "profile.pb").read_bytes()
-        out.update({f"{n}_cut": _profile(n) for n in LARGE})
+        out.update({f"{n}_cut": cut_profile(n, KEEP) for n in LARGE})
     elif reader == "graph":
         out["flops"] = (FIXTURES / "flops" / "graph.pb").read_bytes()
         out.update({f"{n}_cut": _graph(n) for n in LARGE})

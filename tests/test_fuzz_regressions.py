@@ -34,11 +34,17 @@ contract = _contract()
 EXPECT = {
     "checkpoint/slice_with_more_extents_than_dims": "does not fit its shape",
     "checkpoint/tensor_name_with_a_newline": "the entry of tensor `f\\x08\\nsl` cannot be parsed",
+    # a dtype no TensorFlow names is read (as DT_45); the scope view's tensor_value note failed on it
+    "checkpoint/tensor_of_dtype_45_in_tensor_value": "loaded",
     # a nodes entry replaced by a later one of the same key was not decoded, so not checked
     "profile/replaced_node_entry_with_a_damaged_attr": "field 6 `nodes[57].attrs['T'].6`",
     "profile/replaced_attr_entry_damaged": "field 6 `nodes[0].attrs['T'].6`",
     # a map entry with a third field is no map entry for protobuf, but protobuf parses it
     "profile/map_entry_with_extra_field_damaged_attr": "field 6 `nodes[1].attrs['T'].6`",
+    # an index part whose values agree with the manifest but index outside the nodes: a segfault
+    "store/graph_index_root_out_of_range": "graph_structure` is damaged (a child or root is not a node)",
+    # a valid Parquet file of another table in a table's place (the manifest made to agree)
+    "store/another_tables_parquet_file": "does not hold the store's `output_shapes` table",
     "profile/map_entry_with_extra_field_bad_utf8_name": "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }
 
@@ -111,3 +117,64 @@ def test_every_reader_has_a_harness_and_seeds():
     finally:
         sys.path.remove(str(ROOT / "fuzz"))
         del sys.modules["contract"]
+
+
+@pytest.mark.parametrize(("dtype", "number"), [("DT_45", 45), ("DT_INT4", 29), ("DT_FLOAT4_E2M1FN", 33), ("DT_HALF", 19)])
+def test_unsupported_dtype_note_names_its_number(dtype, number):
+    """tfprof's note for a tensor it cannot show gives the DataType number, also for the types
+    newer than our types.proto and for numbers no release names (the fuzzer's DT_45)."""
+    import polars as pl
+
+    from tfprof.views.tensor_text import tensor_notes
+
+    frame = pl.DataFrame({"name": ["w"], "found": [True], "dtype": [dtype], "kind": [None], "huge": [False]},
+                         schema_overrides={"kind": pl.String})
+    assert tensor_notes(frame) == [f"Not Supported type {number}"]
+
+
+# An index part whose values agree with the manifest (size, checksum) but not with the tables:
+# (index, part, column, how to damage it, a view that walks it).
+INDEX_DAMAGE = [
+    ("graph_structure", "perm", "perm", lambda v: v.__setitem__(0, len(v)), "graph"),
+    ("graph_structure", "children", "children", lambda v: v.__setitem__(0, -5), "graph"),
+    ("graph_structure", "starts", "starts", lambda v: v.__setitem__(-1, v[-1] + 1), "graph"),
+    ("scope_layout", "layout", "parent", lambda v: v.__setitem__(1, 10**6), "scope"),
+    ("code_trie", "trie", "label", lambda v: v.__setitem__(0, 10**6), "code"),
+    ("code_trie", "leaves", "tid", lambda v: v.__setitem__(0, -1), "code"),
+    ("step_means", "metrics", "node_id", None, "op"),  # a row short
+]
+
+
+@pytest.mark.parametrize(("index", "part", "column", "damage", "view"), INDEX_DAMAGE,
+                         ids=[f"{i}-{c}" for i, _, c, _, _ in INDEX_DAMAGE])
+def test_index_values_out_of_range_are_damage(tmp_path, index, part, column, damage, view):
+    import shutil
+
+    import numpy as np
+    import pyarrow as pa
+
+    from tfprof.api import run_view
+    from tfprof.errors import ProfileFormatError
+    from tfprof.profile import Profile
+    from tfprof.store import MANIFEST
+
+    template, _ = contract.store_template()
+    store = tmp_path / "store"
+    shutil.copytree(template, store)
+    rel = f"indexes/{index}/{part}.arrow"
+    with pa.memory_map(str(store / rel)) as source:
+        table = pa.ipc.open_file(source).read_all()
+    if damage is None:
+        table = table.slice(1)
+    else:
+        values = table.column(column).to_numpy().copy()
+        damage(values)
+        table = table.set_column(table.schema.get_field_index(column), column, pa.array(values, pa.int64()))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    data = sink.getvalue().to_pybytes()
+    (store / rel).write_bytes(data)
+    contract._match_manifest(store / MANIFEST, rel, data)
+    with pytest.raises(ProfileFormatError, match=rf"indexes/{index}` is damaged \("):
+        run_view(Profile.open(store), view, {"max_depth": 4})

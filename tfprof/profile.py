@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tfprof.errors import ProfileFormatError
 from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
+from tfprof.manifest import recreate_hint
 from tfprof.schema import TABLES
 from tfprof.output import Inputs, input_paths
 from tfprof.store import check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, write_store
@@ -125,8 +127,18 @@ class Profile:
             raise undecodable(self._store, file, exc) from None
 
     def _store_file(self, name: str) -> Path:
-        """The store's Parquet file of table ``name``, its tail checked once per profile."""
-        return self.memo(("table_file", name), lambda: table_file(self._store, name))
+        """The store's Parquet file of table ``name``, its tail and schema checked once per profile."""
+        return self.memo(("table_file", name), lambda: self._checked_file(name))
+
+    def _checked_file(self, name: str) -> Path:
+        file = table_file(self._store, name)
+        try:
+            schema = pq.read_schema(file, memory_map=True)
+        except (pa.ArrowException, OSError) as exc:
+            raise undecodable(self._store, file, exc) from None
+        if not schema.equals(TABLES[name].schema, check_metadata=False):  # e.g. another table's file
+            raise ProfileFormatError(f"`{file}` does not hold the store's `{name}` table; {recreate_hint(self._store)}")
+        return file
 
     def columns(self, name: str, columns: list[str]) -> pa.Table:
         """Columns ``columns`` of table ``name`` as Arrow, reading only those from a store
@@ -174,6 +186,10 @@ class Profile:
 
         def load() -> dict[str, pl.DataFrame]:
             parts = read_index(self._store, name) if self._store is not None else None
+            problem = build.check(parts, self) if parts is not None and hasattr(build, "check") else None
+            if problem:  # values a kernel would index with out of range (queries.indexes.checks)
+                folder = self._store / "indexes" / name
+                raise ProfileFormatError(f"`{folder}` is damaged ({problem}); {recreate_hint(self._store)}")
             if parts is None:
                 import polars as pl
 

@@ -42,6 +42,8 @@ from tfprof.ingest.sstable import (
     varints as _varints,
 )
 from tfprof.schema.conform import conform
+from tfprof.schema.dtypes import NEWER as NEWER_DTYPES
+from tfprof.schema.dtypes import dtype_name as _dtype_name
 from tfprof.schema.proto import tensor_bundle_pb2, types_pb2
 
 __all__ = ["read_checkpoint", "tensor_to_numpy", "row_to_numpy", "checkpoint_prefix", "crc32c"]
@@ -51,12 +53,6 @@ _MAX_CELL = 2**31 - 1  # the most bytes of one Arrow binary array (int32 offsets
 
 
 DT = types_pb2.DataType
-# Names of dtypes newer than our types.proto (TF 2.21 types.proto).
-_NEWER_DTYPES = {
-    24: "DT_FLOAT8_E5M2", 25: "DT_FLOAT8_E4M3FN", 26: "DT_FLOAT8_E4M3FNUZ",
-    27: "DT_FLOAT8_E4M3B11FNUZ", 28: "DT_FLOAT8_E5M2FNUZ", 29: "DT_INT4", 30: "DT_UINT4",
-    31: "DT_INT2", 32: "DT_UINT2", 33: "DT_FLOAT4_E2M1FN",
-}  # fmt: skip
 # numpy form of each dtype name, for row_to_numpy (bfloat16 is widened to float32 there).
 _NUMPY = {
     "DT_FLOAT": "<f4", "DT_DOUBLE": "<f8", "DT_INT32": "<i4", "DT_UINT8": "u1", "DT_INT16": "<i2",
@@ -68,7 +64,7 @@ _NUMPY = {
 # Bytes per element of every dtype stored as raw memory (DataTypeCanUseMemcpy); the newer float8 /
 # int4 / int2 / float4 types hold one element per byte, like ml_dtypes.
 _ITEMSIZE = {DT.Value(k): np.dtype(v).itemsize for k, v in _NUMPY.items()} | {DT.DT_BFLOAT16: 2}
-_ITEMSIZE |= dict.fromkeys(_NEWER_DTYPES, 1)
+_ITEMSIZE |= dict.fromkeys(NEWER_DTYPES, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,15 +179,6 @@ def _spec(extents: list[tuple[int, int]]) -> str:
 def _elements(entry: Any) -> int:
     """The number of elements of an entry's shape (exact: a product of int64 dims can overflow)."""
     return math.prod(d.size for d in entry.shape.dim)
-
-
-def _dtype_name(code: int) -> str:
-    if code in _NEWER_DTYPES:
-        return _NEWER_DTYPES[code]
-    try:
-        return DT.Name(code)
-    except ValueError:
-        return f"DT_{code}"
 
 
 class _Shards:

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from tfprof.schema.proto import tfprof_output_pb2, types_pb2
+from tfprof.schema.dtypes import dtype_number
+from tfprof.schema.proto import tfprof_output_pb2
 
 MAX_DISPLAY = 10000  # kTFProfTenosrMaxDisplayLen
 OMITTED = "...omitted from display\n\n"
@@ -122,7 +123,7 @@ def tensor_notes(tensors: pl.DataFrame) -> list[str]:
         if not row["found"]:
             notes.append(f"Key {row['name']} not found in checkpoint")
         elif row["kind"] is None:
-            notes.append(f"Not Supported type {types_pb2.DataType.Value(row['dtype'])}")
+            notes.append(f"Not Supported type {dtype_number(row['dtype'])}")
         elif row["huge"]:
             notes.append(HUGE_NOTE)
     return notes
@@ -132,7 +133,7 @@ def tensor_proto(row: dict) -> tfprof_output_pb2.TFProfTensorProto | None:
     """``GraphNodeProto.tensor_value`` of a found tensor: dtype and every value, flattened."""
     if not row.get("found"):
         return None
-    msg = tfprof_output_pb2.TFProfTensorProto(dtype=types_pb2.DataType.Value(row["dtype"]))
+    msg = tfprof_output_pb2.TFProfTensorProto(dtype=dtype_number(row["dtype"]))
     kind = row["kind"]
     if kind == "double":
         msg.value_double.extend(row["value_double"] or ())

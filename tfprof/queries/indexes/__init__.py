@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from tfprof.queries.indexes.code_trie import code_trie_index
+from tfprof.queries.indexes import checks
+from tfprof.queries.indexes.code_trie import code_trie_index, static_trie
 from tfprof.queries.indexes.graph_csr import graph_structure
 from tfprof.queries.indexes.means import step_means
 from tfprof.queries.indexes.scope_tree import scope_layout
@@ -31,4 +32,10 @@ INDEXES: dict[str, Callable[[Profile], dict[str, pa.Table] | None]] = {
     "scope_layout": scope_layout,
     "code_trie": code_trie_index,
 }
+
+# What an index read back from a store is checked against before use (Profile.index).
+for _build, _check in ((graph_structure, checks.graph_structure), (step_means, checks.step_means),
+                       (scope_layout, checks.scope_layout), (code_trie_index, checks.code_trie),
+                       (static_trie, checks.code_trie)):
+    _build.check = _check
 
