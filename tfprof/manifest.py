@@ -50,6 +50,11 @@ def recreate_hint(path: Path) -> str:
     return f"re-create the store with `tfprof ingest <inputs> --out {path} --force`"
 
 
+def missing_file(store: Path, file: Path) -> ProfileFormatError:
+    """The error for a file of ``store`` that is not there."""
+    return ProfileFormatError(f"`{file}` is missing from the store `{store}`; {recreate_hint(store)}")
+
+
 # Manifests already read and checked in this process, by the manifest file's identity: a view
 # reads the manifest several times (open, row counts, each index), and its files' sizes need
 # checking once. A store written again has a new manifest file (another inode).
@@ -118,9 +123,7 @@ def _check_manifest(path: Path) -> dict:
                (f"{name}.parquet" not in listed and not (path / f"{name}.parquet").is_file())]
     if missing:
         if "files" in manifest and all(f"{name}.parquet" in manifest["files"] for name in missing):
-            raise ProfileFormatError(
-                f"`{path / (missing[0] + '.parquet')}` is missing from the store `{path}`; {recreate_hint(path)}"
-            )
+            raise missing_file(path, path / f"{missing[0]}.parquet")
         raise ProfileFormatError(
             f"`{path}` is an incomplete store (missing {', '.join(missing)}); {recreate_hint(path)}"
         )
@@ -128,9 +131,7 @@ def _check_manifest(path: Path) -> dict:
         try:
             actual = os.stat(path / rel).st_size
         except FileNotFoundError:
-            raise ProfileFormatError(
-                f"`{path / rel}` is missing from the store `{path}`; {recreate_hint(path)}"
-            ) from None
+            raise missing_file(path, path / rel) from None
         except OSError as exc:
             raise ProfileFormatError(f"`{path / rel}` cannot be read: {exc.strerror or exc}") from None
         if actual != size:
@@ -201,7 +202,7 @@ def has_checksums(path: str | os.PathLike) -> bool:
 def undecodable(store: Path, file: Path, exc: BaseException) -> ProfileFormatError:
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     if isinstance(exc, FileNotFoundError):
-        return ProfileFormatError(f"`{file}` is missing from the store `{store}`; {recreate_hint(store)}")
+        return missing_file(store, file)
     return ProfileFormatError(f"`{file}` is damaged ({first}); {recreate_hint(store)}")
 
 
