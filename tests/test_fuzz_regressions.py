@@ -45,6 +45,7 @@ EXPECT = {
     "store/graph_index_root_out_of_range": "graph_structure` is damaged (a child or root is not a node)",
     # a valid Parquet file of another table in a table's place (the manifest made to agree)
     "store/another_tables_parquet_file": "does not hold the store's `output_shapes` table",
+    "store/parquet_footer_text_not_utf8": "node_types.parquet` is damaged ('utf-8' codec can't decode",
     "profile/map_entry_with_extra_field_bad_utf8_name": "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }
 
@@ -178,3 +179,25 @@ def test_index_values_out_of_range_are_damage(tmp_path, index, part, column, dam
     contract._match_manifest(store / MANIFEST, rel, data)
     with pytest.raises(ProfileFormatError, match=rf"indexes/{index}` is damaged \("):
         run_view(Profile.open(store), view, {"max_depth": 4})
+
+
+def test_table_pages_that_do_not_decode_name_the_file(tmp_path):
+    """A table file whose pages are damaged but whose size and checksum the manifest agrees
+    with: the view's reader (polars) fails deep inside a query; the store's full check then
+    names the file, instead of the query's own error."""
+    import shutil
+
+    from tfprof.api import run_view
+    from tfprof.errors import ProfileFormatError
+    from tfprof.profile import Profile
+    from tfprof.store import MANIFEST
+
+    template, _ = contract.store_template()
+    store = tmp_path / "store"
+    shutil.copytree(template, store)
+    data = bytearray((store / "nodes.parquet").read_bytes())
+    data[4:40] = b"\xff" * 36  # the first page header, right after the leading magic
+    (store / "nodes.parquet").write_bytes(bytes(data))
+    contract._match_manifest(store / MANIFEST, "nodes.parquet", bytes(data))
+    with pytest.raises(ProfileFormatError, match=r"nodes\.parquet` is damaged \("):
+        run_view(Profile.open(store), "scope", {"max_depth": 4})

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from tfprof.errors import InputError, InputNotFoundError, OptionError, OutputError
+from tfprof.errors import InputError, InputNotFoundError, OptionError, OutputError, TfprofError
 from tfprof.output import Inputs, check_target, write_files
 from tfprof.profile import Profile
 from tfprof.schema import METRICS
@@ -102,6 +102,27 @@ def check_step(prof: Profile, step: int) -> None:
         raise OptionError(f"Option `step` {step} not found in the profile; available steps: {listed}")
 
 
+def _blame_damage(fn):
+    """A view that fails with an error tfprof did not foresee, on a store: when a full check of
+    the store finds a damaged file (``Profile.damage``), that file is the error; otherwise the
+    failure is a bug and goes on as it is."""
+
+    @functools.wraps(fn)
+    def view(prof: Profile, *args, **kwargs):
+        try:
+            return fn(prof, *args, **kwargs)
+        except TfprofError:
+            raise
+        except Exception:
+            damage = prof.damage()
+            if damage is None:
+                raise
+            raise damage from None
+
+    return view
+
+
+@_blame_damage
 def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, full_rows: bool = False) -> ViewResult:
     """Run view ``cmd`` (scope, graph, op, code) on ``prof`` with ``options``.
 

@@ -19,7 +19,8 @@ from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge
 from tfprof.manifest import recreate_hint
 from tfprof.schema import TABLES
 from tfprof.output import Inputs, input_paths
-from tfprof.store import check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, write_store
+from tfprof.store import (check_tails, read_index, read_manifest, stored_tables, table_file, undecodable,
+                          verify_store, write_store)
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
@@ -123,7 +124,7 @@ class Profile:
         file = self._store_file(name)
         try:
             return pq.read_table(file, columns=columns, memory_map=True)
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: e.g. a footer's text not UTF-8
             raise undecodable(self._store, file, exc) from None
 
     def _store_file(self, name: str) -> Path:
@@ -134,11 +135,23 @@ class Profile:
         file = table_file(self._store, name)
         try:
             schema = pq.read_schema(file, memory_map=True)
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise undecodable(self._store, file, exc) from None
         if not schema.equals(TABLES[name].schema, check_metadata=False):  # e.g. another table's file
             raise ProfileFormatError(f"`{file}` does not hold the store's `{name}` table; {recreate_hint(self._store)}")
         return file
+
+    def damage(self) -> ProfileFormatError | None:
+        """For a store, the first damaged file a full check finds (checksums, then decoding every
+        table and index: ``verify_store``), or None: called when a query fails in a way no
+        check foresaw, to tell a damaged store from a bug."""
+        if self._store is None:
+            return None
+        try:
+            verify_store(self._store, checksums=True)
+        except ProfileFormatError as exc:
+            return exc
+        return None
 
     def columns(self, name: str, columns: list[str]) -> pa.Table:
         """Columns ``columns`` of table ``name`` as Arrow, reading only those from a store

@@ -223,7 +223,7 @@ def verify_store(path: PathLike, *, checksums: bool) -> None:
         try:
             table = pq.read_table(table_file(path, name), memory_map=True)
             table.validate(full=True)
-        except (pa.ArrowException, OSError) as exc:
+        except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: e.g. a footer's text not UTF-8
             raise undecodable(path, file, exc) from None
         fields = [(f.name, f.type) for f in table.schema]
         if fields != [(f.name, f.type) for f in TABLES[name].schema] or table.num_rows != manifest["tables"][name]:
@@ -254,7 +254,7 @@ def _read_ipc(store: Path, file: Path, *, validate: bool = False) -> pa.Table:
             table = pa.ipc.open_file(source).read_all()
         if validate:
             table.validate(full=True)
-    except (pa.ArrowException, OSError) as exc:
+    except (pa.ArrowException, OSError, ValueError) as exc:
         raise undecodable(store, file, exc) from None
     return table
 
