@@ -46,7 +46,8 @@ EXPECT = {
     # a valid Parquet file of another table in a table's place (the manifest made to agree)
     "store/another_tables_parquet_file": "does not hold the store's `output_shapes` table",
     "store/parquet_footer_text_not_utf8": "node_types.parquet` is damaged ('utf-8' codec can't decode",
-    "profile/map_entry_with_extra_field_bad_utf8_name": "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
+    "profile/map_entry_with_extra_field_bad_utf8_name":
+        "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }
 
 FILES = sorted(p for p in CASES.glob("*/*") if p.is_file())
@@ -120,7 +121,8 @@ def test_every_reader_has_a_harness_and_seeds():
         del sys.modules["contract"]
 
 
-@pytest.mark.parametrize(("dtype", "number"), [("DT_45", 45), ("DT_INT4", 29), ("DT_FLOAT4_E2M1FN", 33), ("DT_HALF", 19)])
+@pytest.mark.parametrize(("dtype", "number"),
+                         [("DT_45", 45), ("DT_INT4", 29), ("DT_FLOAT4_E2M1FN", 33), ("DT_HALF", 19)])
 def test_unsupported_dtype_note_names_its_number(dtype, number):
     """tfprof's note for a tensor it cannot show gives the DataType number, also for the types
     newer than our types.proto and for numbers no release names (the fuzzer's DT_45)."""
@@ -151,7 +153,6 @@ INDEX_DAMAGE = [
 def test_index_values_out_of_range_are_damage(tmp_path, index, part, column, damage, view):
     import shutil
 
-    import numpy as np
     import pyarrow as pa
 
     from tfprof.api import run_view

@@ -450,8 +450,9 @@ def read_checkpoint(prefix: str | os.PathLike) -> pa.Table:
             if not entry.slices and entry.size:
                 shards.check(entry, one_line(name))
             elif entry.slices and max(size or 0, _elements(entry)) > shards.total():
-                raise _damaged(index, f"partitioned tensor `{one_line(name)}` of shape {[d.size for d in entry.shape.dim]} "
-                               "needs more bytes than its data shards hold")
+                dims = [d.size for d in entry.shape.dim]
+                raise _damaged(index, f"partitioned tensor `{one_line(name)}` of shape {dims} needs more bytes "
+                               "than its data shards hold")
         buffers, slots = _value_buffers(sizes)
         for (key, name, entry), slot in zip(rows, slots):
             if entry.slices:

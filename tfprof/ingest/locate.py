@@ -110,7 +110,8 @@ class _Walker:
         """How the end a value overruns is named: the file's, or its enclosing message's."""
         if end >= self.size:
             return f"the file ends at byte {self.base + end}"
-        return f"its enclosing `{path}` ends at byte {self.base + end}" if path else f"its message ends at byte {self.base + end}"
+        where = f"its enclosing `{path}`" if path else "its message"
+        return f"{where} ends at byte {self.base + end}"
 
     def varint(self, pos: int, end: int, at: int, path: str, field: tuple[str, str], encl: str,
                limit: int = 10) -> tuple[int, int]:

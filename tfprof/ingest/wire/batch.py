@@ -330,7 +330,8 @@ class _Batcher:
                 tfprof_log_pb2.ProfileNode.FromString(view.array[ns[j]:ne[j]].tobytes())
             except (DecodeError, ValueError, RuntimeError):
                 key = int(self.index.keys[sel[j]])
-                raise self._precise(damaged(self.path, "profile", f"node {key} does not decode"), sel[j:j + 1]) from None
+                exc = damaged(self.path, "profile", f"node {key} does not decode")
+                raise self._precise(exc, sel[j:j + 1]) from None
 
     def _precise(self, exc: Exception, sel: np.ndarray) -> Exception:
         idx = self.index
