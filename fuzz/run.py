@@ -32,7 +32,8 @@ _STATUS = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+)(?: corp: (\d+)/)?", 
 _UNITS = re.compile(r"^stat::number_of_executed_units: (\d+)", re.M)
 
 
-def fuzz(reader: str, seconds: int, *, rss_mb: int, timeout: int, boundscheck: bool, seeds: Path) -> dict:
+def fuzz(reader: str, seconds: int, *, rss_mb: int, timeout: int, boundscheck: bool, seeds: Path,
+         seed: int = 0) -> dict:
     """Run ``reader``'s harness for ``seconds``; its numbers, and the saved crash if any."""
     corpus, crashes, logs = HERE / "corpus" / reader, HERE / "crashes" / reader, HERE / "logs"
     for d in (corpus, crashes, logs):
@@ -45,7 +46,7 @@ def fuzz(reader: str, seconds: int, *, rss_mb: int, timeout: int, boundscheck: b
         env["TMPDIR"] = tmp  # the harness's scratch files go here and are removed with it
         cmd = [sys.executable, str(HERE / "harness.py"), reader, f"-max_total_time={seconds}",
                f"-rss_limit_mb={rss_mb}", f"-timeout={timeout}", f"-artifact_prefix={crashes}/",
-               "-print_final_stats=1", str(corpus), str(seeds / reader)]
+               "-print_final_stats=1", *([f"-seed={seed}"] if seed else []), str(corpus), str(seeds / reader)]
         start = time.monotonic()
         log = logs / f"{reader}.log"
         with open(log, "w") as out:
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-mb", type=int, default=3072, help="memory limit of a harness process")
     parser.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     parser.add_argument("--boundscheck", action="store_true", help="numba kernels with bounds checks")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="libFuzzer's random seed (0: a new one each run); CI gives one, so that its run "
+                             "repeats the mutations a developer's run with that seed tried")
     args = parser.parse_args(argv)
     unknown = [r for r in args.readers if r not in READERS]
     if unknown:
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for reader in readers:
         r = fuzz(reader, args.seconds, rss_mb=args.rss_mb, timeout=args.timeout, boundscheck=args.boundscheck,
-                 seeds=seeds)
+                 seeds=seeds, seed=args.seed)
         verdict = "ok" if r["rc"] == 0 and not r["crashes"] else f"CRASH (exit {r['rc']}): {', '.join(r['crashes'])}"
         print(f"{reader:18} {r['seconds']:7.1f} s {r['executions']:9d} runs  cov {r['cov']:6d}  ft {r['ft']:6d}  "
               f"{verdict}", flush=True)
