@@ -39,6 +39,8 @@ EXPECT = {
     # a nodes entry replaced by a later one of the same key was not decoded, so not checked
     "profile/replaced_node_entry_with_a_damaged_attr": "field 6 `nodes[57].attrs['T'].6`",
     "profile/replaced_attr_entry_damaged": "field 6 `nodes[0].attrs['T'].6`",
+    # canonical_device given twice: the first is not UTF-8 (protobuf keeps the last, checks both)
+    "profile/node_device_given_twice_first_not_utf8": "field 6 `nodes[3].canonical_device` (string) at byte 599",
     # a map entry with a third field is no map entry for protobuf, but protobuf parses it
     "profile/map_entry_with_extra_field_damaged_attr": "field 6 `nodes[1].attrs['T'].6`",
     # an index part whose values agree with the manifest but index outside the nodes: a segfault

@@ -27,9 +27,9 @@ batch uses in the order the reference decoder first meets them, so concatenating
 (``concat_batches``) gives tables equal to the reference's (``pa.Table.equals``). Damaged files
 raise ``ProfileFormatError``: every length and varint is checked against the end of its
 message before it is used. The few valid encodings the kernels leave alone (a map entry whose
-value field appears twice or that has a third field, deprecated groups) are decoded by the
-reference decoder instead; a map entry that a later one of the same key replaces is checked by
-protobuf itself, which parses it though it is not kept.
+key or value field appears twice or that has a third field, a string field given twice,
+deprecated groups) are decoded by the reference decoder instead; a map entry that a later one
+of the same key replaces is checked by protobuf itself, which parses it though it is not kept.
 
 The kernels are written to keep numba's runtime out of the hot loops (``_nrt=False``: no
 reference counting, no allocation; scratch space comes from the caller) and to let the hottest
@@ -106,8 +106,9 @@ class ProfileReader:
                 yield batch
         except _Unusual:
             if yielded:
-                raise damaged(self.path, "profile", "a map entry holds its value twice; decode it with "
-                              "tfprof.ingest.wire.decode_profile, which falls back to protobuf") from None
+                raise damaged(self.path, "profile", "a field or map entry is written twice, which only the "
+                              "reference decoder reads; decode it with tfprof.ingest.wire.decode_profile, "
+                              "which falls back to protobuf") from None
             self._use_reference()
             yield from _reference_batches(self._fallback, self.batch_nodes)
         self._done = True

@@ -11,7 +11,8 @@ import numpy as np
 from numba import njit
 
 from tfprof.ingest.wire.fields import (W_CODE_DEF, W_EXEC, W_EXEC_TIME, W_MEMORY, W_NODE, W_TRACE,
-                                       W_TWO_NUMBERS, _check, _entry, _entry_fast, _field, _packed, _tuple_values)
+                                       W_TWO_NUMBERS, _E_UNUSUAL, _check, _entry, _entry_fast, _field, _packed,
+                                       _tuple_values)
 
 # Per-node counters (count kernel) and the row tables they size (fill kernel).
 # C_STRB counts the bytes of the strings the fill kernel copies out (op, op types, attr names and
@@ -102,11 +103,15 @@ def _count_trace(buf, s, e, cnt):
         if f != 1:
             continue
         q = ts
+        seen = 0
         while q < te:  # a Trace
             g, wt, _, a, b, q = _field(buf, q, te, W_TRACE)
             if q < 0:
                 return q
             if wt == 2 and (g == 1 or g == 3 or g == 4):  # file, function, line
+                if seen & (1 << g):  # protobuf keeps the last, but checks the first is UTF-8
+                    return _E_UNUSUAL
+                seen |= 1 << g
                 cnt[C_STRB] += b - a
         cnt[C_FRAMES] += 1
     return 0
@@ -119,11 +124,16 @@ def _count_node(buf, s, e, cnt):
     name_s = -1
     name_n = 0
     nid = np.int64(0)
+    seen = 0
     while pos < e:
         f, wt, v, ps, pe, pos = _field(buf, pos, e, W_NODE)
         if pos < 0:
             return pos, name_s, name_n, nid
         st = 0
+        if f == 6 or f == 7 or f == 9:  # canonical_device, host_device, op: one string each
+            if seen & (1 << f):  # protobuf keeps the last, but checks the first is UTF-8
+                return _E_UNUSUAL, name_s, name_n, nid
+            seen |= 1 << f
         if f == 1:  # name
             name_s = ps
             name_n = pe - ps

@@ -25,9 +25,10 @@ _WIRE_PROBLEMS = {
 
 
 class _Unusual(Exception):
-    """Valid protobuf that the kernels leave to the reference decoder: a map entry whose value
-    field appears twice (protobuf merges the two), a map entry with a field other than key and
-    value, a deprecated group, a node named twice."""
+    """Valid protobuf that the kernels leave to the reference decoder: a map entry whose key or
+    value field appears twice (protobuf merges messages, and checks every string is UTF-8), a
+    map entry with a field other than key and value, a deprecated group, a node named twice, a
+    string field of a node or trace given twice (the last is kept, the first checked)."""
 
 
 def _wire_error(path, code: int, at: int, end: int | None = None, key: int | None = None):
@@ -296,11 +297,11 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
     """A map entry: (key, key start, key end, value, value start, value end, status).
 
     Varint parts come back as values, length-delimited parts as ranges (empty at ``e`` when
-    absent). A repeated key or scalar value keeps the last, and so does a repeated string value
-    (``val_str``); a repeated message value would have to be merged, which this decoder leaves
-    to the reference (status ``_E_UNUSUAL``). So is an entry with a field other than key and
-    value: protobuf parses it (its value must decode) but keeps it as an unknown field of the
-    parent instead of a map entry.
+    absent). A repeated number keeps the last; a repeated length-delimited key or value is left
+    to the reference decoder (status ``_E_UNUSUAL``): a message would have to be merged, and a
+    string that is not kept must still be valid UTF-8 for protobuf. So is an entry with a field
+    other than key and value: protobuf parses it (its value must decode) but keeps it as an
+    unknown field of the parent instead of a map entry.
     """
     key = np.int64(0)
     ks = e
@@ -309,6 +310,7 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
     vs = e
     ve = e
     seen = False
+    seen_key = False
     pos = s
     while pos < e:
         f, wt, pos = _tag(buf, pos, e)
@@ -320,6 +322,9 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
             if wt == 0:
                 key, pos = _varint(buf, pos, e)
             else:
+                if seen_key:
+                    return key, ks, ke, val, vs, ve, _E_UNUSUAL
+                seen_key = True
                 ks, ke = _len(buf, pos, e)
                 pos = ke if ks >= 0 else ks
         elif f == 2:
@@ -328,7 +333,7 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
             if wt == 0:
                 val, pos = _varint(buf, pos, e)
             else:
-                if seen and not val_str:
+                if seen:
                     return key, ks, ke, val, vs, ve, _E_UNUSUAL
                 seen = True
                 vs, ve = _len(buf, pos, e)
