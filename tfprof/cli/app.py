@@ -27,11 +27,9 @@ app = typer.Typer(
 )
 
 
-
 GraphPath = Annotated[
     Optional[Path], typer.Option("--graph_path", "--graph-path", help="GraphDef file, text (.pbtxt) or binary.")
 ]
-
 
 
 RunMetaPath = Annotated[
@@ -40,18 +38,15 @@ RunMetaPath = Annotated[
 ]
 
 
-
 OpLogPath = Annotated[
     Optional[Path],
     typer.Option("--op_log_path", "--op-log-path", help="OpLogProto file (op types, float_ops, code traces)."),
 ]
 
 
-
 CheckpointPath = Annotated[
     Optional[str], typer.Option("--checkpoint_path", "--checkpoint-path", help="Checkpoint prefix (V2 bundle).")
 ]
-
 
 
 ProfilePath = Annotated[
@@ -60,12 +55,10 @@ ProfilePath = Annotated[
 ]
 
 
-
 PathArgument = Annotated[
     Optional[Path],
     typer.Argument(metavar="PROFILE", help="Store directory or ProfileProto file (same as --profile_path)."),
 ]
-
 
 
 INPUT_OPTIONS = {
@@ -75,7 +68,6 @@ INPUT_OPTIONS = {
     "checkpoint_path": CheckpointPath,
     "profile_path": ProfilePath,
 }
-
 
 
 def takes_inputs(path: bool = True):
@@ -100,7 +92,6 @@ def takes_inputs(path: bool = True):
     return wrap
 
 
-
 def _progress():
     """A progress callback drawing a bar on stderr when it is a terminal, else None."""
     if not sys.stderr.isatty():
@@ -121,7 +112,6 @@ def _progress():
     return update
 
 
-
 def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
     if path is not None:
         if profile_path is not None:
@@ -136,7 +126,6 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
     )
 
 
-
 def _load(*, warn: bool = True, **inputs):
     from tfprof.profile import Profile
 
@@ -149,16 +138,13 @@ def _load(*, warn: bool = True, **inputs):
     return prof
 
 
-
 # Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
 _STORES: list[Path] = []
-
 
 
 Force = Annotated[
     bool, typer.Option("--force", help="Replace an existing output (never an input of the command).")
 ]
-
 
 
 def _protected(inputs: dict):
@@ -168,9 +154,7 @@ def _protected(inputs: dict):
     return input_paths(**inputs)
 
 
-
 FORMAT_HELP = "Output format: table (aligned text), csv, json (array of row objects) or parquet."
-
 
 
 def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE", *, force: bool = False,
@@ -191,7 +175,6 @@ def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE"
         sys.stdout.flush()
 
 
-
 def _spelled(inputs: dict) -> str:
     """The inputs as a command line would give them: the profile's path, or its input options."""
     import shlex
@@ -199,7 +182,6 @@ def _spelled(inputs: dict) -> str:
     if inputs.get("profile_path") is not None:
         return shlex.quote(str(inputs["profile_path"]))
     return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in inputs.items() if v is not None)
-
 
 
 def _warn_if_invalid(prof, inputs: dict) -> None:
@@ -211,7 +193,6 @@ def _warn_if_invalid(prof, inputs: dict) -> None:
     line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
     if line:
         print(line, file=sys.stderr)
-
 
 
 def render_counts(counts: dict[str, int]) -> str:
