@@ -4,9 +4,12 @@
 Each message is encoded a column at a time (``tfprof.views.wire_encode``): the per-node tables
 are sorted by ``node_id`` and the per-step ones by ``(node_id, step, ...)``, so every repeated or
 map field of a node is a contiguous run of encoded rows. Fields come in field-number order and
-map entries in key order (the tables' sort order), which is what protobuf writes with
-``SerializeToString(deterministic=True)``; a test builds the same message with protobuf and
-compares the bytes.
+map entries in key order (the tables' sort order), which is what protobuf's pure-Python runtime
+writes with ``SerializeToString(deterministic=True)``. ``tfprof.views.profile_proto_ref`` builds
+the same message with protobuf's generated classes; tests hold the two equal, message and bytes
+(``tests/test_profile_proto_ref.py``). That reference takes 10 to 13 times as long and 7 GB on
+70,000 nodes x 50 steps (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md), so this encoder
+is the writer.
 
 What is written, field by field, follows tfprof's own writer (spec 2.6), with these choices:
 
