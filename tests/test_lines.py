@@ -15,13 +15,12 @@ import pytest
 
 from tfprof.views import lines as lines_mod
 from tfprof.views.columns import (
-    FIELDS,
     tree_lines,
     tree_lines_polars,
     tree_text,
 )
+from tfprof.views.fields import FIELDS, METRICS
 from tfprof.views.text import multi_legend, render_code, render_tree, tree_legend
-
 
 # The reference: ``tree_lines`` as it was before the byte writer (polars string expressions),
 # kept in the package as the writer's fallback.
@@ -40,8 +39,8 @@ def reference_text(frame, select, *, code=False, after=None, prefix=""):
 
 # ----------------------------------------------------------------------------- random frames
 
-METRICS = [f.column for f in FIELDS.values()] + ["run_count"]
-SELECTABLE = [*FIELDS, "device", "op_types", "occurrence", "input_shapes", "tensor_value"]
+METRIC_COLUMNS = [f.column for f in METRICS.values()] + ["run_count"]
+SELECTABLE = list(FIELDS)
 NAMES = ["a", "", "scope/op_1", "Ω", "名前/層_3", "model.py:12:build", "x" * 12, "é" * 6, "🙂/" * 5,
          "very/long/scope/name/with/many/parts/" * 3, "tab\tand spaces ", "ünïcödé/ɐ/ɓ"]
 EDGES = [0, 1, 5, 999, 1000, 1005, 1015, 1125, 1023, 1024, 999_994, 999_995, 999_999, 1_000_000, 1_005_000,
@@ -70,7 +69,7 @@ def random_frame(rng: random.Random, n: int) -> pl.DataFrame:
     """A frame with every column a scope, graph or code view frame may have."""
     pool = [_value(rng) for _ in range(rng.choice([3, 40, 2000]))]  # few or many distinct values
     cols: dict[str, pl.Series] = {}
-    for m in METRICS:
+    for m in METRIC_COLUMNS:
         own = [rng.choice(pool) if rng.random() < 0.9 else None for _ in range(n)]
         cols[m] = pl.Series(m, own, pl.Int64)
         cols["total_" + m] = pl.Series("total_" + m, [rng.choice(pool) for _ in range(n)], pl.Int64)

@@ -3,12 +3,13 @@
 ``'%.2f' % (v / D)`` is computed with integers: ``(200·v + D) // (2·D)`` is 100·v/D rounded half
 up, which is what printf prints for the nearest double unless 100·v/D is exactly a half (a tie)
 or v is so large that the double's error can reach a half. Those rows — rare — are formatted by
-Python's ``%`` like the per-value formatters in ``format.py``; a test checks both agree on many
+Python's ``%`` like the per-value formatters in ``units.py``; a test checks both agree on many
 values.
 
 The lines of a tree report are written byte by byte by ``lines.render`` (``tree_lines``,
-``tree_text``), from the items ``_program`` lists; ``tree_lines_polars`` builds the same lines
-as polars string expressions, for the frames the writer does not take and as its reference.
+``tree_text``), from the program ``_program`` builds out of the select-field registry
+(``fields.FIELDS``); ``tree_lines_polars`` evaluates the same program as polars string
+expressions, for the frames the writer does not take and as its reference.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import pyarrow as pa
 from numba import njit
 
 from tfprof.views import lines
-from tfprof.views.format import FIELDS, fmt_memory, fmt_number, fmt_time, time_fields
+from tfprof.views.fields import cells
+from tfprof.views.units import FORMATS
 
 # (small-value suffix, ((divisor, suffix), ...)) per format
 _UNITS = {
@@ -29,8 +31,6 @@ _UNITS = {
     "time": ("us", ((1_000, "ms"), (1_000_000, "sec"))),
     "memory": ("B", ((1_000, "KB"), (1_000_000, "MB"))),
 }
-_SCALAR = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory}
-_KIND = {fmt_number: "number", fmt_time: "time", fmt_memory: "memory"}
 _EXACT_LIMIT = 1 << 40  # above this the double's error could decide the rounding: use Python
 
 
@@ -49,7 +49,7 @@ def format_column(values: pl.Series, kind: str) -> pl.Series:
     out = pl.Series(values.name, arr, dtype=pl.String)
     idx = np.flatnonzero(python)
     if len(idx):
-        out = out.scatter(idx, [_SCALAR[kind](int(x)) for x in v[idx]])
+        out = out.scatter(idx, [FORMATS[kind](int(x)) for x in v[idx]])
     return out
 
 
@@ -111,21 +111,6 @@ def _format_ints(v, divs, sfx, sfx_offs):  # pragma: no cover - numba
     return data, offs, python
 
 
-def _dims_text(dims: pl.Expr) -> pl.Expr:
-    return dims.list.eval(pl.element().cast(pl.String)).list.join("x")
-
-
-def _input_shapes_expr() -> pl.Expr:
-    entry = pl.concat_str(
-        pl.element().struct.field("input_idx").cast(pl.String),
-        pl.lit(":"),
-        pl.when(pl.element().struct.field("dims").list.len() > 0)
-        .then(_dims_text(pl.element().struct.field("dims")))
-        .otherwise(pl.lit("unknown")),
-    )
-    return pl.col("input_shapes").list.eval(entry).list.join("|").fill_null("")
-
-
 def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     """``format_column`` of each column, computed once per distinct value over all of them and
     mapped back by binary search: a view's columns repeat few values (a 356,000-line code view
@@ -136,10 +121,18 @@ def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     return {name: text.gather(distinct.search_sorted(col)) for name, col in values.items()}
 
 
+def _program(frame: pl.DataFrame, select: Sequence[str], code: bool) -> lines.Program:
+    """The items of the view's lines, as ``fields.FIELDS`` states them, as a ``lines.Program``:
+    what the byte writer runs and what ``tree_lines_polars`` evaluates."""
+    prog = lines.Program()
+    for pieces, nullable in cells(select, "code" if code else "tree", frame.columns):
+        prog.item(*pieces, nullable=nullable)
+    return prog
+
+
 def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
-    """``tree_lines`` as polars string expressions: the reference the byte writer must match,
-    and the path for frames it does not take (see ``_writer_takes``)."""
-    items: list[pl.Expr] = []
+    """``tree_lines`` as polars string expressions over the same program: the reference the byte
+    writer must match, and the path for frames it does not take (see ``_writer_takes``)."""
     needed: dict[str, tuple[str, str]] = {}  # formatted column -> (source column, kind)
 
     def text(column: str, kind: str) -> pl.Expr:
@@ -147,52 +140,19 @@ def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool 
         needed[name] = (column, kind)
         return pl.col(name)
 
-    def pair(field: str, suffix: str = "") -> None:
-        f = FIELDS[field]
-        kind = _KIND[f.fmt]
-        own = pl.when(pl.col("accounted")).then(text(f.column, kind)).otherwise(pl.lit("--"))
-        items.append(pl.concat_str(own, pl.lit("/"), text("total_" + f.column, kind), pl.lit(suffix)))
+    def piece(p: tuple) -> pl.Expr:
+        acc = pl.col("accounted")
+        if p[0] == "lit":
+            return pl.lit(p[1])
+        if p[0] == "val":
+            return text(p[1], p[2])
+        if p[0] == "own":
+            return pl.when(acc).then(text(p[1], p[2])).otherwise(pl.lit("--"))
+        if p[0] == "acc":
+            return pl.when(acc).then(pl.lit(p[1])).otherwise(pl.lit(p[2]))
+        return p[1]  # "row": the row's string, null where the item is left out
 
-    if code:
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "params" in select:
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        if "device" in select and "devices" in frame.columns:
-            items.append(pl.when(pl.col("devices").list.len() > 0).then(pl.col("devices").list.join("|")))
-        if "op_types" in select:
-            items.append(pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            items.append(pl.lit("occurrence N/A in code view"))
-        if "input_shapes" in select:
-            items.append(pl.lit("input_shapes N/A in code view"))
-    else:
-        if "params" in select:
-            items.append(pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape"))))
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "device" in select and "device" in frame.columns:
-            items.append(pl.col("device"))
-        if "op_types" in select:
-            items.append(pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            acc = pl.col("accounted")
-            items.append(
-                pl.when(acc).then(text("run_count", "number")).otherwise(pl.lit("--"))
-                + "/" + text("total_run_count", "number") + "|"
-                + pl.when(acc).then(pl.lit("1")).otherwise(pl.lit("--"))
-                + "/" + text("total_definition_count", "number")
-            )
-        if "input_shapes" in select:
-            items.append(_input_shapes_expr() if "input_shapes" in frame.columns else pl.lit(""))
-
+    items = [pl.concat_str(*(piece(p) for p in pieces)) for pieces, _ in _program(frame, select, code).items]
     if not items:
         joined = pl.Series([""] * frame.height, dtype=pl.String)
     else:
@@ -209,57 +169,6 @@ def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool 
 
 
 # ----------------------------------------------------------------------------- the byte writer
-
-
-def _program(frame: pl.DataFrame, select: Sequence[str], code: bool) -> lines.Program:
-    """``tree_lines_polars``'s items as a ``lines.Program`` (same order, same conditions)."""
-    prog = lines.Program()
-
-    def pair(field: str, suffix: str = "") -> None:
-        f = FIELDS[field]
-        kind = _KIND[f.fmt]
-        prog.item(("own", f.column, kind), ("lit", "/"), ("val", "total_" + f.column, kind), ("lit", suffix))
-
-    if code:
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "params" in select:
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        if "device" in select and "devices" in frame.columns:
-            prog.item(nullable=pl.when(pl.col("devices").list.len() > 0).then(pl.col("devices").list.join("|")))
-        if "op_types" in select:
-            prog.item(nullable=pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            prog.item(("lit", "occurrence N/A in code view"))
-        if "input_shapes" in select:
-            prog.item(("lit", "input_shapes N/A in code view"))
-    else:
-        if "params" in select:
-            prog.item(nullable=pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape"))))
-            pair("params", " params")
-        if "float_ops" in select:
-            pair("float_ops", " flops")
-        for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", *time_fields(select)):
-            if f in select or f in time_fields(select):
-                pair(f)
-        if "device" in select and "device" in frame.columns:
-            prog.item(nullable=pl.col("device").cast(pl.String))
-        if "op_types" in select:
-            prog.item(nullable=pl.col("op_types").list.join("|").fill_null(""))
-        if "occurrence" in select:
-            prog.item(
-                ("own", "run_count", "number"), ("lit", "/"), ("val", "total_run_count", "number"), ("lit", "|"),
-                ("acc", "1", "--"), ("lit", "/"), ("val", "total_definition_count", "number"),
-            )  # fmt: skip
-        if "input_shapes" in select:
-            if "input_shapes" in frame.columns:
-                prog.item(nullable=_input_shapes_expr())
-            else:
-                prog.item(("lit", ""))
-    return prog
 
 
 def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | None) -> bool:

@@ -11,28 +11,32 @@ from collections.abc import Sequence
 import polars as pl
 
 from tfprof.views.columns import tree_bytes, tree_text
-from tfprof.views.format import (
-    FIELDS,
-    MISSING_STREAM_WARNING,
-    doc_block,
-    fmt_number,
-    fmt_shape,
-    time_fields,
-)
+from tfprof.views.fields import FIELDS, shown
+from tfprof.views.format import COMMAND_HELP, MISSING_STREAM_WARNING
+from tfprof.views.units import FORMATS, fmt_number, fmt_shape, fmt_time
 
-# Legend and line order of the single-node (scope, graph) views (tfprof_show.cc FormatNode).
-_TREE_METRIC_ORDER = ("params", "float_ops", "bytes", "peak_bytes", "residual_bytes", "output_bytes")
+
+def legend(select: Sequence[str], *, multi: bool) -> str:
+    """``node name | …``: the legend of every field ``select`` prints, in the line order of the
+    single-node (scope, graph) or multi-node (op, code) views."""
+    return "node name | " + " | ".join(f.legend_for(multi) for f in shown(select, multi=multi)) + "\n"
 
 
 def tree_legend(select: Sequence[str]) -> str:
-    """``node name | …`` for the scope and graph views."""
-    legends = [FIELDS[f].legend for f in _TREE_METRIC_ORDER if f in select]
-    legends += [FIELDS[f].legend for f in time_fields(select)]
-    extras = {"device": "assigned devices", "op_types": "op types", "occurrence": "op count (run|defined)"}
-    legends += [text for key, text in extras.items() if key in select]
-    if "input_shapes" in select:
-        legends.append("input shapes")
-    return "node name | " + " | ".join(legends) + "\n"
+    """The legend of the scope and graph views (params first)."""
+    return legend(select, multi=False)
+
+
+def multi_legend(select: Sequence[str]) -> str:
+    """The legend of the op and code views (bytes first, params after time)."""
+    return legend(select, multi=True)
+
+
+def doc_block(cmd: str, select: Sequence[str]) -> str:
+    """The explanatory block printed above ``Profile:`` (spec 7.1.1): each selected field's doc
+    lines, ``select`` sorted by name."""
+    lines = [line for s in sorted(select) for line in (FIELDS[s].doc if s in FIELDS else (f"Unknown select: {s}",))]
+    return "\nDoc:\n" + COMMAND_HELP.get(cmd, f"Unknown command: {cmd}") + "\n" + "\n".join(lines) + "\n\n"
 
 
 def _join_lines(lines: pl.Series) -> str:
@@ -59,21 +63,6 @@ def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_strea
 
 # ----------------------------------------------------------------------------- multi-node views
 
-_MULTI_MEMORY = ("bytes", "peak_bytes", "residual_bytes", "output_bytes")
-
-
-def multi_legend(select: Sequence[str], occurrence: str = "op occurrence (run|defined)") -> str:
-    """``node name | …`` for the op and code views (bytes first, params after time)."""
-    legends = [FIELDS[f].legend for f in _MULTI_MEMORY if f in select]
-    legends += [FIELDS[f].legend for f in time_fields(select)]
-    legends += [FIELDS[f].legend for f in ("params", "float_ops") if f in select]
-    extras = {"device": "assigned devices", "op_types": "op types", "occurrence": occurrence}
-    legends += [text for key, text in extras.items() if key in select]
-    if "input_shapes" in select:
-        legends.append("input shapes")
-    return "node name | " + " | ".join(legends) + "\n"
-
-
 def _pct_item(text: str, own: int, total: int, root_total: int, guard: int) -> str:
     cum = pct = 0.0
     if guard > 0:
@@ -82,28 +71,21 @@ def _pct_item(text: str, own: int, total: int, root_total: int, guard: int) -> s
     return "%30s" % f"{text} ({cum:.2f}%, {pct:.2f}%)"
 
 
+def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root: dict) -> str:
+    """One item of an op-view line from a field's op cell (``tfprof.views.fields``)."""
+    if cell[0] == "join":
+        return "|".join(row[cell[1]] or ())
+    if cell[0] == "runs":
+        return "%*s" % (cell[1], f"{row['runs']}|{row['definitions']}")
+    _, guard, unit = cell
+    own, total = row[column], row["total_" + column]
+    text = f"{fmt_number(own)} {unit}" if unit else FORMATS[kind](own)
+    return _pct_item(text, own, total, root["total_" + column], own if guard == "own" else total)
+
+
 def op_line(row: dict, root: dict, select: Sequence[str], input_block: str = "") -> str:
     """One row of the op view (spec 7.4)."""
-    items: list[str] = []
-    for f in _MULTI_MEMORY:
-        if f in select:
-            col = FIELDS[f].column
-            # memory columns guard on the row's own bytes (tfprof_op.cc FormatMemoryNode)
-            items.append(_pct_item(FIELDS[f].fmt(row[col]), row[col], row["total_" + col], root["total_" + col], row[col]))
-    for f in time_fields(select):
-        col = FIELDS[f].column
-        items.append(_pct_item(FIELDS[f].fmt(row[col]), row[col], row["total_" + col], root["total_" + col], row["total_" + col]))
-    for f, unit in (("params", "params"), ("float_ops", "float_ops")):
-        if f in select:
-            col = FIELDS[f].column
-            text = f"{fmt_number(row[col])} {unit}"
-            items.append(_pct_item(text, row[col], row["total_" + col], root["total_" + col], row["total_" + col]))
-    if "device" in select:
-        items.append("|".join(row["devices"] or ()))
-    if "op_types" in select:
-        items.append("|".join(row["op_types"] or ()))
-    if "occurrence" in select:
-        items.append("%10s" % f"{row['runs']}|{row['definitions']}")
+    items = [_op_cell(f.op, f.column, f.kind, row, root) for f in shown(select, multi=True) if f.op]
     line = "%-25s%s\n" % (row["name"], ", ".join(items))
     if "input_shapes" in select and input_block:
         line = f"{line}\n{input_block}\n\n"
@@ -127,7 +109,7 @@ def input_shape_block(members: pl.DataFrame) -> str:
         agg[2] += row["exec_micros"]
     ordered = sorted(sigs.items(), key=lambda kv: (-kv[1][1], kv[0]))
     return "\n".join(
-        f"{sig}\t(run*{runs}|defined*{count})\texec_time: {FIELDS['micros'].fmt(us)}"
+        f"{sig}\t(run*{runs}|defined*{count})\texec_time: {fmt_time(us)}"
         for sig, (count, runs, us) in ordered
     )
 

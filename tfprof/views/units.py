@@ -1,0 +1,46 @@
+"""tfprof's number formats (spec 7.3.1): a count, a time in microseconds, a size in bytes.
+
+The select-field registry (``fields``) names a metric's format by its kind; ``FORMATS`` maps
+the kind to the formatter. ``columns.format_column`` formats whole columns the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+
+def fmt_number(n: int | float) -> str:
+    """FormatNumber: 930580 -> ``930.58k``; negative numbers are printed whole."""
+    if n < 1000:
+        return "%d" % n
+    if n < 1000000:
+        return "%.2fk" % (n / 1e3)
+    if n < 1000000000:
+        return "%.2fm" % (n / 1e6)
+    return "%.2fb" % (n / 1e9)
+
+
+def fmt_time(us: int | float) -> str:
+    """FormatTime: 999 -> ``999us``, 1000 -> ``1.00ms``, 3610000 -> ``3.61sec``."""
+    if us < 1000:
+        return "%dus" % us
+    if us < 1000000:
+        return "%.2fms" % (us / 1e3)
+    return "%.2fsec" % (us / 1e6)
+
+
+def fmt_memory(b: int | float) -> str:
+    """FormatMemory: decimal units, no GB (120 GB prints ``120356.38MB``)."""
+    if b < 1000:
+        return "%dB" % b
+    if b < 1000000:
+        return "%.2fKB" % (b / 1e3)
+    return "%.2fMB" % (b / 1e6)
+
+
+def fmt_shape(dims: Sequence[int]) -> str:
+    """FormatShapes: dims joined by ``x``."""
+    return "x".join(str(d) for d in dims)
+
+
+FORMATS: dict[str, Callable[[float], str]] = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory}
