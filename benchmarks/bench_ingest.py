@@ -117,7 +117,7 @@ def _phase_parquet(profile: Path, out: Path) -> dict:
 
 def _phase_store(profile: Path, out: Path) -> dict:
     t0 = time.perf_counter()
-    from tfprof.store import ingest_to_store
+    from tfprof.api import ingest_to_store
 
     t1 = time.perf_counter()
     _, counts = ingest_to_store(out, profile_path=profile)
@@ -144,7 +144,7 @@ def _phase_jit(profile: Path, out: Path) -> dict:
     """Ingest a small profile with code traces into a store: compiles (or loads) every kernel
     an ingest uses, the decoder's and the indexes' (code trie, layout)."""
     t0 = time.perf_counter()
-    from tfprof.store import ingest_to_store
+    from tfprof.api import ingest_to_store
 
     t1 = time.perf_counter()
     ingest_to_store(out / "jit-store", profile_path=SMALL, force=True)  # the cold run's store is replaced

@@ -29,7 +29,7 @@ from tfprof.queries.graph import graph  # noqa: E402
 from tfprof.queries.op import op_view  # noqa: E402
 from tfprof.queries.options import Options  # noqa: E402
 from tfprof.queries.scope import scope  # noqa: E402
-from tfprof.store import ingest_to_store  # noqa: E402
+from tfprof.api import ingest_to_store  # noqa: E402
 
 QUERIES = {"scope": scope, "graph": graph, "op": op_view, "code": code}
 

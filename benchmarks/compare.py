@@ -97,7 +97,7 @@ def _child(step: str, profile: Path, store: Path, out: Path) -> dict:
     """One of our steps, in this (fresh) process; returns its own seconds and notes."""
     t0 = time.perf_counter()
     if step == "ingest":  # an ingest needs neither polars nor the views
-        from tfprof.store import ingest_to_store, warm_up
+        from tfprof.api import ingest_to_store, warm_up
     else:
         from tfprof import Profile
         from tfprof.api import run_view, warm_up

@@ -28,6 +28,7 @@ Readers (``READERS``):
 
 from __future__ import annotations
 
+import tfprof
 import json
 import shutil
 import tempfile
@@ -111,7 +112,7 @@ def _profile(data: bytes) -> None:
     from tfprof.ingest import wire
 
     path = _write("profile.pb", data)
-    prof = Profile.from_inputs(profile_path=path)
+    prof = tfprof.load(profile_path=path)
     # The fast decoder accepted it: protobuf must too, and both decoders give the same rows.
     ours = wire.decode_profile(path)
     try:
@@ -145,7 +146,7 @@ def _profile_reference(data: bytes) -> None:
 def _graph(data: bytes, name: str = "graph.pb") -> None:
     from tfprof.profile import Profile
 
-    run_views(Profile.from_inputs(graph_path=_write(name, data)))
+    run_views(tfprof.load(graph_path=_write(name, data)))
 
 
 def _graph_text(data: bytes) -> None:
@@ -155,13 +156,13 @@ def _graph_text(data: bytes) -> None:
 def _run_meta(data: bytes) -> None:
     from tfprof.profile import Profile
 
-    run_views(Profile.from_inputs(graph_path=GRAPH, run_meta_path=[_write("run_meta.pb", data)]))
+    run_views(tfprof.load(graph_path=GRAPH, run_meta_path=[_write("run_meta.pb", data)]))
 
 
 def _op_log(data: bytes) -> None:
     from tfprof.profile import Profile
 
-    run_views(Profile.from_inputs(graph_path=GRAPH, op_log_path=_write("op_log.pb", data)))
+    run_views(tfprof.load(graph_path=GRAPH, op_log_path=_write("op_log.pb", data)))
 
 
 def _checkpoint(data: bytes) -> None:
@@ -176,7 +177,7 @@ def _checkpoint(data: bytes) -> None:
         for shard in source.parent.glob(source.name + ".data-*"):
             shutil.copy(shard, folder / ("model.ckpt" + shard.name[len(source.name):]))
     (folder / "model.ckpt.index").write_bytes(data[1:])
-    prof = Profile.from_inputs(graph_path=GRAPH, checkpoint_path=folder / "model.ckpt")
+    prof = tfprof.load(graph_path=GRAPH, checkpoint_path=folder / "model.ckpt")
     prof.table("checkpoint_tensors")
     run_views(prof)
 
@@ -264,7 +265,7 @@ def store_template() -> tuple[Path, list[str]]:
     """A small store (from a cut of the multistep profile) written once per process, and its files."""
     global _store
     if _store is None:
-        from tfprof.store import ingest_to_store
+        from tfprof.api import ingest_to_store
 
         dest = workdir() / "store_template"
         ingest_to_store(dest, profile_path=_write("store_source.pb", cut_profile(STORE_SOURCE, 24)))

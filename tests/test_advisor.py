@@ -11,6 +11,7 @@ times, "0us" for a name scope.
 
 from __future__ import annotations
 
+import tfprof
 import difflib
 import json
 import re
@@ -53,7 +54,7 @@ _PROFILES: dict[str, Profile] = {}
 
 def _profile(name: str) -> Profile:
     if name not in _PROFILES:
-        _PROFILES[name] = Profile.from_inputs(profile_path=_profile_path(name))
+        _PROFILES[name] = tfprof.load(profile_path=_profile_path(name))
     return _PROFILES[name]
 
 
@@ -216,7 +217,7 @@ def test_raw_inputs_give_the_same_advice(name):
         }
     else:
         raw = raw_inputs(name)
-    ours = advise(Profile.from_inputs(**raw))
+    ours = advise(tfprof.load(**raw))
     assert ours.text == advise(_profile(name)).text
     assert ours.proto == advise(_profile(name)).proto
 
@@ -375,7 +376,7 @@ def test_cli_advise_raw_inputs_and_checker_options(tmp_path):
         "--checker_dir", str(tmp_path), "--checker_option", "top_op:limit=2",
     )
     assert proc.returncode == 0, proc.stderr
-    expected = advise(Profile.from_inputs(**raw), {"OperationChecker": {}, "top_op": {"limit": "2"}}, checker_dir=tmp_path)
+    expected = advise(tfprof.load(**raw), {"OperationChecker": {}, "top_op": {"limit": "2"}}, checker_dir=tmp_path)
     assert proc.stdout == expected.text
     assert proc.stdout.count("top op: ") == 2
 

@@ -3,6 +3,7 @@ plain Python statements of what they compute."""
 
 from __future__ import annotations
 
+import tfprof
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -101,7 +102,7 @@ def test_gradient_groups_without_a_forward_node_are_counted():
     from tfprof import Profile
     from tfprof.queries.indexes.code_trie import forward_names, static_trie
 
-    tables = Profile.from_inputs(**raw_inputs("cnn")).tables()
+    tables = tfprof.load(**raw_inputs("cnn")).tables()
     nodes = tables["nodes"]
     ids = nodes.column("node_id").to_pylist()
     traced = set(tables["code_frames"].column("node_id").to_pylist())

@@ -69,7 +69,7 @@ def test_tfprof_never_imports_tensorflow(tmp_path):
         import sys, tfprof
         from tfprof.schema.proto.graph_pb2 import GraphDef
         prof = tfprof.load(tfprof.sample_path())
-        prof.view("scope", max_depth=2)
+        tfprof.view(prof, "scope", max_depth=2)
         tfprof.Profiler(None).profile_operations(tfprof.ProfileOptionBuilder().with_empty_output().build())
         graph = GraphDef(); graph.node.add(name="w", op="VariableV2")
         tfprof.write_op_log(graph, {str(tmp_path)!r})

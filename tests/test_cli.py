@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfprof import api
 import subprocess
 import sys
 
@@ -22,7 +23,7 @@ def test_tables_lists_every_table_with_its_rows():
     path = FIXTURES / "cnn" / "profile.pb"
     proc = tfprof("tables", "--profile_path", str(path))
     assert proc.returncode == 0, proc.stderr
-    assert _counts(proc.stdout) == Profile.from_inputs(profile_path=path).row_counts()
+    assert _counts(proc.stdout) == api.load(profile_path=path).row_counts()
 
 
 def test_option_spellings_are_equivalent():

@@ -8,6 +8,7 @@ case named with --force, and that no temporary (`.<name>.*`) is left.
 
 from __future__ import annotations
 
+import tfprof
 import errno
 import hashlib
 import io
@@ -152,7 +153,7 @@ def test_a_timeline_of_several_steps_goes_to_disk_one_step_at_a_time(tmp_path, m
         fill(tmp, data)
 
     monkeypatch.setattr(output, "_fill", spy)
-    prof = Profile.from_inputs(profile_path=FIXTURES / "multistep" / "profile.pb")
+    prof = tfprof.load(profile_path=FIXTURES / "multistep" / "profile.pb")
     result = run_view(prof, "graph", {"output": f"timeline:outfile={tmp_path}/t"})
     written = write_output(prof, result)
     assert [p.name for p in written.paths] == ["t_0", "t_1", "t_2"]
@@ -309,7 +310,7 @@ def test_ingest_replaces_a_store_only_with_force(work, capsys):
     manifest = json.loads((work / "s.tfprof" / "tfprof_store.json").read_text())
     from tfprof import Profile
 
-    assert manifest["tables"]["nodes"] == Profile.from_inputs(profile_path=work / "rnn.pb").row_counts()["nodes"]
+    assert manifest["tables"]["nodes"] == tfprof.load(profile_path=work / "rnn.pb").row_counts()["nodes"]
     no_debris(work)
 
 
@@ -377,19 +378,19 @@ def test_a_store_of_the_previous_layout_is_replaced_file_by_file(work, capsys):
 def test_to_parquet_needs_force_and_never_writes_its_own_store(work):
     from tfprof import Profile
 
-    prof = Profile.from_inputs(profile_path="profile.pb")
+    prof = tfprof.load(profile_path="profile.pb")
     before = snapshot(work)
     with pytest.raises(OutputError, match="already exists"):
-        prof.to_parquet("s.tfprof")
+        tfprof.save(prof, "s.tfprof")
     assert snapshot(work) == before
-    prof.to_parquet("s.tfprof", force=True)
+    tfprof.save(prof, "s.tfprof", force=True)
     assert Profile.open("s.tfprof").row_counts() == prof.row_counts()
     stored = Profile.open("s.tfprof")
     before = snapshot(work)
     with pytest.raises(OutputError, match="input"):
-        stored.to_parquet("s.tfprof", force=True)
+        tfprof.save(stored, "s.tfprof", force=True)
     with pytest.raises(OutputError, match="input"):  # the profile's own file
-        prof.to_parquet("profile.pb", force=True)
+        tfprof.save(prof, "profile.pb", force=True)
     assert snapshot(work) == before
     no_debris(work)
 
@@ -399,7 +400,7 @@ def test_emit_output_takes_force_and_protects_the_profiles_inputs(work):
     from tfprof.api import emit_output, run_view
 
     (work / "out.txt").write_bytes(b"precious")
-    prof = Profile.from_inputs(profile_path="profile.pb")
+    prof = tfprof.load(profile_path="profile.pb")
     result = run_view(prof, "scope", {"max_depth": 1, "output": "file:outfile=out.txt"})
     before = snapshot(work)
     with pytest.raises(OutputError, match="--force"):

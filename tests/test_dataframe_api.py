@@ -107,9 +107,9 @@ def test_view_rows_are_the_printed_lines(fixture, case_id):
     prof = _profile(fixture)
     if case_id.endswith("default_cli"):  # nothing given: the command line's defaults apply
         assert Options.from_tfprof(options) == Options()
-        table = prof.view(cmd)
+        table = tfprof.view(prof, cmd)
     else:
-        table = prof.view(cmd, **options)
+        table = tfprof.view(prof, cmd, **options)
     lines = _golden_lines(fixture, case_id, cmd)
     assert table.height == len(lines) > 0
     root = run_view(prof, cmd, options).root
@@ -130,7 +130,7 @@ def test_view_keeps_every_value_of_run_view(cmd):
     options = {"max_depth": 6, "select": ["micros", "params", "float_ops", "occurrence"], "order_by": "micros",
                "account_type_regexes": ["Mat.*|.*Variable.*|Relu"]}
     frame = run_view(prof, cmd, options).frame
-    table = prof.view(cmd, **options)
+    table = tfprof.view(prof, cmd, **options)
     assert table.height == frame.height
     assert table.columns[:2] == ["name", "depth"] and set(table.columns) <= set(COLUMNS)
     assert_series_equal(table["name"], frame["name"])
@@ -149,22 +149,22 @@ def test_view_keeps_every_value_of_run_view(cmd):
 
 def test_view_takes_tfprof_option_names_and_rejects_unknown_ones():
     prof = _profile("cnn")
-    by_order = prof.view("op", order_by="micros", select="micros", max_depth=3)
+    by_order = tfprof.view(prof, "op", order_by="micros", select="micros", max_depth=3)
     assert by_order.height == 4  # max_depth 3 shows rows 0..3
     assert by_order["exec_micros"].is_sorted(descending=True)
     with pytest.raises(OptionError, match="max_dept"):
-        prof.view("scope", max_dept=3)
+        tfprof.view(prof, "scope", max_dept=3)
     with pytest.raises(OptionError, match="output"):
-        prof.view("scope", output="file:outfile=x.txt")
+        tfprof.view(prof, "scope", output="file:outfile=x.txt")
     with pytest.raises(OptionError, match="view"):
-        prof.view("timeline")
+        tfprof.view(prof, "timeline")
 
 
 def test_trainable_params_by_scope_match_the_real_tool():
     """The params preset's root total is the trainable-parameter count tfprof reports."""
     prof = _profile("multistep")
     totals = json.loads((FIXTURES / "multistep" / "golden" / "totals.json").read_text())
-    table = prof.view("scope", account_type_regexes=["_trainable_variables"], select=["params"], max_depth=10000)
+    table = tfprof.view(prof, "scope", account_type_regexes=["_trainable_variables"], select=["params"], max_depth=10000)
     assert table["total_params"][0] == totals["trainable"]["total_parameters"] > 0
 
 
@@ -182,11 +182,11 @@ def test_view_result_html_escapes_the_report_and_lists_the_rows():
     assert f"{table.height} rows" in page
 
 
-def test_profile_html_summarises_the_profile(tmp_path):
+def test_summary_html_summarises_the_profile(tmp_path):
     prof = _profile("multistep")
     store = tmp_path / "run <1> & co"  # a path that needs escaping
-    prof.to_parquet(store)
-    page = Profile.open(store)._repr_html_()
+    tfprof.save(prof, store)
+    page = tfprof.summarize(Profile.open(store))._repr_html_()
     assert html.escape(str(store)) in page and str(store) not in page
     counts = prof.row_counts()
     for name, n in counts.items():
@@ -210,3 +210,14 @@ def test_sql_results_render_in_notebooks():
     assert frame.height > 0
     for name in frame["name"]:
         assert html.escape(name) in page
+
+
+def test_an_unknown_table_is_named_in_a_tfprof_error():
+    from tfprof.errors import TfprofError, UnknownTableError
+
+    prof = tfprof.load(tfprof.sample_path())
+    for call in (prof.table, prof.frame, prof.lazy):
+        with pytest.raises(UnknownTableError, match="unknown table `nodez`; tables: nodes, ") as caught:
+            call("nodez")
+        assert isinstance(caught.value, TfprofError) and isinstance(caught.value, KeyError)
+        assert str(caught.value).startswith("unknown table")  # not quoted as a KeyError's key

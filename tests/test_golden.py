@@ -7,6 +7,7 @@ and asserted to differ (strict xfail), so a change that accidentally "fixes" the
 
 from __future__ import annotations
 
+import tfprof
 import difflib
 import json
 from pathlib import Path
@@ -53,7 +54,7 @@ _PROFILES: dict[str, Profile] = {}
 
 def _profile(fixture: str) -> Profile:
     if fixture not in _PROFILES:
-        _PROFILES[fixture] = Profile.from_inputs(profile_path=FIXTURES / fixture / "profile.pb")
+        _PROFILES[fixture] = tfprof.load(profile_path=FIXTURES / fixture / "profile.pb")
     return _PROFILES[fixture]
 
 

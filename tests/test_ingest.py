@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tfprof
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -22,8 +23,8 @@ def test_profile_proto_equals_raw_files(fixture_name):
     """The real tool's ProfileProto and the files it was built from give the same rows."""
     if not _with_profile(fixture_name):
         pytest.fail(f"fixture {fixture_name} has no profile.pb; regenerate it with tools/make_fixtures.py")
-    raw = Profile.from_inputs(**raw_inputs(fixture_name)).tables()
-    prof = Profile.from_inputs(profile_path=FIXTURES / fixture_name / "profile.pb").tables()
+    raw = tfprof.load(**raw_inputs(fixture_name)).tables()
+    prof = tfprof.load(profile_path=FIXTURES / fixture_name / "profile.pb").tables()
     for name in TABLES:
         if name in RAW_ONLY:
             assert prof[name].num_rows == 0
@@ -32,21 +33,21 @@ def test_profile_proto_equals_raw_files(fixture_name):
 
 
 def test_text_and_binary_graph_agree(fixture_name):
-    a = Profile.from_inputs(**raw_inputs(fixture_name)).tables()
-    b = Profile.from_inputs(**raw_inputs(fixture_name, graph="graph.pbtxt")).tables()
+    a = tfprof.load(**raw_inputs(fixture_name)).tables()
+    b = tfprof.load(**raw_inputs(fixture_name, graph="graph.pbtxt")).tables()
     for name in TABLES:
         assert_tables_equal(a[name], b[name], name)
 
 
 def test_every_table_conforms_to_its_schema(fixture_name):
-    for prof in (Profile.from_inputs(**raw_inputs(fixture_name)),):
+    for prof in (tfprof.load(**raw_inputs(fixture_name)),):
         for name, table in prof.tables().items():
             assert table.schema.equals(TABLES[name].schema), name
 
 
 def test_parquet_round_trip_is_identical(fixture_name, tmp_path):
-    prof = Profile.from_inputs(**raw_inputs(fixture_name), checkpoint_path=FIXTURES / fixture_name / "model.ckpt")
-    prof.to_parquet(tmp_path / "store")
+    prof = tfprof.load(**raw_inputs(fixture_name), checkpoint_path=FIXTURES / fixture_name / "model.ckpt")
+    tfprof.save(prof, tmp_path / "store")
     again = Profile.open(tmp_path / "store")
     assert again.row_counts() == prof.row_counts()
     for name in TABLES:
@@ -54,7 +55,7 @@ def test_parquet_round_trip_is_identical(fixture_name, tmp_path):
 
 
 def test_open_store_reads_nothing_until_used(tmp_path):
-    Profile.from_inputs(**raw_inputs("cnn")).to_parquet(tmp_path / "s")
+    tfprof.save(tfprof.load(**raw_inputs("cnn")), tmp_path / "s")
     prof = Profile.open(tmp_path / "s")
     assert prof._tables == {}
     assert prof.row_counts()["nodes"] > 0
@@ -65,7 +66,7 @@ def test_open_store_reads_nothing_until_used(tmp_path):
 
 
 def test_sql_and_polars_agree():
-    prof = Profile.from_inputs(**raw_inputs("multistep"))
+    prof = tfprof.load(**raw_inputs("multistep"))
     by_sql = prof.sql(
         "select step, sum(duration_micros) as us from execs group by step order by step", output="polars"
     )
@@ -76,8 +77,8 @@ def test_sql_and_polars_agree():
 
 
 def test_sql_over_store_matches_memory(tmp_path):
-    prof = Profile.from_inputs(**raw_inputs("rnn"))
-    prof.to_parquet(tmp_path / "s")
+    prof = tfprof.load(**raw_inputs("rnn"))
+    tfprof.save(prof, tmp_path / "s")
     q = "select n.op, count(*) as k, sum(e.duration_micros) as us from execs e join nodes n using (node_id) group by 1 order by 1"
     assert prof.sql(q, output="arrow").to_pylist() == Profile.open(tmp_path / "s").sql(q, output="arrow").to_pylist()
 
@@ -85,7 +86,7 @@ def test_sql_over_store_matches_memory(tmp_path):
 def test_checkpoint_marks_variables():
     """spec 2.5: nodes named like a checkpoint tensor get the `_checkpoint_variables` type."""
     d = FIXTURES / "cnn"
-    prof = Profile.from_inputs(**raw_inputs("cnn"), checkpoint_path=d / "model.ckpt")
+    prof = tfprof.load(**raw_inputs("cnn"), checkpoint_path=d / "model.ckpt")
     ckpt = set(prof.frame("checkpoint_tensors")["name"].to_list())
     marked = prof.sql(
         "select n.name from node_types t join nodes n using (node_id) where t.op_type = '_checkpoint_variables'",
@@ -94,33 +95,33 @@ def test_checkpoint_marks_variables():
     names = set(prof.frame("nodes")["name"].to_list())
     assert set(marked) == ckpt & names and marked
     # tfprof marks checkpoint variables only when it builds the profile from a graph
-    via_profile = Profile.from_inputs(profile_path=d / "profile.pb", checkpoint_path=d / "model.ckpt")
-    plain = Profile.from_inputs(profile_path=d / "profile.pb")
+    via_profile = tfprof.load(profile_path=d / "profile.pb", checkpoint_path=d / "model.ckpt")
+    plain = tfprof.load(profile_path=d / "profile.pb")
     assert_tables_equal(plain.table("node_types"), via_profile.table("node_types"), "node_types")
     assert via_profile.table("checkpoint_tensors").num_rows == len(ckpt)
 
 
 def test_multistep_has_each_step():
-    prof = Profile.from_inputs(**raw_inputs("multistep"))
+    prof = tfprof.load(**raw_inputs("multistep"))
     steps = prof.frame("node_steps").group_by("step").len().sort("step")
     assert steps["step"].to_list() == [0, 1, 2]
     assert min(steps["len"].to_list()) > 0
 
 
 def test_rnn_loop_nodes_run_several_times():
-    prof = Profile.from_inputs(**raw_inputs("rnn"))
+    prof = tfprof.load(**raw_inputs("rnn"))
     assert prof.frame("node_steps")["run_count"].max() > 1
 
 
 def test_progress_is_reported(tmp_path):
     """Long ingests report progress (the CLI draws it as a bar on a terminal)."""
-    from tfprof.store import ingest_to_store
+    from tfprof.api import ingest_to_store
 
     calls = []
     ingest_to_store(tmp_path / "s", profile_path=FIXTURES / "rnn" / "profile.pb", progress=lambda *a: calls.append(a))
     assert calls and calls[-1][0] == calls[-1][1]  # ends at done == total
     raw = []
-    Profile.from_inputs(**raw_inputs("multistep"), progress=lambda *a: raw.append(a))
+    tfprof.load(**raw_inputs("multistep"), progress=lambda *a: raw.append(a))
     assert [c[0] for c in raw] == [1, 2, 3, 4] and raw[-1][1] == 4
 
 
@@ -139,12 +140,12 @@ def test_store_indexes_give_the_same_views(fixture_name, tmp_path):
     from tfprof.api import run_view
     from tfprof.store import read_manifest
 
-    memory = Profile.from_inputs(**raw_inputs(fixture_name))
-    with_idx = Profile.open(memory.to_parquet(tmp_path / "a"))
+    memory = tfprof.load(**raw_inputs(fixture_name))
+    with_idx = Profile.open(tfprof.save(memory, tmp_path / "a"))
     assert set(read_manifest(tmp_path / "a")["indexes"]) == {"step_means", "scope_layout", "graph_structure", "code_trie"}
     from tfprof.store import write_store
 
-    plain_store = Profile.open(write_store(tmp_path / "b", [memory.tables()], source=memory.source, indexes=False))
+    plain_store = Profile.open(write_store(tmp_path / "b", [memory.tables()], source=memory.source))
     assert "indexes" not in read_manifest(tmp_path / "b")
     for cmd, opts in [("code", {"max_depth": 6, "select": ["micros", "params"]}), ("scope", {"order_by": "micros"}),
                       ("op", {"select": ["bytes", "occurrence"]}), ("code", {"step": 0, "order_by": "name"}),
@@ -159,12 +160,13 @@ def test_store_indexes_give_the_same_views(fixture_name, tmp_path):
 
 def test_indexes_built_one_after_the_other_equal_those_built_at_once(tmp_path, monkeypatch):
     """A large profile's indexes are built on one thread, a small one's on two: same files."""
+    import tfprof.api.inputs as inputs
     import tfprof.store as store
 
-    memory = Profile.from_inputs(**raw_inputs("cnn"))
-    memory.to_parquet(tmp_path / "two")
-    monkeypatch.setattr(store, "_PARALLEL_INDEX_ROWS", 0)
-    memory.to_parquet(tmp_path / "one")
+    memory = tfprof.load(**raw_inputs("cnn"))
+    tfprof.save(memory, tmp_path / "two")
+    monkeypatch.setattr(inputs, "_PARALLEL_INDEX_ROWS", 0)
+    tfprof.save(memory, tmp_path / "one")
     one, two = (store.read_manifest(tmp_path / k)["indexes"] for k in ("one", "two"))
     assert one == two and set(one) == {"step_means", "scope_layout", "graph_structure", "code_trie"}
     for name, parts in one.items():
@@ -181,8 +183,8 @@ def test_indexes_of_an_older_layout_are_rebuilt(tmp_path):
     from tfprof.api import run_view
     from tfprof.store import INDEX_FORMAT, MANIFEST, read_index
 
-    memory = Profile.from_inputs(**raw_inputs("rnn"))
-    store = memory.to_parquet(tmp_path / "s")
+    memory = tfprof.load(**raw_inputs("rnn"))
+    store = tfprof.save(memory, tmp_path / "s")
     assert read_index(store, "code_trie") is not None
     manifest = json.loads((store / MANIFEST).read_text())
     assert manifest["index_format"] == INDEX_FORMAT

@@ -116,7 +116,7 @@ def term():
 
 @pytest.fixture(scope="module")
 def prof():
-    return Profile.from_inputs(profile_path=PROFILE)
+    return tfprof.load(profile_path=PROFILE)
 
 
 def _listing(**changes) -> str:

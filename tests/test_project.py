@@ -39,41 +39,158 @@ def test_every_column_has_a_doc():
         assert set(t.sort_key) <= set(t.schema.names)
 
 
-# Allowed import edges between the package's layers (STYLE.md): data flows one way.
-ALLOWED = {
-    "schema": set(),
-    "ingest": {"schema", "errors"},
-    "queries": {"schema", "errors", "profile"},
-    "views": {"schema", "errors"},
-    "cli": {"schema", "errors", "queries", "views", "profile", "store", "ingest", "api", "output"},
-    # tf.profiler's Python API: a shell like the CLI, over the same core.
-    "tf_api": {"schema", "errors", "queries", "views", "profile", "store", "ingest", "api", "output"},
+# What each part of the package may import (besides itself): data flows one way,
+# ingest -> tables (schema) -> queries -> views -> api -> shells, and the imports go the other way.
+# The base is the leaf modules everything may import: errors, schema, the file helpers, and
+# the Profile with its store, which import nothing above them.
+BASE = {
+    "errors": set(),
+    "samples": {"errors"},
+    "schema": {"errors"},
+    "output": {"errors"},
+    "manifest": {"errors", "schema"},
+    "sqlbox": {"errors", "schema"},
+    "store": {"errors", "schema", "manifest", "output"},
+    "profile": {"errors", "schema", "manifest", "output", "store", "sqlbox"},
 }
-# Leaf modules at the package's top that anything may import: they import only these.
-LEAVES = {"output": {"errors"}, "manifest": {"errors", "schema"}, "sqlbox": {"errors", "schema"}}
+ALL_BASE = set(BASE)
+LAYERS = {
+    **BASE,
+    "ingest": ALL_BASE,
+    "queries": ALL_BASE,
+    "views": ALL_BASE | {"queries"},
+    "api": ALL_BASE | {"ingest", "queries", "views"},
+    "cli": ALL_BASE | {"api"},
+    # tf.profiler's Python API: a shell like the CLI, which also turns a tf.Graph into inputs.
+    "tf_api": ALL_BASE | {"api", "ingest", "queries", "views"},
+}
+# The package's own entry points: `import tfprof` (lazy names) and `python -m tfprof`.
+TOP = {"__init__": set(LAYERS), "__main__": {"cli"}}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _imports(path: Path) -> set[str]:
+    """The tfprof modules ``path`` imports, anywhere in it (functions too), as dotted names."""
     found = set()
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tfprof."):
-            found.add(node.module.split(".")[1])
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join([*base, module] if module else base)
+            if module == "tfprof" or module.startswith("tfprof."):
+                found.add(module)
+                found |= {f"{module}.{a.name}" for a in node.names}  # a submodule imported by name
         elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("tfprof.")}
+            found |= {a.name for a in node.names if a.name == "tfprof" or a.name.startswith("tfprof.")}
     return found
 
 
-def test_layering():
-    for layer, allowed in ALLOWED.items():
-        for path in (ROOT / "tfprof" / layer).rglob("*.py"):
-            bad = _imports(path) - allowed - {layer}
-            assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_leaf_modules_stay_leaves():
-    for name, allowed in LEAVES.items():
-        bad = _imports(ROOT / "tfprof" / f"{name}.py") - allowed
-        assert not bad, f"tfprof/{name}.py imports {bad}"
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((ROOT / "tfprof").rglob("*.py")) if "_pb2" not in p.name}
+
+
+def test_layering_covers_every_module():
+    mods = _modules()
+    parts = {_part(m) for m in mods if m != "tfprof"} | {"__init__"}
+    assert parts <= set(LAYERS) | set(TOP), f"parts with no layer: {parts - set(LAYERS) - set(TOP)}"
+    bad = []
+    for module, path in mods.items():
+        part = _part(module) if module != "tfprof" else "__init__"
+        allowed = {**LAYERS, **TOP}[part] | {part}
+        for target in _imports(path):
+            if target == "tfprof" and part != "__init__":
+                name_parts = None  # `from tfprof import x` names x below
+                continue
+            other = _part(target)
+            if other not in allowed and not (target in mods and _part(target) in allowed):
+                bad.append(f"{path.relative_to(ROOT)} imports {target} ({part} -> {other})")
+    assert not bad, "\n".join(bad)
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    edges = {}
+    for module, path in mods.items():
+        targets = set()
+        for t in _imports(path):
+            while t and t not in mods:  # `from tfprof.x import name`: the module tfprof.x
+                t = t.rpartition(".")[0]
+            if t and t != module:
+                targets.add(t)
+        edges[module] = targets
+    return edges
+
+
+def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of the import graph, iteratively."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_cycles():
+    """Package ``__init__`` modules that re-export their submodules are left out (a package
+    importing its own children is not a cycle of meaning)."""
+    edges = _graph()
+    for module in list(edges):
+        edges[module] = {t for t in edges[module] if not t.startswith(module + ".")}
+    edges.pop("tfprof", None)
+    for targets in edges.values():
+        targets.discard("tfprof")
+    cycles = [c for c in _strongly_connected(edges) if len(c) > 1]
+    assert not cycles, cycles
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"], ["d"]]
 
 
 def test_only_ingest_parses_protobuf_inputs():
@@ -82,3 +199,10 @@ def test_only_ingest_parses_protobuf_inputs():
         if rel[0] in ("ingest", "schema"):
             continue
         assert "google.protobuf" not in path.read_text() or rel[0] == "schema", path
+
+
+def test_tf_api_names_listed_alike():
+    import tfprof
+    import tfprof.tf_api
+
+    assert tfprof._TF_API_NAMES == tuple(tfprof.tf_api.__all__)

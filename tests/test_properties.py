@@ -132,7 +132,7 @@ def test_total_is_self_plus_children(spec, view, step, account):
         prof = _load(spec, Path(tmp))
         if view == "code":  # graph-made profiles have no code traces; the scope tree stands in
             view = "scope"
-        frame = prof.view(view, **ALL, step=step, account_type_regexes=account)
+        frame = tfprof.view(prof, view, **ALL, step=step, account_type_regexes=account)
         _assert_totals_add_up(frame, f"{view} step={step} account={account}")
 
 
@@ -147,7 +147,7 @@ FILTERS = st.sampled_from([
 def test_displayed_only_totals_add_up_under_filters(spec, filt, account):
     with tempfile.TemporaryDirectory() as tmp:
         prof = _load(spec, Path(tmp))
-        frame = prof.view("scope", **{**ALL, **filt}, account_type_regexes=account, account_displayed_op_only=True)
+        frame = tfprof.view(prof, "scope", **{**ALL, **filt}, account_type_regexes=account, account_displayed_op_only=True)
         _assert_totals_add_up(frame, f"displayed only, {filt}")
 
 
@@ -156,8 +156,8 @@ def test_displayed_only_totals_add_up_under_filters(spec, filt, account):
 def test_filters_never_change_the_totals_of_displayed_nodes(spec, filt, view):
     with tempfile.TemporaryDirectory() as tmp:
         prof = _load(spec, Path(tmp))
-        whole = prof.view(view, **ALL)
-        shown = prof.view(view, **{**ALL, **filt})
+        whole = tfprof.view(prof, view, **ALL)
+        shown = tfprof.view(prof, view, **{**ALL, **filt})
         totals = ["name"] + [f"total_{m}" for m in METRICS]
         if view == "graph":  # a graph node may print under several consumers: compare by name only where unique
             whole = whole.filter(pl.col("name").is_unique())
@@ -173,7 +173,7 @@ def test_filters_never_change_the_totals_of_displayed_nodes(spec, filt, view):
 def test_op_view_totals_are_running_sums_from_the_bottom(spec, order):
     with tempfile.TemporaryDirectory() as tmp:
         prof = _load(spec, Path(tmp))
-        frame = prof.view("op", max_depth=1000, order_by=order, select=ALL["select"])
+        frame = tfprof.view(prof, "op", max_depth=1000, order_by=order, select=ALL["select"])
         for m in ("exec_micros", "requested_bytes", "params", "float_ops"):
             own = frame[m].to_list()
             acc = frame["accounted"].to_list()
@@ -189,7 +189,7 @@ def test_op_view_totals_are_running_sums_from_the_bottom(spec, order):
 def test_store_round_trip_is_identical(spec):
     with tempfile.TemporaryDirectory() as tmp:
         prof = _load(spec, Path(tmp))
-        prof.to_parquet(Path(tmp) / "store")
+        tfprof.save(prof, Path(tmp) / "store")
         again = tfprof.load(Path(tmp) / "store")
         for name in TABLES:
             assert again.table(name).equals(prof.table(name)), name

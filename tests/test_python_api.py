@@ -173,7 +173,7 @@ def test_inputs_in_memory_equal_paths():
     graph = graph_pb2.GraphDef.FromString(Path(inputs["graph_path"]).read_bytes())
     metas = [run_metadata_pb2.RunMetadata.FromString(Path(p).read_bytes()) for p in inputs["run_meta_path"]]
     op_log = tfprof_log_pb2.OpLogProto.FromString(Path(inputs["op_log_path"]).read_bytes())
-    want = tfprof.Profile.from_inputs(**inputs).tables()
+    want = tfprof.load(**inputs).tables()
     variants = [
         {"graph_path": graph, "run_meta_path": metas, "op_log_path": op_log},
         {"graph_path": graph.SerializeToString(), "run_meta_path": [m.SerializeToString() for m in metas],
@@ -182,13 +182,13 @@ def test_inputs_in_memory_equal_paths():
          "op_log_path": Path(inputs["op_log_path"]).read_bytes()},
     ]  # fmt: skip
     for variant in variants:
-        got = tfprof.Profile.from_inputs(**variant).tables()
+        got = tfprof.load(**variant).tables()
         for name in TABLES:
             assert_tables_equal(want[name], got[name], name)
     profile = (FIXTURES / "multistep" / "profile.pb").read_bytes()
-    from_bytes = tfprof.Profile.from_inputs(profile_path=profile).tables()
-    from_message = tfprof.Profile.from_inputs(profile_path=tfprof_log_pb2.ProfileProto.FromString(profile)).tables()
-    from_file = tfprof.Profile.from_inputs(profile_path=FIXTURES / "multistep" / "profile.pb").tables()
+    from_bytes = tfprof.load(profile_path=profile).tables()
+    from_message = tfprof.load(profile_path=tfprof_log_pb2.ProfileProto.FromString(profile)).tables()
+    from_file = tfprof.load(profile_path=FIXTURES / "multistep" / "profile.pb").tables()
     for name in TABLES:
         assert_tables_equal(from_file[name], from_bytes[name], name)
         assert_tables_equal(from_file[name], from_message[name], name)
@@ -210,7 +210,7 @@ def test_tensorflows_messages_are_accepted():
     inputs = raw_inputs("cnn")
     prof = tfprof.Profiler(Message("GraphDef", inputs["graph_path"]), op_log=inputs["op_log_path"])
     prof.add_step(0, Message("RunMetadata", inputs["run_meta_path"][0]))
-    want = tfprof.Profile.from_inputs(**inputs)
+    want = tfprof.load(**inputs)
     for name in TABLES:
         assert_tables_equal(want.table(name), prof.to_profile().table(name), name)
     with pytest.raises(InputError, match="tensorflow.GraphDef"):
@@ -219,7 +219,7 @@ def test_tensorflows_messages_are_accepted():
 
 def test_profiler_equals_the_command_lines_profile():
     prof = profiler("rnn").to_profile()
-    cli = tfprof.Profile.from_inputs(**raw_inputs("rnn"))
+    cli = tfprof.load(**raw_inputs("rnn"))
     for name in TABLES:
         assert_tables_equal(cli.table(name), prof.table(name), name)
 
@@ -300,8 +300,8 @@ def test_write_op_log_fixture_log_reads_as_the_original(tmp_path):
     the same profile."""
     inputs = raw_inputs("rnn")
     tfprof.write_op_log(str(inputs["graph_path"]), str(tmp_path), op_log=inputs["op_log_path"])
-    want = tfprof.Profile.from_inputs(**inputs).tables()
-    got = tfprof.Profile.from_inputs(**{**inputs, "op_log_path": tmp_path / "tfprof_log"}).tables()
+    want = tfprof.load(**inputs).tables()
+    got = tfprof.load(**{**inputs, "op_log_path": tmp_path / "tfprof_log"}).tables()
     for name in TABLES:
         assert_tables_equal(want[name], got[name], name)
 

@@ -8,6 +8,7 @@ prints what it prints for its own profiles, and our ingest reads them back into 
 
 from __future__ import annotations
 
+import tfprof
 import difflib
 import json
 from pathlib import Path
@@ -39,7 +40,7 @@ _TABLES: dict[str, dict[str, pa.Table]] = {}
 def fixture_tables(name: str) -> dict[str, pa.Table]:
     """The tables of the real tool's own profile of fixture ``name``."""
     if name not in _TABLES:
-        _TABLES[name] = Profile.from_inputs(profile_path=FIXTURES / name / "profile.pb").tables()
+        _TABLES[name] = tfprof.load(profile_path=FIXTURES / name / "profile.pb").tables()
     return _TABLES[name]
 
 
@@ -55,7 +56,7 @@ def raw_inputs(name: str) -> dict:
 
 
 def read_back(data: bytes) -> dict[str, pa.Table]:
-    return Profile.from_inputs(profile_path=data).tables()
+    return tfprof.load(profile_path=data).tables()
 
 
 def assert_same_tables(a: dict[str, pa.Table], b: dict[str, pa.Table]) -> None:
@@ -88,7 +89,7 @@ _OURS: dict[str, Profile] = {}
 def test_views_of_our_bytes_equal_the_real_tools(name, case):
     """The real tool's report on our bytes, line for line, is our report on them."""
     if name not in _OURS:
-        _OURS[name] = Profile.from_inputs(profile_path=ROUND / f"{name}.profile.pb")
+        _OURS[name] = tfprof.load(profile_path=ROUND / f"{name}.profile.pb")
     expected = (ROUND / name / f"{case['id']}.txt").read_text()
     options = {k: v for k, v in case["options"].items() if k != "output"}
     if not expected:  # the real tool wrote nothing (a step that does not exist): we refuse
@@ -126,7 +127,7 @@ def test_round_trip_of_a_profile_proto(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_round_trip_of_raw_inputs(name):
-    tables = Profile.from_inputs(**raw_inputs(name)).tables()
+    tables = tfprof.load(**raw_inputs(name)).tables()
     back = read_back(profile_proto_bytes(tables))
     assert_same_tables(tables, back)
     # And what the real tool built from the same files.
@@ -204,7 +205,7 @@ def test_dangling_input_is_left_out():
     graph = graph_pb2.GraphDef()
     graph.node.add(name="a", op="Const")
     graph.node.add(name="b", op="Identity", input=["a", "ghost:1", "^a"])
-    tables = Profile.from_inputs(graph_path=graph).tables()
+    tables = tfprof.load(graph_path=graph).tables()
     assert tables["node_inputs"].column("input_id").null_count == 1
     back = read_back(profile_proto_bytes(tables))
     assert back["node_inputs"].column("input_name").to_pylist() == ["a", "a"]

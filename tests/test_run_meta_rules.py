@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import tfprof
 import polars as pl
 from google.protobuf import text_format
 
@@ -117,7 +118,7 @@ def test_devices_table():
 def test_same_tables_as_the_real_tools_profile():
     """The real tool built profile.pb from these text files (tools/make_gpu_tiny.py)."""
     ours = _tables()
-    real = Profile.from_inputs(profile_path=FIXTURE / "profile.pb")
+    real = tfprof.load(profile_path=FIXTURE / "profile.pb")
     for name, table in ours.items():
         if name != "allocator_memory":
             assert_tables_equal(table, real.table(name), name)
@@ -132,16 +133,16 @@ def test_missing_stream_warning_follows_the_real_tool(tmp_path):
     graph, rm = tmp_path / "g.pbtxt", tmp_path / "rm.pbtxt"
     graph.write_text(GRAPH)
     rm.write_text(RUN_META.replace("/stream:all", "/stream:3"))
-    raw = Profile.from_inputs(graph_path=graph, run_meta_path=str(rm))
+    raw = tfprof.load(graph_path=graph, run_meta_path=str(rm))
     warning = "Found accelerator operation but misses accelerator stream stats!"
     assert warning in run_view(raw, "scope", {}).text
-    raw.to_parquet(tmp_path / "store")
+    tfprof.save(raw, tmp_path / "store")
     assert warning in run_view(Profile.open(tmp_path / "store"), "scope", {}).text
 
     prof = tfprof_log_pb2.ProfileProto.FromString((FIXTURE / "profile.pb").read_bytes())
     prof.miss_accelerator_stream = True
     flagged = tmp_path / "flagged.pb"
     flagged.write_bytes(prof.SerializeToString())
-    from_file = Profile.from_inputs(profile_path=flagged)
+    from_file = tfprof.load(profile_path=flagged)
     assert from_file.frame("info")["miss_accelerator_stream"][0]  # the data keeps the flag
     assert warning not in run_view(from_file, "scope", {}).text

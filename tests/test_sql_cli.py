@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tfprof import api
 import io
 import json
 import subprocess
@@ -34,7 +35,7 @@ def _error_line(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_sql_formats_carry_the_same_rows():
-    want = Profile.from_inputs(profile_path=PB).sql(PER_STEP, output="polars")
+    want = api.load(profile_path=PB).sql(PER_STEP, output="polars")
     assert want.height == 3 and want["us"].min() > 0
     assert pl.read_csv(io.BytesIO(_ok(tfprof("sql", PER_STEP, PB, "--format", "csv")))).equals(want)
     rows = json.loads(_ok(tfprof("sql", PER_STEP, PB, "-f", "json")))
@@ -47,7 +48,7 @@ def test_sql_formats_carry_the_same_rows():
 def test_sql_parquet_to_a_file(tmp_path):
     out = tmp_path / "steps.parquet"
     _ok(tfprof("sql", PER_STEP, "--profile_path", PB, "--format", "parquet", "--out", str(out)))
-    assert pl.read_parquet(out).equals(Profile.from_inputs(profile_path=PB).sql(PER_STEP, output="polars"))
+    assert pl.read_parquet(out).equals(api.load(profile_path=PB).sql(PER_STEP, output="polars"))
 
 
 def test_sql_errors_are_one_line():
@@ -59,7 +60,7 @@ def test_sql_errors_are_one_line():
 
 def test_sql_error_in_python_names_the_problem():
     with pytest.raises(QueryError, match="Binder Error.*nme"):
-        Profile.from_inputs(profile_path=PB).sql("select nme from nodes")
+        api.load(profile_path=PB).sql("select nme from nodes")
 
 
 def test_sql_to_a_missing_directory_writes_nothing(tmp_path):
@@ -70,7 +71,7 @@ def test_sql_to_a_missing_directory_writes_nothing(tmp_path):
 
 @pytest.mark.parametrize("cmd", ["scope", "graph", "op", "code"])
 def test_view_formats_give_the_view_rows(cmd):
-    want = Profile.from_inputs(profile_path=PB).view(cmd, max_depth=4, select=["micros", "params"])
+    want = api.view(api.load(profile_path=PB), cmd, max_depth=4, select=["micros", "params"])
     got = pl.read_csv(io.BytesIO(_ok(tfprof(cmd, PB, "--max_depth", "4", "--select", "micros,params", "--format", "csv"))))
     assert got.columns == want.columns
     assert got["name"].to_list() == want["name"].to_list()
@@ -83,7 +84,7 @@ def test_view_format_follows_output_file(tmp_path):
     out = tmp_path / "ops.parquet"
     proc = tfprof("op", PB, "--format", "parquet", "-output", f"file:outfile={out}")
     assert _ok(proc) == b""
-    want = Profile.from_inputs(profile_path=PB).view("op")
+    want = api.view(api.load(profile_path=PB), "op")
     assert pl.read_parquet(out).equals(want)
 
 

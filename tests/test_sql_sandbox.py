@@ -5,6 +5,7 @@ sandbox relies on is shown to take effect; ordinary queries give what plain Duck
 
 from __future__ import annotations
 
+import tfprof
 import hashlib
 import io
 import os
@@ -134,13 +135,13 @@ def _digest(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sandbox") / "run.tfprof"
-    Profile.from_inputs(profile_path=str(PB)).to_parquet(path)
+    tfprof.load(profile_path=str(PB)).to_parquet(path)
     return path
 
 
 @pytest.fixture(scope="module")
 def memory() -> Profile:
-    return Profile.from_inputs(profile_path=str(PB))
+    return tfprof.load(profile_path=str(PB))
 
 
 @pytest.fixture
@@ -391,7 +392,7 @@ def test_a_signal_stops_a_long_query_in_python(store, signum):
 
 def test_a_damaged_table_file_is_named(tmp_path):
     path = tmp_path / "s"
-    Profile.from_inputs(profile_path=str(PB)).to_parquet(path)
+    tfprof.load(profile_path=str(PB)).to_parquet(path)
     (path / "steps.parquet").write_bytes(b"not parquet")
     with pytest.raises(ProfileFormatError, match="steps.parquet"):
         Profile.open(path).sql("select 1")
@@ -475,7 +476,7 @@ def test_explain_and_parameters(prof):
 
 def test_some_tables_read_already_and_an_awkward_store_path(tmp_path, monkeypatch):
     odd = tmp_path / "it's a store"
-    Profile.from_inputs(profile_path=str(PB)).to_parquet(odd)
+    tfprof.load(profile_path=str(PB)).to_parquet(odd)
     monkeypatch.chdir(tmp_path)
     prof = Profile.open("it's a store")  # relative, with a quote and spaces
     prof.table("steps")  # read into memory before the connection exists

@@ -7,6 +7,7 @@ accounts every node (`.*`) or only `_trainable_variables`, once per step and for
 from __future__ import annotations
 
 from conftest import FIXTURES, golden_totals, raw_inputs
+import tfprof
 from tfprof import Profile
 from tfprof.queries.totals import totals
 
@@ -25,10 +26,10 @@ ROOT_FIELDS = {
 
 
 def _profiles(name: str):
-    yield "raw binary", Profile.from_inputs(**raw_inputs(name))
-    yield "raw text", Profile.from_inputs(**raw_inputs(name, graph="graph.pbtxt"))
+    yield "raw binary", tfprof.load(**raw_inputs(name))
+    yield "raw text", tfprof.load(**raw_inputs(name, graph="graph.pbtxt"))
     if (FIXTURES / name / "profile.pb").is_file():
-        yield "profile", Profile.from_inputs(profile_path=FIXTURES / name / "profile.pb")
+        yield "profile", tfprof.load(profile_path=FIXTURES / name / "profile.pb")
 
 
 def _scope_parents(names: list[str]) -> int:

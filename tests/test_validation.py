@@ -6,6 +6,7 @@ and computes the expected codes, nodes, steps and counts from that data.
 
 from __future__ import annotations
 
+import tfprof
 import json
 import re
 from pathlib import Path
@@ -56,7 +57,7 @@ def run_meta(records: list[dict]) -> run_metadata_pb2.RunMetadata:
 
 
 def load(tmp_path: Path, g: graph_pb2.GraphDef | None, steps: list[run_metadata_pb2.RunMetadata]) -> Profile:
-    return Profile.from_inputs(**write_inputs(tmp_path, g, steps))
+    return tfprof.load(**write_inputs(tmp_path, g, steps))
 
 
 def write_inputs(tmp_path: Path, g, steps) -> dict:
@@ -206,7 +207,7 @@ def test_profile_proto_values(tmp_path):
         {"name": "f", "float_ops": -1},  # as TensorFlow's op log writes for an empty L2Loss
     ]
     (tmp_path / "profile.pb").write_bytes(profile_proto(nodes))
-    prof = Profile.from_inputs(profile_path=tmp_path / "profile.pb")
+    prof = tfprof.load(profile_path=tmp_path / "profile.pb")
     assert [(r["node"], r["step"]) for r in rows(prof, "negative_duration")] == [("a", 0)]
     assert [(r["node"], r["step"]) for r in rows(prof, "negative_count")] == [("a", 0)]
     assert [(r["node"], r["step"]) for r in rows(prof, "negative_bytes")] == [("b", 0)]
@@ -227,7 +228,7 @@ def test_sums_beyond_int64_are_reported(tmp_path):
     # each shape fits int64 (2^62 elements); three of them do not
     nodes = [{"name": f"v{i}", "op": "VariableV2", "shape": [2**31, 2**31]} for i in range(3)]
     (tmp_path / "profile.pb").write_bytes(profile_proto(nodes))
-    prof = Profile.from_inputs(profile_path=tmp_path / "profile.pb")
+    prof = tfprof.load(profile_path=tmp_path / "profile.pb")
     assert not rows(prof, "params_overflow")
     found = rows(prof, "sum_overflow")
     assert len(found) == 1 and found[0]["severity"] == "error" and "nodes.params" in found[0]["detail"]
@@ -289,7 +290,7 @@ def test_empty_steps_missing_streams_and_overlapping_kernels(tmp_path):
 
 @pytest.mark.parametrize("name", ["cnn", "rnn", "multistep"])
 def test_fixtures_have_nothing_above_info(name):
-    for prof in (Profile.from_inputs(**raw_inputs(name)), Profile.from_inputs(profile_path=FIXTURES / name / "profile.pb")):
+    for prof in (tfprof.load(**raw_inputs(name)), tfprof.load(profile_path=FIXTURES / name / "profile.pb")):
         found = rows(prof)
         assert {r["severity"] for r in found} <= {"info"}, found
         # their RunMetadata-only nodes (_arg_*, _retval_*, ...) are noted
@@ -298,8 +299,8 @@ def test_fixtures_have_nothing_above_info(name):
 
 def test_gpu_fixture_and_sample_have_nothing_above_info():
     d = FIXTURES / "gpu_tiny"
-    for prof in (Profile.from_inputs(graph_path=d / "graph.pbtxt", run_meta_path=str(d / "run_meta_0.pbtxt")),
-                 Profile.from_inputs(profile_path=d / "profile.pb"), Profile.from_inputs(profile_path=sample_path())):
+    for prof in (tfprof.load(graph_path=d / "graph.pbtxt", run_meta_path=str(d / "run_meta_0.pbtxt")),
+                 tfprof.load(profile_path=d / "profile.pb"), tfprof.load(profile_path=sample_path())):
         assert {r["severity"] for r in rows(prof)} <= {"info"}
 
 
@@ -309,7 +310,7 @@ def test_large_profile_gives_a_small_table(tmp_path):
     nodes = [{"name": f"n{i - 1 if i % bad_every == 0 and i else i}", "execs": [(T0 + i, -1)], "requested": -i - 1}
              for i in range(n)]
     (tmp_path / "big.pb").write_bytes(profile_proto(nodes))
-    prof = Profile.from_inputs(profile_path=tmp_path / "big.pb")
+    prof = tfprof.load(profile_path=tmp_path / "big.pb")
     table = prof.table("validation")
     assert table.num_rows <= len(CHECKS) * (ROWS_PER_CODE + 1)
     assert total(prof, "negative_duration") == n
@@ -342,8 +343,8 @@ def bad_inputs(tmp_path: Path) -> dict:
 
 
 def test_store_keeps_the_table(tmp_path):
-    prof = Profile.from_inputs(**bad_inputs(tmp_path))
-    again = Profile.open(prof.to_parquet(tmp_path / "store"))
+    prof = tfprof.load(**bad_inputs(tmp_path))
+    again = Profile.open(tfprof.save(prof, tmp_path / "store"))
     assert again.table("validation").equals(prof.table("validation"))
     by_code = again.sql("select code, sum(count) n from validation group by code order by code")
     assert dict(zip(by_code["code"], by_code["n"])) == {"negative_duration": 1, "end_before_start": 1,
@@ -359,7 +360,7 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 def test_check_text_and_json(tmp_path, capsys):
     inputs = bad_inputs(tmp_path)
     flags = ["--graph_path", inputs["graph_path"], "--run_meta_path", inputs["run_meta_path"]]
-    table = Profile.from_inputs(**inputs).table("validation").to_pylist()
+    table = tfprof.load(**inputs).table("validation").to_pylist()
     code, out, err = cli(capsys, "check", *flags)
     assert code == 0 and err == ""
     lines = out.splitlines()
@@ -379,7 +380,7 @@ def test_check_text_and_json(tmp_path, capsys):
 
 
 def test_check_a_store_verifies_its_files(tmp_path, capsys):
-    store = Profile.from_inputs(**bad_inputs(tmp_path)).to_parquet(tmp_path / "store")
+    store = tfprof.load(**bad_inputs(tmp_path)).to_parquet(tmp_path / "store")
     code, out, _ = cli(capsys, "check", str(store))
     assert code == 0 and out.startswith(f"Validation of {store}\n")
     damaged = store / "execs.parquet"
@@ -393,14 +394,14 @@ def test_check_a_store_verifies_its_files(tmp_path, capsys):
 def test_other_commands_print_one_warning_line(tmp_path, capsys):
     inputs = bad_inputs(tmp_path)
     flags = ["--graph_path", inputs["graph_path"], "--run_meta_path", inputs["run_meta_path"]]
-    prof = Profile.from_inputs(**inputs)
+    prof = tfprof.load(**inputs)
     table = prof.table("validation").to_pylist()
     n = sum(r["count"] for r in table if r["severity"] != "info")
     code, out, err = cli(capsys, "scope", *flags)
     assert code == 0 and out == run_view(prof, "scope", {}).text  # stdout as without problems
     assert err.count("\n") == 1 and err.startswith(f"Warning: {n} validation problems (")
     assert err.rstrip().endswith(f"see tfprof check {' '.join(flags)}")
-    store = prof.to_parquet(tmp_path / "store")
+    store = tfprof.save(prof, tmp_path / "store")
     code, out, err = cli(capsys, "sql", "select count(*) n from validation", str(store))
     assert code == 0 and err.startswith("Warning: ") and err.count("\n") == 1 and f" in {store};" in err
     assert str(len(table)) in out

@@ -7,6 +7,7 @@ real tool's fixtures, in any batch size; damaged files must raise ``ProfileForma
 
 from __future__ import annotations
 
+import tfprof
 import importlib.util
 import random
 import sys
@@ -437,6 +438,6 @@ def test_ingest_falls_back_for_a_group_at_the_top_level(tmp_path):
     from tfprof import Profile
 
     path = _write(tmp_path, _profile(_node(0, "n"), _node(1, "m")).SerializeToString() + b"\x8b\x01\x08\x01\x8c\x01")
-    ingested = Profile.from_inputs(profile_path=path).tables()
+    ingested = tfprof.load(profile_path=path).tables()
     ref = reference(path)
     assert_same_tables({name: ingested[name] for name in ref}, ref)

@@ -8,7 +8,6 @@ True
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 from tfprof.errors import (
@@ -22,6 +21,7 @@ from tfprof.errors import (
     TfprofError,
 )
 from tfprof.profile import Profile
+from tfprof.samples import SAMPLES, sample_path  # noqa: F401 - re-exported
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,9 @@ __all__ = [
     "TfprofError",
     "load",
     "sample_path",
+    "save",
+    "summarize",
+    "view",
 ]
 
 # tf.profiler's Python API: the names tfprof.tf_api exports (its __all__). Listed here, not read
@@ -93,36 +96,43 @@ def load(
     run_meta_path: str | Path | list | None = None,
     op_log_path: str | Path | None = None,
     checkpoint_path: str | Path | None = None,
+    progress=None,
 ) -> Profile:
-    """Load a profile: a ProfileProto file, a store directory, or raw tfprof inputs.
+    """Load a profile: a ProfileProto file, a store directory, or raw tfprof inputs
+    (``tfprof.api.inputs.load``; ``progress(stage, done, total)`` hears how ingest goes).
 
     >>> tfprof.load(tfprof.sample_path()).row_counts()["steps"]
     1
     """
-    return Profile.from_inputs(
-        profile_path=profile_path,
-        graph_path=graph_path,
-        run_meta_path=run_meta_path,
-        op_log_path=op_log_path,
-        checkpoint_path=checkpoint_path,
-    )
+    from tfprof.api.inputs import load as run
+
+    return run(profile_path, graph_path=graph_path, run_meta_path=run_meta_path, op_log_path=op_log_path,
+               checkpoint_path=checkpoint_path, progress=progress)
 
 
-# Sample ProfileProtos bundled with the package: copies of test fixtures' profile.pb
-# (tests/fixtures/README.md says how they were made).
-SAMPLES = {
-    "cnn": "cnn_profile.pb",  # a ResNet-like CNN, one training step
-    "multistep": "multistep_profile.pb",  # an MLP, three training steps (step 1 also computes accuracy)
-}
+def view(prof: Profile, cmd: str, **options: object):
+    """The rows view ``cmd`` (scope, graph, op, code) of ``prof`` shows, one per printed line, as a
+    polars DataFrame (``tfprof.api.run.view``).
 
-
-def sample_path(name: str = "cnn") -> Path:
-    """Path of a sample ProfileProto bundled with the package: ``cnn`` or ``multistep``.
-
-    >>> import tfprof
-    >>> tfprof.load(tfprof.sample_path("multistep")).row_counts()["steps"]
-    3
+    >>> tfprof.view(tfprof.load(tfprof.sample_path()), "scope", max_depth=0)["name"].to_list()
+    ['_TFProfRoot']
     """
-    if name not in SAMPLES:
-        raise OptionError(f"Unknown sample `{name}`; valid: {', '.join(SAMPLES)}")
-    return Path(str(resources.files("tfprof") / "sample" / SAMPLES[name]))
+    from tfprof.api.run import view as run
+
+    return run(prof, cmd, **options)
+
+
+def save(prof: Profile, path: str | Path, *, force: bool = False) -> Path:
+    """Write ``prof`` as a store directory at ``path`` (``tfprof.api.inputs.save``); an existing
+    store is replaced only with ``force``."""
+    from tfprof.api.inputs import save as run
+
+    return run(prof, path, force=force)
+
+
+def summarize(prof: Profile):
+    """``prof`` at a glance: model facts, per-step totals, table sizes; a notebook shows it as a
+    card (``tfprof.api.summary.summarize``)."""
+    from tfprof.api.summary import summarize as run
+
+    return run(prof)

@@ -45,3 +45,10 @@ class OutputError(TfprofError, OSError):
 
 class MissingDependencyError(TfprofError, ImportError):
     """A feature needs an optional extra that is not installed; the message says how to install it."""
+
+
+class UnknownTableError(OptionError, KeyError):
+    """A table name the schema does not have (a ``KeyError`` too, as a missing key is)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

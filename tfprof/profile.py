@@ -7,20 +7,17 @@ time it is used, and ``lazy(name)`` scans the file without reading columns the q
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.errors import ProfileFormatError
-from tfprof.ingest import PathLike, Progress, add_checkpoint, iter_inputs, merge_batches
+from tfprof.errors import ProfileFormatError, UnknownTableError
 from tfprof.manifest import recreate_hint
 from tfprof.schema import TABLES
-from tfprof.output import Inputs, input_paths
-from tfprof.store import (check_tails, read_index, read_manifest, stored_tables, table_file, undecodable,
-                          verify_store, write_store)
+from tfprof.output import Inputs, PathLike, input_paths
+from tfprof.store import check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, verify_store
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
@@ -29,14 +26,18 @@ if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest ne
 
 def _check_table(name: str) -> None:
     if name not in TABLES:
-        raise KeyError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
+        raise UnknownTableError(f"unknown table `{name}`; tables: {', '.join(TABLES)}")
 
 
 class Profile:
     """One profile's tables.
 
-    Build one with ``Profile.from_inputs(...)`` (tfprof-style input paths) or ``Profile.open(dir)``
-    (a store written by ``to_parquet``).
+    Build one with ``tfprof.load(...)`` (tfprof's input files, or a store) or
+    ``Profile.open(dir)`` (a store written by ``tfprof ingest`` or ``tfprof.save``). A profile
+    never changes: what is derived from its tables (``memo``, ``index``) is computed once.
+
+    This module is a leaf of the package: it reads tables, and imports nothing that queries,
+    renders or runs them (views are ``tfprof.api.run_view(prof, ...)``).
     """
 
     def __init__(
@@ -56,44 +57,6 @@ class Profile:
     # ----------------------------------------------------------------------- construction
 
     @classmethod
-    def from_inputs(
-        cls,
-        *,
-        graph_path: PathLike | None = None,
-        run_meta_path: PathLike | list[PathLike] | None = None,
-        op_log_path: PathLike | None = None,
-        checkpoint_path: PathLike | None = None,
-        profile_path: PathLike | None = None,
-        progress: Progress | None = None,
-    ) -> Profile:
-        """Ingest tfprof inputs; ``profile_path`` may also be a store directory."""
-        given = input_paths(graph_path=graph_path, run_meta_path=run_meta_path, op_log_path=op_log_path,
-                            checkpoint_path=checkpoint_path, profile_path=profile_path)
-        if isinstance(profile_path, (str, os.PathLike)) and profile_path and Path(profile_path).is_dir():
-            prof = cls.open(profile_path)
-            if checkpoint_path:
-                from tfprof.ingest.checkpoint import read_checkpoint
-
-                # marked as variables only if the store was built from a graph, as tfprof does
-                tables = add_checkpoint(
-                    prof.tables(), read_checkpoint(checkpoint_path), mark_types=prof.source == "run_metadata"
-                )
-                prof = cls(tables, source=prof.source)
-            prof.inputs = given
-            return prof
-        batches = iter_inputs(
-            graph_path=graph_path,
-            run_meta_path=run_meta_path,
-            op_log_path=op_log_path,
-            checkpoint_path=checkpoint_path,
-            profile_path=profile_path,
-            progress=progress,
-        )
-        prof = cls(merge_batches(list(batches)), source="profile" if profile_path else "run_metadata")
-        prof.inputs = given
-        return prof
-
-    @classmethod
     def open(cls, path: PathLike) -> Profile:
         """Open a store directory without reading any table yet."""
         p = Path(path)
@@ -105,6 +68,11 @@ class Profile:
         return cls(empty, store=p, source=manifest.get("source", "profile"))
 
     # ----------------------------------------------------------------------- access
+
+    @property
+    def store(self) -> Path | None:
+        """The store directory the tables are read from (None for a profile in memory)."""
+        return self._store
 
     @property
     def table_names(self) -> list[str]:
@@ -251,47 +219,6 @@ class Profile:
                 {n: self._store / f"{n}.parquet" if lazy and n not in self._tables else self.table(n) for n in TABLES}
             )
         return self._con
-
-    # ----------------------------------------------------------------------- views as frames
-
-    def view(self, cmd: str, **options: object) -> pl.DataFrame:
-        """The rows view ``cmd`` (scope, graph, op, code) shows, one per printed line, in order.
-
-        Options take tfprof's names (``max_depth=3``, ``select=["params"]``, ``order_by="micros"``);
-        the rest keep the command line's defaults. Columns: ``name``, ``depth``, then each
-        selected metric beside its ``total_`` (``select`` as the report's: ``micros`` by
-        default; documented in ``tfprof.views.table.COLUMNS``). For the
-        report text as well, call ``tfprof.api.run_view``.
-
-        >>> import tfprof
-        >>> tfprof.load(tfprof.sample_path()).view("scope", max_depth=0)["name"].to_list()
-        ['_TFProfRoot']
-        """
-        from tfprof.api import run_view  # api imports this module
-        from tfprof.views.table import view_table
-
-        if "output" in options or "dump_to_file" in options:
-            from tfprof.errors import OptionError
-
-            raise OptionError("Profile.view returns rows, not output: drop `output` (run_view(...).text is the report)")
-        result = run_view(self, cmd, options, full_rows=True)
-        return view_table(cmd, result.frame, result.options.select)
-
-    def _repr_html_(self) -> str:
-        """Jupyter's summary of the profile: model facts, totals per step, table sizes."""
-        from tfprof.queries.summary import model_facts, summary
-        from tfprof.views.notebook import profile_html
-
-        where = f"store {self._store}" if self._store is not None else "in memory"
-        return profile_html(where, self.source, model_facts(self), summary(self), self.row_counts())
-
-    # ----------------------------------------------------------------------- store
-
-    def to_parquet(self, path: PathLike, *, force: bool = False) -> Path:
-        """Write the tables as a store at ``path``. An existing ``path`` is replaced (atomically)
-        only with ``force``, and only if it is a tfprof store holding nothing else; the files
-        the profile was read from are never written over."""
-        return write_store(path, [self.tables()], source=self.source, force=force, inputs=self.inputs)
 
     def __repr__(self) -> str:
         counts = self.row_counts()

@@ -14,14 +14,13 @@ import json
 import queue
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tfprof.errors import OutputError, ProfileFormatError, TfprofError
-from tfprof.ingest import PathLike, Progress, iter_inputs
 from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest are also used as tfprof.store.*
     INDEX_FORMAT,
     INDEX_SUFFIX,
@@ -40,7 +39,7 @@ from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest ar
     table_file,
     undecodable,
 )
-from tfprof.output import Inputs, check_directory, input_paths, new_directory
+from tfprof.output import Inputs, PathLike, new_directory
 from tfprof.schema import TABLES
 
 
@@ -57,7 +56,7 @@ def _system_allocator() -> Iterator[None]:
         yield
     finally:
         pa.set_memory_pool(previous)
-        _trim()
+        trim_memory()
 
 
 def _libc():
@@ -89,11 +88,17 @@ def _map_large_blocks() -> None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
 
 
-def _trim() -> None:
+def trim_memory() -> None:
     """Return the free memory malloc holds (in every thread's arena) to the system: batches
     decoded on several threads leave tens of MB there otherwise."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
+
+
+# Writes a store's indexes into the folder of a store being written: (folder, the profile's
+# source, the tables' row counts, a function to call with each file once it is closed) -> the
+# manifest's entry (index name -> parts). ``tfprof.api.inputs.write_indexes`` is the one.
+IndexWriter = Callable[[Path, str, dict[str, int], Callable[[Path], None]], dict[str, list[str]]]
 
 
 def write_store(
@@ -101,12 +106,12 @@ def write_store(
     batches: Iterable[dict[str, pa.Table]],
     *,
     source: str = "profile",
-    indexes: bool = True,
+    indexes: IndexWriter | None = None,
     force: bool = False,
     inputs: Inputs | None = None,
 ) -> Path:
     """Write batches of tables (see ``tfprof.ingest.iter_inputs``) as a store at ``path``,
-    with the profile's indexes (``tfprof.queries.indexes``) unless ``indexes`` is false.
+    with the indexes ``indexes`` writes (none without it: views then build them when used).
 
     Everything is written into a temporary sibling directory first and moved into place at the
     end (``tfprof.output.new_directory``), so an interrupted write never leaves a half-written
@@ -126,9 +131,9 @@ def write_store(
                     sums.add(tmp / f"{name}.parquet")
                 manifest = {"format": STORE_FORMAT, "source": source, "tables": counts}
                 (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-                if indexes:
+                if indexes is not None:
                     with _system_allocator():
-                        manifest["indexes"] = _write_indexes(tmp, source, counts, sums.add)
+                        manifest["indexes"] = indexes(tmp, source, counts, sums.add)
                     manifest["index_format"] = INDEX_FORMAT
             finally:
                 sums.close()
@@ -139,68 +144,6 @@ def write_store(
     except OSError as exc:
         raise OutputError(f"cannot write the store `{dest}`: {exc.strerror or exc}") from None
     return dest
-
-
-# Below this many rows of the tables the indexes read most, they are built on two threads at
-# once; above, one after the other (each then has all the memory: a 7M-node profile's code trie
-# alone needs a few GB).
-_PARALLEL_INDEX_ROWS = 20_000_000
-
-
-def _write_indexes(
-    folder: Path, source: str, counts: dict[str, int], written_file=lambda path: None
-) -> dict[str, list[str]]:
-    """Build the indexes of the tables just written to ``folder`` and save them under
-    ``indexes/<name>/<part>.arrow`` (Arrow IPC), calling ``written_file`` with each file as it
-    is closed; returns the manifest entry (index name → parts).
-
-    Each index is written and let go as soon as it is built. A small profile's are built on two
-    threads (their kernels release the GIL): the code trie on one, the others on the other.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tfprof.profile import Profile
-    from tfprof.queries.indexes import INDEXES
-
-    prof = Profile(store=folder, source=source)
-
-    def build(names: list[str]) -> dict[str, list[str]]:
-        written = {}
-        for name in names:
-            parts = INDEXES[name](prof)
-            if parts is None:
-                continue
-            (folder / INDEXES_DIR / name).mkdir(parents=True)
-            for part, table in parts.items():
-                _write_ipc(folder / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}", table)
-                written_file(folder / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}")
-            written[name] = list(parts)
-            del parts, table  # one index per thread in memory at a time
-            _trim()
-        return written
-
-    if sum(counts.get(t, 0) for t in ("nodes", "execs", "memory", "code_frames")) > _PARALLEL_INDEX_ROWS:
-        done = build(list(INDEXES))
-    else:
-        with ThreadPoolExecutor(2, thread_name_prefix="tfprof-index") as pool:
-            jobs = [pool.submit(build, ["code_trie"]), pool.submit(build, [n for n in INDEXES if n != "code_trie"])]
-            done = {}
-            for job in jobs:
-                done.update(job.result())
-    return {name: done[name] for name in INDEXES if name in done}
-
-
-def warm_up() -> None:
-    """Load the compiled kernels an ingest runs (the decoder's and the indexes') from numba's
-    cache, by ingesting the bundled sample profile in memory: numba's start in a process takes
-    about 0.3 s, then a few milliseconds per kernel."""
-    from tfprof import sample_path
-    from tfprof.profile import Profile
-    from tfprof.queries.indexes import INDEXES
-
-    prof = Profile.from_inputs(profile_path=sample_path())
-    for build in INDEXES.values():
-        build(prof)
 
 
 def verify_store(path: PathLike, *, checksums: bool) -> None:
@@ -259,7 +202,7 @@ def _read_ipc(store: Path, file: Path, *, validate: bool = False) -> pa.Table:
     return table
 
 
-def _write_ipc(path: Path, table: pa.Table) -> None:
+def write_ipc(path: Path, table: pa.Table) -> None:
     """``table`` as an uncompressed Arrow IPC file."""
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
@@ -324,25 +267,3 @@ def _write_tables(folder: Path, batches: Iterable[dict[str, pa.Table]]) -> dict[
     if failure:
         raise failure[0]
     return counts
-
-
-def ingest_to_store(
-    out: PathLike, *, progress: Progress | None = None, force: bool = False, inputs: Inputs | None = None, **given
-) -> tuple[Path, dict[str, int]]:
-    """Ingest tfprof inputs (``given``: graph_path=..., profile_path=...) straight into a store,
-    batch by batch; returns (path, row counts). ``force`` and ``inputs`` (more paths never to
-    write over; the given inputs always are) as in ``write_store``."""
-    protect = input_paths(**given) + inputs
-    # refused before any input is read
-    check_directory(out, force=force, inputs=protect, owned=store_files, what="--out", kind="tfprof store")
-    src = given.get("profile_path")
-    if src and Path(src).is_dir():
-        from tfprof.profile import Profile
-
-        prof = Profile.from_inputs(**given)
-        batches, source = [prof.tables()], prof.source
-    else:
-        batches = iter_inputs(**given, progress=progress)
-        source = "profile" if src else "run_metadata"
-    dest = write_store(out, batches, source=source, force=force, inputs=protect)
-    return dest, read_manifest(dest)["tables"]

@@ -31,6 +31,7 @@ changes or when the writer's output changes (tests/test_roundtrip.py says so).
 
 from __future__ import annotations
 
+import tfprof
 import argparse
 import hashlib
 import json
@@ -106,7 +107,7 @@ def write_ours(names) -> None:
 
     OUT.mkdir(parents=True, exist_ok=True)
     for name in names:
-        tables = Profile.from_inputs(profile_path=FIXTURES / name / "profile.pb").tables()
+        tables = tfprof.load(profile_path=FIXTURES / name / "profile.pb").tables()
         data = profile_proto_bytes(tables)
         (OUT / f"{name}.profile.pb").write_bytes(data)
         print(f"{name}: wrote {len(data)} bytes", flush=True)

@@ -127,12 +127,13 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
 
 
 def _load(*, warn: bool = True, **inputs):
-    from tfprof.profile import Profile
 
     profile_path = inputs.get("profile_path")
     if profile_path is not None and Path(profile_path).is_dir():
         _STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
-    prof = Profile.from_inputs(**inputs, progress=_progress())
+    from tfprof.api import load
+
+    prof = load(**inputs, progress=_progress())
     if warn:
         _warn_if_invalid(prof, inputs)
     return prof
@@ -163,7 +164,8 @@ def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE"
     ``force``, never one of ``inputs``) or stdout."""
     from tfprof.errors import OptionError
     from tfprof.output import write_file
-    from tfprof.views.export import BINARY, render
+    from tfprof.api.shell import BINARY
+    from tfprof.api.shell import export as render
 
     body = render(data, fmt)
     if out is not None:
@@ -187,18 +189,9 @@ def _spelled(inputs: dict) -> str:
 def _warn_if_invalid(prof, inputs: dict) -> None:
     """One stderr line when the profile's validation table holds warnings or errors (stdout
     stays as it is: reports and pipes are unchanged)."""
-    from tfprof.views.validation import report, warning_line
+    from tfprof.api.shell import report, warning_line
 
     label = _spelled(inputs)
     line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
     if line:
         print(line, file=sys.stderr)
-
-
-def render_counts(counts: dict[str, int]) -> str:
-    """The `tables` listing: one line per table with its row count."""
-    width = max(len(n) for n in counts)
-    lines = [f"{'table':<{width}}  {'rows':>12}"]
-    lines += [f"{name:<{width}}  {n:>12,}" for name, n in counts.items()]
-    return "\n".join(lines)
-

@@ -23,16 +23,15 @@ from tfprof.cli.app import (
     _spelled,
     _warn_if_invalid,
     app,
-    render_counts,
     takes_inputs,
 )
 
 
 def _version(value: bool) -> None:
     if value:
-        from tfprof import __version__
+        from importlib.metadata import version
 
-        typer.echo(f"tfprof {__version__}")
+        typer.echo(f"tfprof {version('tfprof')}")
         raise typer.Exit()
 
 
@@ -89,7 +88,7 @@ def ingest(
 
       tfprof ingest --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --op_log_path tfprof_log --out run.tfprof
     """
-    from tfprof.store import ingest_to_store
+    from tfprof.api import ingest_to_store
 
     dest, counts = ingest_to_store(out, progress=_progress(), force=force, inputs=_protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
@@ -112,7 +111,9 @@ def tables(inputs: dict) -> None:
       tfprof tables --graph_path graph.pbtxt --run_meta_path run_meta
     """
     prof = _load(**inputs)
-    typer.echo(render_counts(prof.row_counts()))
+    from tfprof.api.summary import table_sizes
+
+    typer.echo(table_sizes(prof))
 
 
 
@@ -172,7 +173,7 @@ def check(
       tfprof check --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --format json
     """
     from tfprof.errors import OptionError
-    from tfprof.views.validation import render_json, render_text, report
+    from tfprof.api.shell import render_json, render_text, report
 
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
@@ -194,18 +195,12 @@ def check(
 def demo() -> None:
     """Ingest the sample profile bundled with tfprof, summarise it and show two tfprof views."""
     import tfprof
-    from tfprof.api import run_view
-    from tfprof.queries.summary import model_facts, summary
-    from tfprof.views.summary import render_facts, render_frame
+    from tfprof.api import run_view, summarize
 
     path = tfprof.sample_path()
     prof = _load(profile_path=path)
     typer.echo(f"sample profile: {path}\n")
-    typer.echo(render_facts(model_facts(prof)))
-    typer.echo("\ntime and memory per step (sums over all nodes, as tfprof's root totals):")
-    typer.echo(render_frame(summary(prof)))
-    typer.echo("\ntables:")
-    typer.echo(render_counts(prof.row_counts()))
+    typer.echo(summarize(prof).text())
     shown = [
         ("scope", "--account_type_regexes _trainable_variables --select params --max_depth 4",
          {"account_type_regexes": ["_trainable_variables"], "select": ["params"], "max_depth": 4}),
@@ -273,7 +268,7 @@ def advise(
 def _checker_options(checkers: str | None, options: list[str]) -> dict | None:
     """`--checkers` and `--checker_option` as the advisor's {checker: {option: value}} (None: defaults)."""
     from tfprof.errors import OptionError
-    from tfprof.queries.advisor import DEFAULT_CHECKERS
+    from tfprof.api.shell import DEFAULT_CHECKERS
 
     if checkers is None and not options:
         return None
@@ -337,7 +332,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
     from tfprof.api import emit_output, print_notes, run_view
 
     if fmt != "text":
-        from tfprof.views.export import FORMATS
+        from tfprof.api.shell import FORMATS
 
         if fmt not in FORMATS:
             from tfprof.errors import OptionError
@@ -351,7 +346,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
     result = run_view(prof, cmd, opts, full_rows=fmt != "text")
     print_notes(result)
     if fmt != "text" and kind in ("stdout", "file"):
-        from tfprof.views.table import view_table
+        from tfprof.api.shell import view_table
 
         _emit(view_table(cmd, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
               out_hint="give --output file:outfile=FILE", force=force, inputs=prof.inputs + inputs)

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, OPTION_HELP, parse_view_args
 from tfprof.errors import OptionError, TfprofError
-from tfprof.queries.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, _unknown
+from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, unknown_value
 
 PROMPT = "tfprof> "
 VIEW_COMMANDS = ("scope", "graph", "op", "code")
@@ -158,7 +158,7 @@ class Shell:
             return True
         cmd, args = tokens[0], tokens[1:]
         if cmd not in COMMANDS:
-            raise OptionError(_unknown("command", cmd, COMMANDS))
+            raise OptionError(unknown_value("command", cmd, COMMANDS))
         if cmd in ("quit", "exit"):
             return False
         if cmd == "help":
@@ -174,9 +174,9 @@ class Shell:
             if rest:
                 raise OptionError(f"Unexpected argument `{rest[0]}`; options look like -max_depth 3")
             if opts.unknown_select:  # tfprof's shell refuses what its one-shot report only notes
-                from tfprof.queries.options import SELECT_FIELDS
+                from tfprof.api.options import SELECT_FIELDS
 
-                raise OptionError(_unknown("select field", opts.unknown_select[0], SELECT_FIELDS))
+                raise OptionError(unknown_value("select field", opts.unknown_select[0], SELECT_FIELDS))
             if cmd == "set":
                 from tfprof.api import check_step
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from tfprof.errors import OptionError
-from tfprof.queries.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, _unknown
+from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, unknown_value
 
 BOOL_OPTIONS = ("account_displayed_op_only",)
 _TRUE = {"true", "t", "yes", "y", "1"}
@@ -67,7 +67,7 @@ def parse_view_args(tokens: list[str], base: Options | None = None) -> tuple[Opt
         name, eq, value = token.lstrip("-").partition("=")
         name = name.replace("-", "_")
         if name not in NAMES:
-            raise OptionError(_unknown("option", name, NAMES))
+            raise OptionError(unknown_value("option", name, NAMES))
         if name in BOOL_OPTIONS:
             if not eq:
                 nxt = tokens[i + 1] if i + 1 < len(tokens) else None

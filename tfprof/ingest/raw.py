@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -396,9 +395,3 @@ def _names(table: str) -> list[str]:
 
 _COLUMNS = {t: _names(t) for t in (*NODE_TABLES, "steps")}
 _CKPT_COLS = _names("checkpoint_tensors")
-
-
-def warn(messages: list[str]) -> None:
-    """Print tfprof's stderr diagnostics (one per line)."""
-    for m in messages:
-        print(m, file=sys.stderr)

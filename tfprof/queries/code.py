@@ -17,12 +17,10 @@ from tfprof.queries.forest import display, keep_accounted
 from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers
 from tfprof.queries.op import member_sets, picked_members
-from tfprof.queries.options import Options
-from tfprof.queries.scope import ROOT
-from tfprof.queries.tree import MULTI_MIN_FILTERS, is_all, should_show
+from tfprof.queries.spec import ROOT, TreeSpec, as_spec
 from tfprof.schema import METRICS
 
-def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
 
     One row per trie node, in pre-order (``tid`` = ``pos`` = the row), with self values summed
@@ -34,17 +32,18 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
     trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
     counted = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
     # Members attach at the innermost trace of their path (the leaf).
+    opts = spec.options
     if metrics is None:
-        nodes = node_frame(prof, opts.step, extras_for(opts))
+        nodes = node_frame(prof, spec.step, extras_for(opts))
     else:  # a report's members: what it sums, filters on and prints (not every node's strings)
-        nodes = attach(prof, node_numbers(prof, opts.step).select("node_id", *counted), extras_for(opts))
+        nodes = attach(prof, node_numbers(prof, spec.step).select("node_id", *counted), extras_for(opts))
         if "device" in opts.select:
             nodes = nodes.join(
                 prof.lazy("nodes").select("node_id", pl.col("canonical_device").cast(pl.String).alias("device")).collect(),
                 on="node_id", how="left", maintain_order="left",
             )
     members = leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
-    picked = picked_members(members, opts)
+    picked = picked_members(members, spec)
     del members
     n = trie.height
     values = np.zeros((len(counted) + 1, n), np.int64)  # + the member count, "definitions"
@@ -64,7 +63,7 @@ def code_tree(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = No
             "name_rank": labels["name_rank"].to_numpy().astype(np.int32)[label],
             **{c: values[i] for i, c in enumerate(counted)},
             "definitions": values[len(counted)],
-            "accounted": (values[len(counted)] > 0) | is_all(opts.account_type_regexes),
+            "accounted": (values[len(counted)] > 0) | (spec.account is None),
         }
     )
     sets = member_sets(opts)
@@ -90,12 +89,13 @@ def _scatter_add(at, values, out):  # pragma: no cover - numba
             out[j, at[i]] += values[j, i]
 
 
-def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:
+def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The displayed code tree (root first), the number of unaccounted gradient groups, and the
     picked member nodes with their trie node ``tid``. With ``metrics``, only those self and
     total columns (what a report prints, sorts and filters on): on a trie of millions of nodes
     the other columns are most of the memory."""
-    parts = list(code_tree(prof, opts, metrics))
+    spec = as_spec("code", spec)
+    parts = list(code_tree(prof, spec, metrics))
     members = parts.pop()
     missing = prof.index("code_trie", static_trie)["unmatched"]["gradient_groups"][0]
     unaccounted = int(missing) if parts[0].height else 0
@@ -103,10 +103,7 @@ def code(prof: Profile, opts: Options, metrics: tuple[str, ...] | None = None) -
     # The forest is handed over (no reference kept here), so display can free it as it goes;
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
     keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics, *("total_" + m for m in metrics)]
-    rows, root = display(
-        keep_accounted(parts.pop()), opts, lambda f: should_show(f, opts, MULTI_MIN_FILTERS), code_mode=True,
-        order_columns={"occurrence": "definitions"}, keep=keep,
-    )
+    rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))
     root_row = pl.DataFrame(  # typed Series: inferring a type per Python scalar costs milliseconds

@@ -9,15 +9,15 @@ tree (graph-view forests can be thousands of levels deep, which rules out closur
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 from numba import njit
 
 from tfprof.queries.arrays import tree_order
-from tfprof.queries.options import Options
-from tfprof.queries.tree import is_all, matches, sort_key
+from tfprof.queries.spec import TreeSpec
+from tfprof.queries.tree import matches, should_show, sort_key
 from tfprof.schema import METRICS
 
 COUNTED = (*METRICS, "run_count")
@@ -113,27 +113,19 @@ def flags(frame: pl.DataFrame, expr: pl.Expr) -> np.ndarray:
     return frame.select(pl.repeat(True, frame.height).alias("_") & expr).to_series().to_numpy().astype(np.bool_)
 
 
-def display(
-    forest: pl.DataFrame,
-    opts: Options,
-    show_cond: Callable[[pl.DataFrame], pl.Expr],
-    *,
-    code_mode: bool = False,
-    root_visits: bool = True,
-    order_columns: dict[str, str] | None = None,
-    keep: Sequence[str] | None = None,
-) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Run tfprof's display pipeline over ``forest``; return (displayed rows in order, root totals).
+def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None = None) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Run tfprof's display pass of ``spec`` over ``forest``; return (displayed rows in order,
+    root totals). A code tree (``spec.layout``) is shown as PrintCode shows it, any other as
+    PrintGraph/PrintScope.
 
     ``keep`` names the columns of the displayed rows (default: all but the forest's
     bookkeeping); ``indent`` is always added.
 
     ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED`` (or,
-    for a report that prints and filters on fewer, those only).
-    ``show_cond(frame)`` is ShouldShow as an expression over a frame that has the ``total_*``
-    columns, ``depth`` and the self columns. ``order_columns`` adds view-specific order_by
-    columns (the code view sorts `occurrence` by member count).
+    for a report that prints and filters on fewer, those only), and any column ``spec``'s
+    thresholds or order name that is not a total (the code tree's ``definitions``).
     """
+    code_mode = spec.layout == "code"
     n = forest.height
     counted = [c for c in COUNTED if c in forest.columns]  # a lean forest has only what is shown
     parent = forest["parent"].to_numpy().astype(np.int64)
@@ -151,16 +143,17 @@ def display(
     )
     del values
 
-    match_all = is_all(opts.start_name_regexes)
-    match = np.zeros(n, np.bool_) if match_all else flags(frame, matches("name", opts.start_name_regexes))
+    match_all = spec.start is None
+    match = np.zeros(n, np.bool_) if match_all else flags(frame, matches("name", spec.start))
     is_start, start_of, depth = _starts(parent, match, match_all)
     frame = frame.with_columns(pl.Series("depth", depth))
-    trim = flags(frame, matches("name", opts.trim_name_regexes))
-    too_deep = depth > opts.max_depth
-    cond = flags(frame, show_cond(frame))
-    shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, root_visits, code_mode)
+    trim = flags(frame, matches("name", spec.trim))
+    too_deep = depth > spec.max_depth
+    cond = flags(frame, should_show(spec))
+    shown, dparent = _visit(parent, is_start, start_of, trim | too_deep, trim | too_deep, cond, spec.root_visits,
+                            code_mode)
 
-    if opts.account_displayed_op_only and not code_mode:
+    if spec.displayed_only:
         own = np.empty((n, len(counted) + 1), np.int64)
         for i, c in enumerate(counted):
             own[:, i] = forest[c].to_numpy()
@@ -176,7 +169,7 @@ def display(
     # Order each displayed node's children: integer sort keys over the shown rows only, then one
     # gather of the whole frame in display order.
     idx = np.flatnonzero(shown)
-    cols, desc = sort_key(opts.order_by, order_columns)
+    cols, desc = sort_key(spec.order)
     if "name_rank" in frame.columns:  # a precomputed rank of `name` sorts faster than the strings
         cols = ["name_rank" if c == "name" else c for c in cols]
     keys = frame.select(c for c in cols if c != "pre")[idx].with_columns(

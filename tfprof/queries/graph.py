@@ -14,14 +14,12 @@ import polars as pl
 from numba import njit
 
 from tfprof.profile import Profile
-from tfprof.queries.forest import flags, display
+from tfprof.queries.forest import display, flags
 from tfprof.queries.indexes.graph_csr import graph_structure
 from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame
-from tfprof.queries.options import Options
-from tfprof.queries.scope import ROOT, accounted, with_root
-from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
-
-GRAPH_PARENT = "_TFGraphParent"  # op type of the graph view's root
+from tfprof.queries.scope import with_root
+from tfprof.queries.spec import TreeSpec, as_spec
+from tfprof.queries.tree import accounted
 
 
 @njit(cache=True)
@@ -76,14 +74,14 @@ def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
     return order, forest_parent
 
 
-def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
+def graph_forest(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     """Accounted nodes as a forest in pre-order: ``pos``, ``parent``, ``name``, ``node_id``,
     ``name_rank`` and the node's numbers (the printed details are attached after display)."""
     g = {k: f.to_series().to_numpy() for k, f in prof.index("graph_structure", graph_structure).items()}
     # node_frame rows are in node-id order; in name order a node's row number is its name rank
-    nodes = node_frame(prof, opts.step, extras_for(opts))
+    nodes = node_frame(prof, spec.step, extras_for(spec.options))
     n = nodes.height
-    account = flags(nodes, accounted(nodes, opts))[g["perm"]]
+    account = flags(nodes, accounted(spec))[g["perm"]]
     order, forest_parent = _account_walk(g["roots"], g["starts"], g["children"], account)
     reached = np.flatnonzero(order >= 0)
     by_pos = np.empty(reached.shape[0], np.int64)  # name-order rows of the forest, in pre-order
@@ -100,13 +98,12 @@ def graph_forest(prof: Profile, opts: Options) -> pl.DataFrame:
     )
 
 
-def graph(prof: Profile, opts: Options) -> pl.DataFrame:
+def graph(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     """The displayed graph tree, root first, in display order (columns as ``scope``)."""
-    forest = graph_forest(prof, opts)
-    root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
-    rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
-    rows = attach_details(rows, node_frame(prof, opts.step, extras_for(opts)), {})
-    return with_root(rows, root, GRAPH_PARENT)
+    spec = as_spec("graph", spec)
+    rows, root = display(graph_forest(prof, spec), spec)
+    rows = attach_details(rows, node_frame(prof, spec.step, extras_for(spec.options)), {})
+    return with_root(rows, root, spec.root_op_type)
 
 
 def warm_up() -> None:

@@ -1,8 +1,10 @@
-"""The op view: graph nodes grouped by op type (spec 5.3), one row per displayed op.
+"""The op view, and any list of groups: graph nodes grouped by the value of one node column
+(``spec.group_key``; ``op`` for the op view), one row per displayed group.
 
 Rows come back in display order with self values (sums over the picked member nodes) and the
 cumulative ``total_*`` values tfprof prints as "(cumulative %, self %)"; ``root`` holds the
-grand totals the percentages divide by.
+grand totals the percentages divide by. Members carry their group in the column ``op``, where
+the op view's renderers read it.
 """
 
 from __future__ import annotations
@@ -14,22 +16,9 @@ import polars as pl
 from tfprof.profile import Profile
 from tfprof.queries.metrics import extras_for, node_frame
 from tfprof.queries.options import Options
-from tfprof.queries.tree import MULTI_MIN_FILTERS, is_all, matches, should_show
+from tfprof.queries.spec import TreeSpec, as_spec
+from tfprof.queries.tree import accounted, matches, should_show
 from tfprof.schema import METRICS
-
-# order_by -> self column sorted descending (in the op view totals equal self at sort time).
-OP_ORDER = {
-    "bytes": "requested_bytes",
-    "peak_bytes": "peak_bytes",
-    "residual_bytes": "residual_bytes",
-    "output_bytes": "output_bytes",
-    "micros": "exec_micros",
-    "accelerator_micros": "accelerator_exec_micros",
-    "cpu_micros": "cpu_exec_micros",
-    "params": "parameters",
-    "float_ops": "float_ops",
-    "occurrence": "definitions",
-}
 
 
 @dataclass(frozen=True)
@@ -41,16 +30,15 @@ class OpView:
     members: pl.DataFrame  # picked member nodes (name, op, self values) of the displayed rows
 
 
-def picked_members(nodes: pl.DataFrame, opts: Options) -> pl.DataFrame:
+def picked_members(nodes: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
     """Member nodes that count for their group (ReInit): any op type matching any account regex.
 
     tfprof counts a node once per matching regex (spec 15.1 #2); we count it once
     (docs/COMPATIBILITY.md, DECISIONS.md).
     """
-    if is_all(opts.account_type_regexes):
+    if spec.account is None:
         return nodes
-    hit = pl.col("op_types").list.eval(matches(pl.element(), opts.account_type_regexes)).list.any()
-    return nodes.filter(hit.fill_null(False))
+    return nodes.filter(accounted(spec).fill_null(False))
 
 
 def member_sets(opts: Options) -> list[pl.Expr]:
@@ -68,12 +56,15 @@ def member_sets(opts: Options) -> list[pl.Expr]:
     return exprs
 
 
-def op_view(prof: Profile, opts: Options) -> OpView:
-    """Rows of the op view, in display order, with cumulative totals."""
-    nodes = node_frame(prof, opts.step, extras_for(opts)).join(
-        prof.lazy("nodes").select("node_id", pl.col("op").cast(pl.String)).collect(), on="node_id"
+def op_view(prof: Profile, spec: TreeSpec) -> OpView:
+    """Rows of a groups view (the op view for ``Options``), in display order, with cumulative totals."""
+    spec = as_spec("op", spec)
+    opts = spec.options
+    nodes = node_frame(prof, spec.step, extras_for(opts)).join(
+        prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op")).collect(),
+        on="node_id",
     )
-    members = picked_members(nodes, opts)
+    members = picked_members(nodes, spec)
     groups = members.group_by("op").agg(
         *(pl.col(m).sum() for m in METRICS),
         pl.col("run_count").sum().alias("runs"),
@@ -83,35 +74,34 @@ def op_view(prof: Profile, opts: Options) -> OpView:
     all_ops = nodes.select("op").unique()
     rows = all_ops.join(groups, on="op", how="left").with_columns(
         pl.col("definitions").fill_null(0),
-        ((pl.col("definitions").fill_null(0) > 0) | pl.lit(is_all(opts.account_type_regexes))).alias("accounted"),
+        ((pl.col("definitions").fill_null(0) > 0) | pl.lit(spec.account is None)).alias("accounted"),
     )
     rows = rows.filter("accounted").rename({"op": "name"})
     rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*METRICS, "runs")))
-    rows = _sort(rows, opts.order_by)
+    rows = _sort(rows, spec.order)
     rows = _cumulate(rows)
     root = _totals_of_first(rows)
 
-    start = _start_index(rows, opts.start_name_regexes)
+    start = _start_index(rows, spec.start)
     rows = rows.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
-    cut = rows.filter(matches("name", opts.trim_name_regexes) & (pl.col("idx") >= start))["idx"].min()
-    stop = min(start + opts.max_depth + 1, cut if cut is not None else rows.height)
+    cut = rows.filter(matches("name", spec.trim) & (pl.col("idx") >= start))["idx"].min()
+    stop = min(start + spec.max_depth + 1, cut if cut is not None else rows.height)
     window = rows.filter((pl.col("idx") >= start) & (pl.col("idx") < stop)).with_columns(
         (pl.col("idx") - start).alias("depth")
     )
-    shown = window.filter(should_show(window, opts, {**MULTI_MIN_FILTERS, "min_occurrence": "definitions"}))
-    if opts.account_displayed_op_only:
+    shown = window.filter(should_show(spec))
+    if spec.displayed_only:
         shown = _cumulate(shown.drop([c for c in shown.columns if c.startswith("total_")]))
         root = _totals_of_first(shown)
     picked = members.filter(pl.col("op").is_in(shown["name"].implode()))
     return OpView(rows=shown.drop("idx"), root=root, members=picked)
 
 
-def _sort(rows: pl.DataFrame, order_by: str) -> pl.DataFrame:
+def _sort(rows: pl.DataFrame, order: tuple[str, ...]) -> pl.DataFrame:
     rows = rows.sort("name")  # tfprof's map of ops is in name order: the stable sort's start
-    col = OP_ORDER.get(order_by)
-    if col is None:  # "", name and values the op view does not implement keep name order
+    if order in ((), ("name",)):  # the layout order is the name order
         return rows
-    return rows.sort(col, descending=True, maintain_order=True)
+    return rows.sort(list(order), descending=True, maintain_order=True)
 
 
 def _cumulate(rows: pl.DataFrame) -> pl.DataFrame:
@@ -127,8 +117,8 @@ def _totals_of_first(rows: pl.DataFrame) -> dict[str, int]:
     return {"total_" + m: int(rows["total_" + m][0]) for m in METRICS}
 
 
-def _start_index(rows: pl.DataFrame, regexes: tuple[str, ...]) -> int:
-    if not regexes or is_all(regexes):
+def _start_index(rows: pl.DataFrame, regexes: tuple[str, ...] | None) -> int:
+    if not regexes:  # None (every name) or no regex at all: the first row
         return 0
     hits = rows.with_row_index("i").filter(matches("name", regexes))["i"]
     return int(hits[0]) if len(hits) else rows.height

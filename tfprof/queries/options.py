@@ -156,7 +156,7 @@ class Options:
                 what = "a step, or -1 for the mean over steps" if name == "step" else "0 or more"
                 raise OptionError(f"Option `{name}` takes {what}, not `{v}`")
         if self.order_by not in ORDER_BY and self.order_by != "":
-            raise OptionError(_unknown("order_by value", self.order_by, ORDER_BY))
+            raise OptionError(unknown_value("order_by value", self.order_by, ORDER_BY))
         # select is a set in tfprof: sorted, duplicates removed. A name tfprof does not know is
         # kept: the report's option doc says `Unknown select: NAME` and the view carries on, as
         # the real tool does (``unknown_select`` lists them for a warning).
@@ -194,7 +194,7 @@ class Options:
                     values["output"] = f"file:outfile={value}"
                 continue
             if key not in known:
-                raise OptionError(_unknown("option", key, sorted(known)))
+                raise OptionError(unknown_value("option", key, sorted(known)))
             if key in LIST_OPTIONS or key == "select":
                 value = tuple(value) if not isinstance(value, str) else tuple(p for p in value.split(",") if p)
             if key == "output" and isinstance(value, str):
@@ -219,7 +219,7 @@ class Options:
         return out
 
 
-def _unknown(what: str, value: str, valid: Iterable[str]) -> str:
+def unknown_value(what: str, value: str, valid: Iterable[str]) -> str:
     valid = list(valid)
     close = difflib.get_close_matches(value, valid, n=1)
     hint = f" (did you mean `{close[0]}`?)" if close else ""

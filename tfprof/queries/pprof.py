@@ -23,6 +23,7 @@ from tfprof.queries.code import code_tree
 from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.forest import subtree_sums
 from tfprof.queries.options import Options
+from tfprof.queries.spec import as_spec
 
 # select value -> the member column tfprof puts in sample value[1] (Samples::Add)
 PPROF_METRICS = {
@@ -148,7 +149,7 @@ def pprof_data(prof: Profile, opts: Options, frame: pl.DataFrame) -> PprofData:
     check_pprof("code", opts)
     select = opts.select[0]
     traces = prof.memo("pprof_trie_traces", lambda: trie_traces(prof))
-    trie, picked = code_tree(prof, opts)
+    trie, picked = code_tree(prof, as_spec("code", opts))
 
     # Displayed rows: level, displayed parent row, leaf flag, own frame.
     n = frame.height

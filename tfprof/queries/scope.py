@@ -1,6 +1,6 @@
 """The scope view: nodes arranged by name scope (spec 5.1), as one frame of displayed rows.
 
-``scope(prof, opts)`` returns the displayed tree in display (pre-)order, root first, with
+``scope(prof, spec)`` returns the displayed tree in display (pre-)order, root first, with
 ``depth`` (root = 1), ``indent``, ``accounted``, the node's self values and its ``total_*``
 values as tfprof prints them. The scope tree (graph nodes plus synthetic parents for missing
 name prefixes, children in name order) is laid out as a pre-order forest; Account keeps
@@ -16,24 +16,18 @@ from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted
 from tfprof.queries.indexes.scope_tree import scope_layout
 from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows
-from tfprof.queries.options import Options
-from tfprof.queries.tree import SINGLE_MIN_FILTERS, is_all, matches, should_show
+from tfprof.queries.spec import ROOT, TreeSpec, as_spec
+from tfprof.queries.tree import accounted
 from tfprof.schema import METRICS
 
-ROOT = "_TFProfRoot"
 SCOPE_PARENT = "_kTFScopeParent"  # op type of synthetic scope parents (and of the root)
 
 
-def accounted(frame: pl.DataFrame, opts: Options) -> pl.Expr:
-    """ReAccount: `[".*"]` accounts everything, else any op type fully matching any regex."""
-    if is_all(opts.account_type_regexes):
-        return pl.lit(True)
-    return pl.col("op_types").list.eval(matches(pl.element(), opts.account_type_regexes)).list.any()
-
-
-def scope(prof: Profile, opts: Options) -> pl.DataFrame:
-    """The displayed scope tree, root first, in display order."""
-    nodes = node_frame(prof, opts.step, extras_for(opts))
+def scope(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+    """The displayed scope tree, root first, in display order (``spec``: a scope-layout spec;
+    ``Options`` are read as the scope view's)."""
+    spec = as_spec("scope", spec)
+    nodes = node_frame(prof, spec.step, extras_for(spec.options))
     layout = prof.index("scope_layout", scope_layout)["layout"]  # the tree's shape never changes
     # Each tree node's row in `nodes` (node-id order); -1 for synthetic parents. The tree gets
     # the numbers only; what is printed but not computed with is attached to the shown rows.
@@ -42,19 +36,18 @@ def scope(prof: Profile, opts: Options) -> pl.DataFrame:
     for m in (*METRICS, "run_count"):
         v = nodes[m].to_numpy()
         values[m] = np.where(row >= 0, v[np.maximum(row, 0)], 0) if len(v) else np.zeros(len(row), np.int64)
-    if is_all(opts.account_type_regexes):
+    if spec.account is None:
         acc = np.ones(len(row), np.bool_)
     else:
-        node_acc = flags(nodes, accounted(nodes, opts))
-        parent_acc = flags(pl.DataFrame({"op_types": [[SCOPE_PARENT]]}), accounted(nodes, opts))[0]
+        node_acc = flags(nodes, accounted(spec))
+        parent_acc = flags(pl.DataFrame({"op_types": [[SCOPE_PARENT]]}), accounted(spec))[0]
         acc = np.where(row >= 0, node_acc[np.maximum(row, 0)] if len(node_acc) else False, parent_acc)
     tree = layout.with_columns(**values, accounted=acc)
     forest = keep_accounted(tree)
     del tree
-    root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
-    rows, root = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
+    rows, root = display(forest, spec)
     rows = attach_details(rows, nodes, {"shape": [], "op_types": [SCOPE_PARENT]})
-    return with_root(rows, root, SCOPE_PARENT)
+    return with_root(rows, root, spec.root_op_type)
 
 
 def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.DataFrame:

@@ -28,11 +28,10 @@ import polars as pl
 from numba import njit
 
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, flags
+from tfprof.queries.forest import display
 from tfprof.queries.graph import graph_forest
 from tfprof.queries.options import Options
-from tfprof.queries.scope import ROOT
-from tfprof.queries.tree import SINGLE_MIN_FILTERS, matches, should_show
+from tfprof.queries.spec import as_spec
 
 # tfprof_timeline.cc: memory samples closer than this to the last one drawn are skipped, and at
 # most this many allocations are named per sample.
@@ -213,9 +212,9 @@ def _top(seg_offsets, seg_start, seg_until, seg_value, sample_group, sample_ts, 
 
 def displayed_graph(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The graph view's displayed nodes (display order, root excluded) and its accounted forest."""
-    forest = graph_forest(prof, opts)
-    root_visits = opts.max_depth >= 1 and not flags(pl.DataFrame({"n": [ROOT]}), matches("n", opts.trim_name_regexes))[0]
-    rows, _ = display(forest, opts, lambda f: should_show(f, opts, SINGLE_MIN_FILTERS), root_visits=root_visits)
+    spec = as_spec("graph", opts)
+    forest = graph_forest(prof, spec)
+    rows, _ = display(forest, spec)
     return rows, forest
 
 

@@ -19,3 +19,12 @@ def render_frame(frame: pl.DataFrame) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
     return "\n".join(lines)
+
+
+def render_counts(counts: dict[str, int]) -> str:
+    """The `tables` listing: one line per table with its row count."""
+    width = max(len(n) for n in counts)
+    lines = [f"{'table':<{width}}  {'rows':>12}"]
+    lines += [f"{name:<{width}}  {n:>12,}" for name, n in counts.items()]
+    return "\n".join(lines)
+

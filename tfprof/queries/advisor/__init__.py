@@ -26,7 +26,7 @@ from tfprof.queries.advisor.base import Check, CheckOptions, Evidence
 from tfprof.queries.advisor.expensive_operation import expensive_operations
 from tfprof.queries.advisor.job import job
 from tfprof.queries.advisor.operation import operation_findings
-from tfprof.queries.options import _unknown
+from tfprof.queries.options import unknown_value
 
 CHECKS: tuple[Check, ...] = (
     Check("AcceleratorUtilizationChecker", utilization, "Busy share of each GPU in its last profiled step."),
@@ -44,7 +44,7 @@ def by_name(name: str) -> Check:
     for check in CHECKS:
         if check.name == name:
             return check
-    raise OptionError(_unknown("checker", name, [c.name for c in CHECKS]) + "; or give a path to a .sql checker file")
+    raise OptionError(unknown_value("checker", name, [c.name for c in CHECKS]) + "; or give a path to a .sql checker file")
 
 
 __all__ = ["CHECKS", "Check", "CheckOptions", "DEFAULT_CHECKERS", "Evidence", "by_name"]

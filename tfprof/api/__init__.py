@@ -1,0 +1,44 @@
+"""The one core every shell calls: the CLI, the tf.profiler-compatible API, notebooks and SQL.
+
+* ``tfprof.api.inputs`` — ``load`` a profile, ``save`` it or ``ingest_to_store`` straight
+  from its files (with the indexes views read), ``warm_up`` numba's cache.
+* ``tfprof.api.run`` — ``run_view(prof, cmd, options)``: a view's rows, report and proto;
+  ``view(prof, cmd, **options)``: its rows as a table.
+* ``tfprof.api.sinks`` — ``SINKS``: where ``-output`` sends a result (stdout, file, timeline,
+  pprof, none); ``check_output`` before the work, ``emit_output`` after it.
+* ``tfprof.api.advice`` — ``advise(prof, checkers)``.
+* ``tfprof.api.summary`` — ``summarize(prof)``: facts, per-step totals, table sizes.
+* ``tfprof.api.shell`` — what the command line needs besides: option names, export formats,
+  the validation report.
+
+Names are imported from their module on first use (``from tfprof.api import run_view`` loads
+``tfprof.api.run`` and what it needs, nothing else): a command pays only for what it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    "inputs": ("load", "save", "ingest_to_store", "write_indexes", "warm_up"),
+    "run": ("VIEWS", "ViewResult", "run_view", "view", "check_step", "report_metrics", "print_notes"),
+    "sinks": ("SINKS", "Written", "output_paths", "check_output", "write_output", "emit_output"),
+    "advice": ("AdviceResult", "advise"),
+    "summary": ("Summary", "summarize"),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str):
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfprof.api' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"tfprof.api.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])

@@ -1,0 +1,18 @@
+"""tfprof's view options for the shells: ``Options`` (parsed, checked) and the option names
+the command line and the interactive shell offer. Light to import: polars, no kernels."""
+
+from __future__ import annotations
+
+from tfprof.queries.options import (
+    INT_OPTIONS,
+    LIST_OPTIONS,
+    ORDER_BY,
+    OUTPUT_KEYS,
+    SELECT_FIELDS,
+    Options,
+    Output,
+    unknown_value,
+)
+
+__all__ = ["INT_OPTIONS", "LIST_OPTIONS", "ORDER_BY", "OUTPUT_KEYS", "SELECT_FIELDS", "Options", "Output",
+           "unknown_value"]

@@ -1,0 +1,220 @@
+"""One core for every shell: run a view (query + renderer) and get its frame and text.
+
+The CLI, the Python API and notebooks all call ``run_view``; nothing else decides what a
+view shows or how it prints.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from tfprof.errors import OptionError, TfprofError
+from tfprof.profile import Profile
+from tfprof.queries.code import code
+from tfprof.queries.indexes.code_trie import NoCodeTraces
+from tfprof.queries.graph import graph
+from tfprof.queries.metrics import attach
+from tfprof.queries.op import op_view
+from tfprof.queries.options import Options
+from tfprof.queries.scope import scope
+from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
+from tfprof.queries.tensor_values import tensor_values
+from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
+from tfprof.views.tensor_text import tensor_notes, tensor_texts
+from tfprof.views.columns import decode
+from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head
+
+# The views by name: what each means (``tfprof.queries.spec``). A view added here runs on the
+# engine of its layout and prints as the views of that layout do.
+VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
+# Each layout's engine and the built-in view whose report it prints like.
+_ENGINES = {"scope": scope, "graph": graph, "groups": op_view, "code": code}
+_PRINTS_LIKE = {"scope": "scope", "graph": "graph", "groups": "op", "code": "code"}
+
+
+@dataclass
+class ViewResult:
+    """A view's displayed rows (``frame``), its report (``text``) and diagnostics (``notes``).
+
+    ``proto`` (GraphNodeProto for scope/graph, MultiGraphNodeProto for op/code) is built on
+    first access: most callers only print.
+    """
+
+    cmd: str
+    options: Options
+    text: str
+    notes: list[str] = field(default_factory=list)
+    root: dict[str, Any] = field(default_factory=dict)
+    build_proto: Callable[[], Any] | None = field(default=None, repr=False)
+    build_frame: Callable[[], pl.DataFrame] | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def frame(self) -> pl.DataFrame:
+        """The displayed rows with every metric column (built on first access where the report
+        was printed from a narrower frame)."""
+        return self.build_frame() if self.build_frame else pl.DataFrame()
+
+    @functools.cached_property
+    def proto(self) -> Any:
+        return self.build_proto() if self.build_proto else None
+
+    def __str__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the report in a ``<pre>``, then the rows (``tfprof.view``'s table)."""
+        from tfprof.views.notebook import view_html
+        from tfprof.views.table import view_table
+
+        return view_html(self.cmd, self.text, view_table(self.cmd, self.frame), self.notes)
+
+
+def view(prof: Profile, cmd: str, **options: object) -> pl.DataFrame:
+    """The rows view ``cmd`` (scope, graph, op, code) shows, one per printed line, in order.
+
+    Options take tfprof's names (``max_depth=3``, ``select=["params"]``, ``order_by="micros"``);
+    the rest keep the command line's defaults. Columns: ``name``, ``depth``, then each
+    selected metric beside its ``total_`` (``select`` as the report's: ``micros`` by
+    default; documented in ``tfprof.views.table.COLUMNS``). For the report text as well,
+    call ``run_view``.
+
+    >>> import tfprof
+    >>> tfprof.view(tfprof.load(tfprof.sample_path()), "scope", max_depth=0)["name"].to_list()
+    ['_TFProfRoot']
+    """
+    from tfprof.views.table import view_table
+
+    if "output" in options or "dump_to_file" in options:
+        raise OptionError("view returns rows, not output: drop `output` (run_view(...).text is the report)")
+    result = run_view(prof, cmd, options, full_rows=True)
+    return view_table(cmd, result.frame, result.options.select)
+
+
+def check_step(prof: Profile, step: int) -> None:
+    """tfprof's step check (spec 2.3.5): a step >= 0 must be one of the profile's steps."""
+    if step < 0:
+        return
+    steps = prof.frame("steps")["step"].to_list()
+    if step not in steps:
+        listed = " ".join(str(s) for s in steps) or "none"
+        raise OptionError(f"Option `step` {step} not found in the profile; available steps: {listed}")
+
+
+def _blame_damage(fn):
+    """A view that fails with an error tfprof did not foresee, on a store: when a full check of
+    the store finds a damaged file (``Profile.damage``), that file is the error; otherwise the
+    failure is a bug and goes on as it is."""
+
+    @functools.wraps(fn)
+    def view(prof: Profile, *args, **kwargs):
+        try:
+            return fn(prof, *args, **kwargs)
+        except TfprofError:
+            raise
+        except Exception:
+            damage = prof.damage()
+            if damage is None:
+                raise
+            raise damage from None
+
+    return view
+
+
+@_blame_damage
+def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, full_rows: bool = False) -> ViewResult:
+    """Run view ``cmd`` (scope, graph, op, code) on ``prof`` with ``options``.
+
+    ``full_rows``: the caller will use ``frame`` or ``proto`` (every column of the displayed
+    rows), so the code view computes them once and prints from them; otherwise it prints from
+    the columns the report shows and builds the full rows only if asked for later."""
+    if cmd not in VIEWS:
+        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
+    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    spec = tree_spec(VIEWS[cmd], opts)
+    check_step(prof, spec.step)
+    notes: list[str] = _unknown_select_notes(opts)
+    root: dict[str, Any] = {}
+    miss = (
+        prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
+        and prof.row_counts()["info"] > 0
+        and bool(prof.frame("info")["miss_accelerator_stream"][0])
+    )
+    # the tree views write the report's head into the same buffer as their lines (no second copy)
+    layout = spec.layout
+    head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss)
+    if layout in ("scope", "graph"):
+        frame = _ENGINES[layout](prof, spec)
+        # spec 7.5: with a checkpoint, every displayed node but the root is looked up by name.
+        tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
+        text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head)
+        notes += tensor_notes(tensors) if tensors is not None else []
+        proto = lambda f=frame, t=tensors: graph_node_tree(attach(prof, f, ("input_shapes",)), t)  # noqa: E731
+    elif layout == "groups":
+        view = op_view(prof, spec)
+        frame, root = view.rows, view.root
+        text = head + render_op(view.rows, view.root, view.members, opts.select)
+        proto = lambda: op_chain(view.rows, view.root, attach(prof, view.members, ("input_shapes",)))  # noqa: E731
+    else:
+        if opts.account_displayed_op_only:
+            notes.append("Note: code view ignores account_displayed_op_only")
+        full_rows = full_rows or opts.output.kind == "pprof"  # the pprof writer reads the rows
+        try:
+            # the report from the columns it prints, sorts and filters on; the full rows on request
+            lean, unaccounted, members = code(prof, spec, None if full_rows else report_metrics(spec))
+        except NoCodeTraces:
+            raise OptionError(
+                "the code view needs code traces: pass an op log written with traces (--op_log_path)"
+            ) from None
+        if unaccounted:
+            notes.append(f"{unaccounted} gradient nodes not accounted")
+        if "tensor_value" in opts.select:
+            notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
+        data = render_code_bytes(lean, opts.select, head=head)
+        if full_rows:
+            kept = (lean, members)
+            rows_and_members = lambda: kept  # noqa: E731
+        else:
+            del lean, members  # the report's only: the rows, the bytes and the text never all at once
+            rows_and_members = functools.cache(lambda: code(prof, spec)[::2])
+        text = decode(data)
+        del data
+        proto = lambda: code_tree_proto(rows_and_members()[0], attach(prof, rows_and_members()[1], ("input_shapes",)))  # noqa: E731
+        return ViewResult(
+            cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto,
+            build_frame=lambda: rows_and_members()[0],
+        )
+    return ViewResult(
+        cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
+    )
+
+
+def _unknown_select_notes(opts: Options) -> list[str]:
+    """The stderr warnings for select names tfprof does not know (the report goes on without them)."""
+    from tfprof.queries.options import SELECT_FIELDS, unknown_value
+
+    return [f"Warning: {unknown_value('select field', s, SELECT_FIELDS)}; ignored" for s in opts.unknown_select]
+
+
+def report_metrics(spec: TreeSpec) -> tuple[str, ...]:
+    """The self columns a code report prints (``select``), sorts on (``order``) and filters on
+    (the thresholds in use)."""
+    from tfprof.views.format import FIELDS, time_fields
+
+    select = spec.options.select
+    wanted = {FIELDS[f].column for f in (*select, *time_fields(select)) if f in FIELDS}
+    for column in (*spec.order, *(c for c, _ in spec.thresholds)):
+        if column.startswith("total_"):
+            wanted.add(column.removeprefix("total_"))
+    return tuple(sorted(wanted))
+
+
+def print_notes(result: ViewResult) -> None:
+    """tfprof's stderr diagnostics of a view, one per line."""
+    for note in result.notes:
+        print(note, file=sys.stderr)

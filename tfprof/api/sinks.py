@@ -1,0 +1,171 @@
+"""Where a view's result goes: the ``SINKS`` registry of ``-output`` kinds and their writers.
+
+``stdout`` and ``none`` print or drop the report; ``file``, ``timeline`` and ``pprof`` write
+files, each atomically and never over an input (``tfprof.output``). ``check_output`` refuses a
+sink the view cannot feed before any work is done.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfprof.api.run import ViewResult
+from tfprof.errors import OptionError, OutputError
+from tfprof.output import Inputs, check_target, write_files
+from tfprof.profile import Profile
+from tfprof.queries.options import Options
+
+@dataclass
+class Written:
+    """What ``write_output`` did: the files written, what tfprof prints on stdout about them,
+    and its stderr notes."""
+
+    paths: list[Path] = field(default_factory=list)
+    stdout: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[Path]:
+    """The files ``-output`` will write: ``outfile``, or for a timeline ``<outfile>_<step>``
+    per step (the graph view with no step writes every step of ``prof``: without ``prof`` the
+    list is empty then). A scope or code timeline with no step (the mean over steps) is
+    ``outfile`` itself, where tfprof writes ``<outfile>_-1`` (docs/COMPATIBILITY.md)."""
+    kind, outfile = opts.output.kind, opts.output.outfile
+    if kind in ("file", "pprof"):
+        return [Path(outfile)]
+    if kind != "timeline":
+        return []
+    if cmd == "graph" and opts.step < 0:
+        return [Path(f"{outfile}_{s}") for s in prof.frame("steps")["step"].to_list()] if prof is not None else []
+    return [Path(outfile if opts.step < 0 else f"{outfile}_{opts.step}")]
+
+
+def check_output(
+    cmd: str, opts: Options, prof: Profile | None = None, *, force: bool = False, inputs: Inputs | None = None
+) -> None:
+    """Reject, before any work, an -output that the view cannot write (tfprof prints these
+    messages and writes nothing; we raise them), and a target that may not be written: in a
+    missing directory, existing (without ``force``), or an input (``inputs``, and ``prof``'s
+    own; never, whatever ``force`` says)."""
+    from tfprof.queries.pprof import check_pprof
+
+    kind = opts.output.kind
+    if kind == "timeline" and cmd == "op":
+        raise OptionError("op view doesn't support timeline yet. Consider graph/scope/code view.")
+    if kind == "pprof":
+        check_pprof(cmd, opts)
+    if kind in ("timeline", "pprof", "file"):
+        protect = _protected(prof, inputs)
+        for path in output_paths(cmd, opts, prof):
+            check_target(path, force=force, inputs=protect, what="outfile")
+        parent = Path(opts.output.outfile).absolute().parent  # when the steps are not known yet
+        if not parent.is_dir():
+            raise OutputError(f"`{parent}` does not exist; create it first or choose another outfile")
+
+
+def _protected(prof: Profile | None, inputs: Inputs | None) -> Inputs:
+    return (prof.inputs if prof is not None else Inputs()) + inputs
+
+
+def write_output(prof: Profile, result: ViewResult, *, force: bool = False, inputs: Inputs | None = None) -> Written:
+    """Write ``result`` where its ``-output`` option says (``file``, ``timeline``, ``pprof``;
+    ``stdout`` returns the report as ``stdout``; ``none`` does nothing). An existing file is
+    replaced only with ``force``; ``inputs`` and the files ``prof`` was read from are never
+    written over. Files are written atomically: on failure no file of this call is left behind."""
+    check_output(result.cmd, result.options, prof, force=force, inputs=inputs)
+    return SINKS[result.options.output.kind](prof, result, force, _protected(prof, inputs))
+
+
+def emit_output(
+    prof: Profile,
+    result: ViewResult,
+    *,
+    stdout: str | None = None,
+    echo: Callable[[str], object] | None = None,
+    force: bool = False,
+    inputs: Inputs | None = None,
+) -> Written:
+    """Carry out ``result``'s ``-output`` for the CLI and the Python API: write its files
+    (``write_output``, with ``force`` and ``inputs``), print tfprof's notes on stderr and its
+    stdout text through ``echo`` (default ``sys.stdout.write``). ``stdout``, when given,
+    replaces the report that ``-output stdout`` prints (the Python API wraps it in banners)."""
+    written = write_output(prof, result, force=force, inputs=inputs)
+    for note in written.notes:
+        print(note, file=sys.stderr)
+    text = stdout if stdout is not None and result.options.output.kind == "stdout" else written.stdout
+    if text:
+        (echo or sys.stdout.write)(text)
+    return written
+
+
+def _write_files(files: dict[Path, Any], force: bool, inputs: Inputs) -> list[Path]:
+    """Write every file or none (``tfprof.output.write_files``): all targets are checked first."""
+    return write_files(files, force=force, inputs=inputs, what="outfile")
+
+
+def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
+    """Chrome trace JSON, one file ``<outfile>_<step>`` (spec 8.1.1); the graph view with no
+    step writes one per step, as tfprof (tfprof_stats.cc ShowGraphNode). Each step's trace is
+    made when the previous one is on disk (in its temporary file), so only one is in memory."""
+    from tfprof.queries.timeline import graph_events, tree_events
+    from tfprof.views.timeline import LARGE_TRACE_BYTES, LARGE_TRACE_WARNING, peak_lines, render_trace, written_message
+
+    opts = result.options
+    paths = output_paths(result.cmd, opts, prof)
+    messages: list[str] = []
+    notes: list[str] = []
+
+    def trace(step: int, path: Path) -> Callable[[], bytes]:
+        def make() -> bytes:
+            if result.cmd == "graph":
+                timeline = graph_events(prof, opts.with_(step=step))
+                data = render_trace(timeline.events)
+                messages.append("generating trace file.\n" + peak_lines(timeline.peaks) + written_message(path))
+            else:
+                data = render_trace(tree_events(result.frame))
+                messages.append(written_message(path))
+            if len(data) > LARGE_TRACE_BYTES:
+                notes.append(LARGE_TRACE_WARNING)
+            return data
+
+        return make
+
+    if result.cmd == "graph":
+        steps = [opts.step] if opts.step >= 0 else prof.frame("steps")["step"].to_list()
+        if not steps:
+            raise OptionError("The graph view's timeline needs run metadata: this profile has no steps")
+    else:
+        steps = [opts.step]
+    written = _write_files({path: trace(step, path) for step, path in zip(steps, paths)}, force, inputs)
+    return Written(paths=written, stdout="".join(messages), notes=notes)
+
+
+def _write_pprof(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
+    """The code view as a gzipped pprof profile at ``outfile`` (spec 8.2)."""
+    from tfprof.queries.pprof import pprof_data
+    from tfprof.views.pprof import render_pprof, written_message
+
+    path = Path(result.options.output.outfile)
+    data = lambda: render_pprof(pprof_data(prof, result.options, result.frame))  # noqa: E731 - made once checked
+    return Written(paths=_write_files({path: data}, force, inputs), stdout=written_message(path))
+
+
+def _write_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
+    path = Path(result.options.output.outfile)
+    return Written(paths=_write_files({path: result.text.encode()}, force, inputs))
+
+
+# -output kind -> its writer: (profile, result, force, protected inputs) -> what was written.
+SINKS: dict[str, Callable[[Profile, ViewResult, bool, Inputs], Written]] = {
+    "stdout": lambda prof, result, force, inputs: Written(stdout=result.text),
+    "file": _write_file,
+    "timeline": _write_timeline,
+    "pprof": _write_pprof,
+    "none": lambda prof, result, force, inputs: Written(),
+}
+
+

@@ -1,0 +1,157 @@
+"""What a view means, as data: ``TreeSpec``, built once from a view's layout and its options.
+
+A view answers four questions, and a spec states each answer once:
+
+* **layout** — how the graph's nodes form the rows: by name scope (``scope``), under the nodes
+  that consume them (``graph``), by the Python call stacks that created them (``code``), or as
+  one row per value of a node column, ordered and cut as a list (``groups``: the op view groups
+  by ``op``; any other column works the same way).
+* **accounting** — which nodes count (``account``: any of a node's op types fully matches any
+  regex; ``None`` counts every node), and whether totals count the shown rows only
+  (``displayed_only``).
+* **trimming and showing** — where display starts (``start``), where it stops (``trim``,
+  ``max_depth``), which rows print (``show``, ``hide``, ``thresholds``).
+* **order** — the columns siblings sort by (``order``), ties kept in layout order.
+
+Executors read a spec and nothing else of the options: the numba engine
+(``tfprof.queries.scope``/``graph``/``code``/``op``, over ``tfprof.queries.forest``) and the
+reference backend (``tfprof.queries.reference``, polars and DuckDB SQL), which tests hold
+equal. Regexes are kept as tfprof's lists; ``None`` stands for tfprof's match-everything
+short cut, the list ``[".*"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from tfprof.queries.options import Options, full_match_any
+
+LAYOUTS = ("scope", "graph", "code", "groups")
+
+# order_by -> the total column sorted on (descending), in the tree views; other values sort
+# by name (docs/TFPROF_BEHAVIOUR.md, "Ordering").
+TREE_ORDER = {
+    "bytes": "total_requested_bytes",
+    "peak_bytes": "total_peak_bytes",
+    "residual_bytes": "total_residual_bytes",
+    "output_bytes": "total_output_bytes",
+    "micros": "total_exec_micros",
+    "accelerator_micros": "total_accelerator_exec_micros",
+    "cpu_micros": "total_cpu_exec_micros",
+    "params": "total_parameters",
+    "float_ops": "total_float_ops",
+}
+# order_by -> the self column sorted on (descending) in a list of groups: there, at sort time
+# a row's totals are its own values.
+GROUP_ORDER = {
+    **{k: v.removeprefix("total_") for k, v in TREE_ORDER.items()},
+    "occurrence": "definitions",
+}
+# min_* option -> the column it compares, in the single-node trees (scope, graph): totals,
+# except params, float_ops and occurrence on the node's own values.
+SINGLE_THRESHOLDS = {
+    "min_bytes": "total_requested_bytes",
+    "min_peak_bytes": "total_peak_bytes",
+    "min_residual_bytes": "total_residual_bytes",
+    "min_output_bytes": "total_output_bytes",
+    "min_micros": "total_exec_micros",
+    "min_accelerator_micros": "total_accelerator_exec_micros",
+    "min_cpu_micros": "total_cpu_exec_micros",
+    "min_params": "parameters",
+    "min_float_ops": "float_ops",
+    "min_occurrence": "run_count",
+}
+# ... in the multi-node views (groups, code): totals throughout; occurrence is a group's
+# member count, and the code view has no occurrence threshold.
+MULTI_THRESHOLDS = {
+    **{k: v for k, v in SINGLE_THRESHOLDS.items() if k != "min_occurrence"},
+    "min_params": "total_parameters",
+    "min_float_ops": "total_float_ops",
+}
+GROUP_THRESHOLDS = {**MULTI_THRESHOLDS, "min_occurrence": "definitions"}
+
+ROOT = "_TFProfRoot"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeSpec:
+    """One view's meaning (module docstring). Build one with ``tree_spec``; ``with_options``
+    gives the same view under other options."""
+
+    name: str  # the view's name (scope, graph, op, code, or a registered one)
+    layout: str  # one of LAYOUTS
+    group_key: str | None = None  # the node column a `groups` layout groups by
+    root_op_type: str | None = None  # the op type printed for the root (scope and graph trees)
+    step: int = -1
+    account: tuple[str, ...] | None = None
+    start: tuple[str, ...] | None = None  # () starts nowhere in a tree, at the top in a list
+    trim: tuple[str, ...] = ()
+    max_depth: int = 10_000
+    show: tuple[str, ...] | None = None
+    hide: tuple[str, ...] = ()
+    thresholds: tuple[tuple[str, int], ...] = ()  # (column, minimum) pairs, each must hold
+    order: tuple[str, ...] = ()  # a column sorted descending, or ("name",); () keeps layout order
+    displayed_only: bool = False
+    root_visits: bool = True  # display goes below the root (trees): max_depth >= 1, root not trimmed
+    options: Options | None = None  # what the spec was built from (select, output: for renderers)
+
+    def with_options(self, opts: Options) -> TreeSpec:
+        return tree_spec(self, opts)
+
+
+def _matches(name: str, regexes: tuple[str, ...]) -> bool:
+    rx = full_match_any(regexes)
+    return rx is not None and bool(pl.Series([name]).str.contains(rx)[0])
+
+
+def _regexes(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    return None if tuple(values) == (".*",) else tuple(values)
+
+
+def tree_spec(view: TreeSpec, opts: Options) -> TreeSpec:
+    """``view`` (a registered spec, read for its name, layout, key and root type) under ``opts``."""
+    layout = view.layout
+    if layout == "groups":
+        limits, order_of = GROUP_THRESHOLDS, GROUP_ORDER
+    elif layout == "code":
+        limits, order_of = MULTI_THRESHOLDS, {**TREE_ORDER, "occurrence": "definitions"}
+    else:
+        limits, order_of = SINGLE_THRESHOLDS, TREE_ORDER
+    thresholds = tuple((column, getattr(opts, option)) for option, column in limits.items() if getattr(opts, option))
+    if opts.order_by == "":
+        order: tuple[str, ...] = ()
+    elif opts.order_by in order_of:
+        order = (order_of[opts.order_by],)
+    else:  # name, depth, and what the view does not implement: name order
+        order = ("name",)
+    return replace(
+        view,
+        step=opts.step,
+        account=_regexes(opts.account_type_regexes),
+        start=_regexes(opts.start_name_regexes),
+        trim=tuple(opts.trim_name_regexes),
+        max_depth=opts.max_depth,
+        show=_regexes(opts.show_name_regexes),
+        hide=tuple(opts.hide_name_regexes),
+        thresholds=thresholds,
+        order=order,
+        displayed_only=opts.account_displayed_op_only and layout != "code",
+        root_visits=layout == "code" or (opts.max_depth >= 1 and not _matches(ROOT, opts.trim_name_regexes)),
+        options=opts,
+    )
+
+
+# The four views of tfprof, by name.
+BUILTIN = {
+    "scope": TreeSpec(name="scope", layout="scope", root_op_type="_kTFScopeParent"),
+    "graph": TreeSpec(name="graph", layout="graph", root_op_type="_TFGraphParent"),
+    "op": TreeSpec(name="op", layout="groups", group_key="op"),
+    "code": TreeSpec(name="code", layout="code"),
+}
+
+
+def as_spec(name: str, spec: TreeSpec | Options) -> TreeSpec:
+    """``spec`` itself, or the built-in view ``name`` under options ``spec``."""
+    return spec if isinstance(spec, TreeSpec) else tree_spec(BUILTIN[name], spec)
