@@ -1,0 +1,47 @@
+"""The reference backend: a view spec (``tfprof.queries.spec.TreeSpec``) executed with DuckDB
+SQL (``tfprof/queries/sql/*.sql``) and polars expressions only, no compiled kernels.
+
+It is slow and plain on purpose: tests hold the fast engine (``tfprof.queries.scope``,
+``graph``, ``op``, ``code``) equal to it, so that the kernels are an optimisation of a view
+anyone can read, not its only statement. ``run(prof, spec)`` returns the printed rows in
+display order and the root's totals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from tfprof.profile import Profile
+from tfprof.queries.metrics import node_frame
+from tfprof.queries.reference.display import show_tree
+from tfprof.queries.reference.groups import show_groups
+from tfprof.queries.reference.layouts import LAYOUTS
+from tfprof.queries.reference.sql import Sql
+from tfprof.queries.spec import TreeSpec
+
+__all__ = ["ReferenceResult", "run"]
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """The printed rows (without the root) in display order, and the root's totals."""
+
+    rows: pl.DataFrame
+    root: dict[str, int]
+
+
+def run(prof: Profile, spec: TreeSpec) -> ReferenceResult:
+    """Execute ``spec`` on ``prof``."""
+    nodes = node_frame(prof, spec.step)  # each node's self values for the step (ReInit)
+    sql = Sql()
+    try:
+        if spec.layout == "groups":
+            rows, root = show_groups(sql, prof, spec, nodes)
+        else:
+            forest = LAYOUTS[spec.layout](sql, prof, spec, nodes)
+            rows, root = show_tree(sql, forest, spec, code_mode=spec.layout == "code")
+    finally:
+        sql.close()
+    return ReferenceResult(rows=rows, root=root)

@@ -1,0 +1,86 @@
+"""The reference backend's display pass over a forest (``layouts.Forest``): Account, subtree
+totals, the start/trim/show/hide/min_*/max_depth walk, account_displayed_op_only, and the
+order of the printed rows.
+
+The forest's shape lives in its pre-order keys only; ``closure.sql`` turns them into
+(ancestor, node) pairs once, and every later step is a join over those pairs
+(``account.sql``, ``subtree_totals.sql``, ``display.sql``). Regexes and thresholds become flag
+columns here, with polars, before the walk; the printed rows are put in order by ranking
+siblings (``display_order.sql``) and keying the printed tree (``path_keys.sql``).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tfprof.queries.reference.layouts import COUNTED, Forest, full_match
+from tfprof.queries.reference.sql import Sql, long, wide, width
+from tfprof.queries.spec import TreeSpec
+
+TOTALED = (*COUNTED, "definition_count")  # the node count rides along as a metric of 1 a node
+
+
+def _totals(sql: Sql, closure: pl.DataFrame, frame: pl.DataFrame, counted: pl.DataFrame) -> pl.DataFrame:
+    """Per node ``id``, the ``total_*`` columns over the nodes of its subtree that are in ``counted``."""
+    values = long(frame.with_columns(pl.lit(1).alias("definition_count")), list(TOTALED))
+    sums = sql.run("subtree_totals", _closure=closure.select("anc", "id"), _values=values,
+                   _counted=counted.select("id"))
+    return wide(sums, list(TOTALED), "total", prefix="total_")
+
+
+def _root(frame: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
+    sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in COUNTED)).row(0, named=True)
+    root = {"total_" + c: int(sums[c] or 0) for c in COUNTED}
+    root["total_definition_count"] = frame.height + extra_count
+    return root
+
+
+def _passes(spec: TreeSpec) -> pl.Expr:
+    """ShouldShow but for depth: the thresholds, show_name_regexes and hide_name_regexes."""
+    cond = pl.lit(True)
+    for column, minimum in spec.thresholds:
+        cond = cond & (pl.col(column) >= minimum)
+    return cond & full_match("name", spec.show) & ~full_match("name", spec.hide)
+
+
+def _sort_columns(spec: TreeSpec) -> list[pl.Expr]:
+    metric = spec.order[0] if spec.order and spec.order[0] != "name" else None
+    return [
+        (pl.col(metric) if metric else pl.lit(0)).cast(pl.Int64).alias("sort_metric"),
+        (pl.col("name").cast(pl.String) if spec.order == ("name",) else pl.lit("")).alias("sort_name"),
+    ]
+
+
+def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The printed rows of ``forest`` in display order (``depth``, ``indent``, self and
+    ``total_*`` columns) and the root's totals."""
+    frame, keys = forest.frame, forest.keys
+    closure = sql.run("closure", _keys=keys)
+    if forest.keep_accounted:
+        kept = sql.run("account", _closure=closure, _accounted=frame.select("id", "accounted"))
+        frame, keys = frame.join(kept, on="id", how="semi"), keys.join(kept, on="id", how="semi")
+        closure = closure.join(kept, on="id", how="semi").join(kept.rename({"id": "anc"}), on="anc", how="semi")
+    root = _root(frame)
+    frame = frame.join(_totals(sql, closure, frame, frame), on="id", how="left")
+
+    match_all = spec.start is None
+    flags = frame.select(
+        "id",
+        (full_match("name", spec.start) if not match_all else pl.lit(False)).alias("start_hit"),
+        full_match("name", spec.trim).alias("trim_hit"),
+        _passes(spec).alias("passes"),
+    )
+    params = {"match_all": match_all, "max_depth": spec.max_depth, "root_visits": spec.root_visits,
+              "code_mode": code_mode}
+    shown = sql.run("display", params, _forest=flags, _closure=closure)
+    rows = frame.join(shown, on="id")
+    if spec.displayed_only:
+        rows = rows.drop(*("total_" + c for c in TOTALED)).join(
+            _totals(sql, closure, rows, shown), on="id", how="left")
+        root = _root(rows, extra_count=1)  # tfprof's root counts itself here
+
+    ranked = sql.run("display_order", _shown=rows.join(keys, on="id").select(
+        "id", "dparent", *_sort_columns(spec), "key"))
+    placed = sql.run("path_keys", {"width": width(ranked["sib"].max() or 0)}, _tree=ranked)
+    rows = rows.join(placed, on="id").sort("key").with_columns((pl.col("level") * 2).alias("indent"))
+    return rows.drop("key", "level", "dparent", "sort_metric", "sort_name", strict=False), root

@@ -1,0 +1,67 @@
+"""The reference backend's list of groups (the op view, spec 5.3): graph nodes grouped by a
+node column, as a list cut and shown like tfprof's TFOp.
+
+The accounted members' values are summed per group (``groups.sql``); the groups are listed in
+name order, then stably by the order_by column (descending); each row's totals run from the
+bottom of the list up (``cumulate.sql``); the printed part starts at the first row matching
+start_name_regexes and stops before a trimmed row or past max_depth (``group_list.sql``); then
+ShouldShow filters it, and with account_displayed_op_only the totals run over the shown rows.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tfprof.profile import Profile
+from tfprof.queries.reference.layouts import accounted_nodes, full_match
+from tfprof.queries.reference.sql import Sql, long, wide
+from tfprof.queries.spec import TreeSpec
+from tfprof.schema import METRICS
+
+SUMMED = (*METRICS, "run_count", "definitions")
+
+
+def _cumulate(sql: Sql, rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (with ``pos``) with ``total_*``: each row plus every row after it."""
+    values = long(rows, list(METRICS), "name").rename({"id": "name"}).join(rows.select("name", "pos"), on="name")
+    totals = wide(sql.run("cumulate", _values=values), list(METRICS), "total", prefix="total_", key="name")
+    return rows.drop(*("total_" + m for m in METRICS), strict=False).join(totals, on="name", how="left")
+
+
+def _first_totals(rows: pl.DataFrame) -> dict[str, int]:
+    first = rows.sort("pos").head(1)
+    return {"total_" + m: int(first["total_" + m][0]) if first.height else 0 for m in METRICS}
+
+
+def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The printed groups in list order (self sums, ``runs``, ``definitions``, ``total_*``,
+    ``depth``) and the root's totals."""
+    key = spec.group_key
+    grouped = nodes.join(prof.lazy("nodes").select("node_id", pl.col(key).cast(pl.String).alias("grp")).collect(),
+                         on="node_id")
+    members = grouped.join(accounted_nodes(prof, spec).filter("accounted"), on="node_id").select(
+        pl.col("node_id").alias("id"), "grp")
+    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), list(SUMMED), "node_id")
+    sums = sql.run("groups", _members=members, _values=values)
+    rows = wide(sums, list(SUMMED), "value", key="grp").rename({"grp": "name", "run_count": "runs"})
+    order = [c for c in spec.order if c != "name"]
+    rows = rows.sort("name").sort(order, descending=True, maintain_order=True) if order else rows.sort("name")
+    rows = rows.with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64), pl.lit(True).alias("accounted"))
+    rows = _cumulate(sql, rows)
+    root = _first_totals(rows)
+
+    flags = rows.select(
+        "name", "pos",
+        full_match("name", spec.start or ()).alias("start_hit"),
+        full_match("name", spec.trim).alias("trim_hit"),
+    )
+    window = sql.run("group_list", {"start_top": not spec.start, "max_depth": spec.max_depth}, _rows=flags)
+    shown = rows.join(window.select("name", "depth"), on="name")
+    cond = pl.lit(True)
+    for column, minimum in spec.thresholds:
+        cond = cond & (pl.col(column) >= minimum)
+    shown = shown.filter(cond & full_match("name", spec.show) & ~full_match("name", spec.hide))
+    if spec.displayed_only:
+        shown = _cumulate(sql, shown)
+        root = _first_totals(shown)
+    return shown.sort("pos").drop("pos"), root
