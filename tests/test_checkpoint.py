@@ -19,6 +19,7 @@ import pytest
 
 from tfprof.errors import InputError, InputNotFoundError, ProfileFormatError
 from tfprof.ingest import checkpoint as ck
+from tfprof.ingest import checkpoint_slices
 from tfprof.ingest.checkpoint import checkpoint_prefix, crc32c, read_checkpoint, row_to_numpy, tensor_to_numpy
 from tfprof.schema.proto import tensor_bundle_pb2
 from tfprof.schema.tables import TABLES
@@ -363,12 +364,12 @@ def test_crc32c() -> None:
 
 def test_ordered_code_numbers() -> None:
     # The two examples of tensorflow/core/lib/strings/ordered_code.cc.
-    assert ck._ordered_signed(0x424242) == bytes.fromhex("f0424242")
-    assert ck._ordered_signed(-0x800) == bytes.fromhex("3800")
-    small = [ck._ordered_signed(v).hex() for v in (0, 63, 64, -1, -64, -65)]
+    assert checkpoint_slices._ordered_signed(0x424242) == bytes.fromhex("f0424242")
+    assert checkpoint_slices._ordered_signed(-0x800) == bytes.fromhex("3800")
+    small = [checkpoint_slices._ordered_signed(v).hex() for v in (0, 63, 64, -1, -64, -65)]
     assert small == ["80", "bf", "c040", "7f", "40", "3fbf"]
-    assert ck._ordered_num(0) == b"\x00" and ck._ordered_num(258) == b"\x02\x01\x02"
-    assert ck._ordered_string(b"a\x00b\xff") == b"a\x00\xffb\xff\x00\x00\x01"
+    assert checkpoint_slices._ordered_num(0) == b"\x00" and checkpoint_slices._ordered_num(258) == b"\x02\x01\x02"
+    assert checkpoint_slices._ordered_string(b"a\x00b\xff") == b"a\x00\xffb\xff\x00\x00\x01"
 
 
 def test_reader_opens_files_read_only(tmp_path: Path) -> None:
