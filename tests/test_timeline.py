@@ -24,7 +24,8 @@ from tfprof.api import check_output, run_view, write_output
 from tfprof.cli.main import main
 from tfprof.errors import OptionError, OutputError, TfprofError
 from tfprof.queries.options import Options
-from tfprof.queries.timeline import _lanes, _top, tree_events
+from tfprof.queries.timeline import _lanes, tree_events
+from tfprof.queries.timeline_memory import _top
 from tfprof.views.timeline import json_string, render_trace
 
 ROOT = Path(__file__).parent
