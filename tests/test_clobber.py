@@ -141,7 +141,7 @@ def test_graph_timeline_checks_every_step_before_writing_any(tmp_path, monkeypat
 def test_a_timeline_of_several_steps_goes_to_disk_one_step_at_a_time(tmp_path, monkeypatch):
     """Each step's trace is made once the previous one is in its temporary file: the made
     data is handed to the writer as functions, called one after the other."""
-    import tfprof.output as output
+    import tfprof.output.files as output
     from tfprof.api import run_view, write_output
     from tfprof.profile import Profile
 
@@ -233,7 +233,7 @@ def test_the_cases_cover_every_input_option(work):
 
 
 def test_a_failed_write_leaves_no_temporary_and_the_old_file(work, capsys, monkeypatch):
-    import tfprof.output as output
+    import tfprof.output.files as output
 
     (work / "out.txt").write_bytes(b"precious")
     before = snapshot(work)

@@ -156,7 +156,7 @@ class _Once:
 
 
 def test_a_second_interrupt_during_a_files_cleanup_does_not_cut_it_short(tmp_path, monkeypatch):
-    import tfprof.output as output
+    import tfprof.output.files as output
 
     def first(tmp, data):
         raise KeyboardInterrupt
@@ -172,7 +172,7 @@ def test_a_second_interrupt_during_a_files_cleanup_does_not_cut_it_short(tmp_pat
 def test_a_second_interrupt_during_a_stores_cleanup_does_not_cut_it_short(tmp_path, monkeypatch):
     import shutil
 
-    import tfprof.output as output
+    import tfprof.output.directories as output
 
     rmtree = _Once(shutil.rmtree)
     monkeypatch.setattr(output.shutil, "rmtree", rmtree)
