@@ -231,7 +231,7 @@ class Shell:
                     if not self.onecmd(line):
                         return 0
                 except KeyboardInterrupt:  # Ctrl-C abandons the line (or the running command)
-                    # One Ctrl-C during a polars query raises twice (tfprof.output._undo): the
+                    # One Ctrl-C during a polars query raises twice (tfprof.output.files._undo): the
                     # second must not end the session.
                     while True:
                         try:

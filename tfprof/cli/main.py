@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     with _signals():
         try:
             return _main(args, said)
-        # One Ctrl-C can raise twice (tfprof.output._undo): the second may come while the
+        # One Ctrl-C can raise twice (tfprof.output.files._undo): the second may come while the
         # first is being reported.
         except KeyboardInterrupt:
             return _stopped("Interrupted.", 130, said)
