@@ -46,7 +46,8 @@ class Profile:
         self._tables: dict[str, pa.Table] = dict(tables or {})
         self._store = store
         # "run_metadata" when built from raw step stats, "profile" from a ProfileProto. tfprof
-        # forgets miss_accelerator_stream when it loads a ProfileProto (spec 2.6), so only
+        # forgets miss_accelerator_stream when it loads a ProfileProto (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), so
+        # only
         # profiles built from RunMetadata print the missing-stream warning.
         self.source = source
         self._con: duckdb.DuckDBPyConnection | None = None

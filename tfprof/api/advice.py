@@ -27,7 +27,7 @@ class AdviceResult:
 
 
 def advise(prof: Profile, checkers: Any = None, *, checker_dir: str | Path | None = None) -> AdviceResult:
-    """Run the advisor on ``prof``, as tfprof's ``advise`` (spec 9).
+    """Run the advisor on ``prof``, as tfprof's ``advise`` (docs/TFPROF_BEHAVIOUR.md, 'Advisor').
 
     ``checkers``: None for every built-in checker (tfprof's ALL_ADVICE), or a dict
     ``{checker: {option: value}}`` as tfprof's API takes (a list of names also works); a dict

@@ -97,7 +97,8 @@ def view(prof: Profile, cmd: str, **options: object) -> pl.DataFrame:
 
 
 def check_step(prof: Profile, step: int) -> None:
-    """tfprof's step check (spec 2.3.5): a step >= 0 must be one of the profile's steps."""
+    """tfprof's step check (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging'): a step >= 0 must be one of the profile's
+    steps."""
     if step < 0:
         return
     steps = prof.frame("steps")["step"].to_list()
@@ -140,8 +141,9 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
     check_step(prof, spec.step)
     notes: list[str] = _unknown_select_notes(opts)
     root: dict[str, Any] = {}
+    # tfprof does not restore the flag from a ProfileProto (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto')
     miss = (
-        prof.source == "run_metadata"  # tfprof does not restore the flag from a ProfileProto (spec 2.6)
+        prof.source == "run_metadata"
         and prof.row_counts()["info"] > 0
         and bool(prof.frame("info")["miss_accelerator_stream"][0])
     )
@@ -150,7 +152,8 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss)
     if layout in ("scope", "graph"):
         frame = _ENGINES[layout](prof, spec)
-        # spec 7.5: with a checkpoint, every displayed node but the root is looked up by name.
+        # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
+        # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
         text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head)
         notes += tensor_notes(tensors) if tensors is not None else []

@@ -108,7 +108,8 @@ def _write_files(files: dict[Path, Any], force: bool, inputs: Inputs) -> list[Pa
 
 
 def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
-    """Chrome trace JSON, one file ``<outfile>_<step>`` (spec 8.1.1); the graph view with no
+    """Chrome trace JSON, one file ``<outfile>_<step>`` (docs/TFPROF_BEHAVIOUR.md, 'Timeline file'); the graph view
+    with no
     step writes one per step, as tfprof (tfprof_stats.cc ShowGraphNode). Each step's trace is
     made when the previous one is on disk (in its temporary file), so only one is in memory."""
     from tfprof.queries.timeline import graph_events, tree_events
@@ -145,7 +146,7 @@ def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inpu
 
 
 def _write_pprof(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
-    """The code view as a gzipped pprof profile at ``outfile`` (spec 8.2)."""
+    """The code view as a gzipped pprof profile at ``outfile`` (docs/TFPROF_BEHAVIOUR.md, 'pprof output')."""
     from tfprof.queries.pprof import pprof_data
     from tfprof.views.pprof import render_pprof, written_message
 

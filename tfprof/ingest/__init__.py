@@ -102,7 +102,8 @@ def _read_checkpoint(path: PathLike) -> pa.Table:
 def _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress) -> dict[str, pa.Table]:
     total = 1 + len(run_metas)
     prof = raw.RawProfile()
-    # tfprof's order (spec 11.1): graph, op log, checkpoint names, then one step per file.
+    # tfprof's order
+    # (docs/TFPROF_BEHAVIOUR.md, 'Command-line flags'): graph, op log, checkpoint names, then one step per file.
     if graph_path:
         prof.add_graph(raw.read_graph(graph_path))
     if op_log_path:
@@ -184,7 +185,8 @@ def _memory_profile_batches(source, progress, checks=None) -> list[dict[str, pa.
 
 
 def _with_checkpoint_types(nodes: pa.Table, node_types: pa.Table, ckpt_names: pa.Array) -> pa.Table:
-    """node_types plus `_checkpoint_variables` for nodes named like a checkpoint tensor (spec 2.5)."""
+    """node_types plus `_checkpoint_variables` for nodes named like a checkpoint tensor
+    (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a checkpoint')."""
     hit = nodes.filter(pc.is_in(nodes.column("name"), value_set=pc.cast(ckpt_names, pa.string())))
     if hit.num_rows == 0:
         return node_types

@@ -23,24 +23,26 @@ class ProfileBuilder:
         self._tables: dict[str, pa.Table] | None = None
 
     def add_graph(self, graph) -> None:
-        """Add a GraphDef's nodes; nodes already known keep what they have (spec 2.2)."""
+        """Add a GraphDef's nodes; nodes already known keep what they have
+        (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a GraphDef')."""
         self._raw.add_graph(raw.read_graph(graph))
         self._tables = None
 
     def add_op_log(self, op_log) -> None:
-        """Add an OpLogProto's op types, float ops and code traces (spec 2.4)."""
+        """Add an OpLogProto's op types, float ops and code traces (docs/TFPROF_BEHAVIOUR.md, 'Ingesting an op log')."""
         log = op_log if isinstance(op_log, tfprof_log_pb2.OpLogProto) else raw.read_op_log(op_log)
         self._raw.add_op_log(log)
         self._tables = None
 
     def add_run_meta(self, step: int, run_meta) -> float:
-        """Add a RunMetadata under ``step`` (a step added twice merges, spec 2.3) and return
+        """Add a RunMetadata under ``step`` (a step added twice merges:
+        docs/TFPROF_BEHAVIOUR.md, 'Ingesting RunMetadata') and return
         tfprof's run coverage: the share of known nodes seen in any step so far."""
         rm = raw.read_run_meta(run_meta)
         before = set(self._raw.nodes)
         self._raw.add_run_meta(int(step), rm)
         # tfprof counts a node as covered when a record finds it already known: a graph node,
-        # or a node this RunMetadata created from an earlier record (spec 2.3).
+        # or a node this RunMetadata created from an earlier record (docs/TFPROF_BEHAVIOUR.md, 'Ingesting RunMetadata').
         seen: set[str] = set()
         for d in rm.step_stats.dev_stats:
             for ns in d.node_stats:

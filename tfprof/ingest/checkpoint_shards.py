@@ -1,4 +1,5 @@
-"""Read one tensor of a V2 checkpoint from its data shard and check it against its CRC32C (spec 13.1).
+"""Read one tensor of a V2 checkpoint from its data shard and check it against its CRC32C
+(docs/TFPROF_BEHAVIOUR.md, 'Checkpoint format').
 
 An entry of the ``.index`` file (a ``BundleEntryProto``) names a shard, an offset, a size and a
 masked CRC32C. Numeric tensors are raw little-endian memory, read straight into the caller's

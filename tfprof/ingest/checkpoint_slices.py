@@ -1,5 +1,5 @@
 """A partitioned variable of a V2 checkpoint: the index keys of its slices, and the full tensor
-assembled from them (spec 13.1).
+assembled from them (docs/TFPROF_BEHAVIOUR.md, 'Checkpoint format').
 
 Each slice of a partitioned variable has an index key of its own, built by TensorFlow's
 ``EncodeTensorNameSlice`` from ordered-code bytes (it starts with ``\\x00``); the variable's own

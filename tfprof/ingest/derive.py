@@ -11,7 +11,8 @@ from tfprof.schema import conform
 
 
 def params(shape: list[int]) -> int:
-    """spec 2.1.3: product of the dims; 0 for no shape or any unknown (negative) dim."""
+    """Parameters (docs/TFPROF_BEHAVIOUR.md, 'Shapes and parameters'): product of the dims; 0 for no shape or any
+    unknown (negative) dim."""
     if not shape or any(d < 0 for d in shape):
         return 0
     # an absurd shape overflows int64 in tfprof's C++ too: wrap as its arithmetic does
@@ -40,7 +41,8 @@ def params_column(shapes: pa.ListArray | pa.ChunkedArray) -> pa.Array:
 
 
 def devices_table(exec_devices: pa.Table, nodes: pa.Table) -> pa.Table:
-    """Every device of the step stats with tfprof's classification (spec 2.3.1)."""
+    """Every device of the step stats with tfprof's classification
+    (docs/TFPROF_BEHAVIOUR.md, 'Device classification')."""
     names = pa.concat_arrays(
         [
             exec_devices.column("device").combine_chunks().cast(pa.string()),

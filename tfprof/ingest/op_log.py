@@ -1,5 +1,5 @@
 """The op log that TensorFlow's ``tfprof_logger`` adds on its own, and its merge with the
-caller's (``merge_default_with_oplog``, spec 10.6).
+caller's (``merge_default_with_oplog``, docs/TFPROF_BEHAVIOUR.md, 'Op log builder').
 
 Without a ``tf.Graph`` only part of TensorFlow's default entries can be known: the
 ``_trainable_variables`` type of the trainable variables' ops, when the caller can name them

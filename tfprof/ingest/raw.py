@@ -22,13 +22,14 @@ from tfprof.ingest.sources import damaged, parse, read_bytes
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 
-# spec 2.3.1: devices whose stats count as cpu time (and carry memory).
+# docs/TFPROF_BEHAVIOUR.md, 'Device classification': devices whose stats count as cpu time (and carry memory).
 _CANONICAL = re.compile(r".*/(device:gpu|gpu|device:cpu|cpu):\d+")
 _GPU_N = re.compile(r"gpu:\d+")
 
 
 def is_canonical(dev: str) -> bool:
-    """True for a canonical device (spec 2.3.1 IsCanonicalDevice), on a lower-cased string."""
+    """True for a canonical device (IsCanonicalDevice; docs/TFPROF_BEHAVIOUR.md, 'Device classification'), on a
+    lower-cased string."""
     return _CANONICAL.fullmatch(dev) is not None
 
 
@@ -90,7 +91,8 @@ def _op_log_ok(log: tfprof_log_pb2.OpLogProto) -> bool:
 
 
 def shape_vec(shape) -> list[int]:
-    """spec 2.1.1 ShapeProtoToVec: a scalar becomes [1] (quirk); unknown rank becomes []."""
+    """ShapeProtoToVec (docs/TFPROF_BEHAVIOUR.md, 'Shapes and parameters'): a scalar becomes [1] (quirk); unknown rank
+    becomes []."""
     if not shape.dim and not shape.unknown_rank:
         return [1]
     return [d.size for d in shape.dim]
@@ -147,7 +149,7 @@ class RawProfile:
         self.nodes[name] = node
         return node
 
-    # spec 2.2
+    # docs/TFPROF_BEHAVIOUR.md, 'Ingesting a GraphDef'
     def add_graph(self, graph: graph_pb2.GraphDef) -> None:
         added = []
         first_id = len(self.nodes)  # nodes of this GraphDef get ids from here on
@@ -174,10 +176,10 @@ class RawProfile:
                 # the real tool (TF 2.21) records slot 0 for every input, so do we.
                 s = s.split(":", 1)[0]
                 if s.startswith("^"):
-                    s = s[1:]  # control inputs count as data inputs (spec 2.2)
+                    s = s[1:]  # control inputs count as data inputs (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a GraphDef')
                 node.inputs.append(s)
 
-    # spec 2.4
+    # docs/TFPROF_BEHAVIOUR.md, 'Ingesting an op log'
     def add_op_log(self, log: tfprof_log_pb2.OpLogProto) -> None:
         for k, v in log.id_to_string.items():
             self.id_to_string.setdefault(k, v)
@@ -203,14 +205,14 @@ class RawProfile:
             t.func_start_line,
         )
 
-    # spec 2.5
+    # docs/TFPROF_BEHAVIOUR.md, 'Ingesting a checkpoint'
     def add_checkpoint_names(self, names) -> None:
         for name in names:
             node = self.nodes.get(name)
             if node is not None:
                 node.op_types.add("_checkpoint_variables")
 
-    # spec 2.3
+    # docs/TFPROF_BEHAVIOUR.md, 'Ingesting RunMetadata'
     def add_run_meta(self, step: int, rm: run_metadata_pb2.RunMetadata) -> None:
         if not rm.HasField("step_stats"):
             self.warnings.append(f"Invalid RunMetadata for step {step}")
@@ -232,7 +234,8 @@ class RawProfile:
                 if node is None:
                     if name in ("RecvTensor", "_SOURCE") or "MEMCPY" in name:
                         continue
-                    node = self._new_node(name, name)  # spec 2.3.6: op = name
+                    # op = name (docs/TFPROF_BEHAVIOUR.md, 'Nodes made from RunMetadata')
+                    node = self._new_node(name, name)
                 self._add_step_stat(node, step, dev, canonical, ns)
             if stream:
                 starts, ends, names = zip(*stream)
@@ -241,7 +244,7 @@ class RawProfile:
             self.miss_accelerator_stream = True
 
     def _add_step_stat(self, node: _Node, step: int, dev: str, canonical: bool, ns) -> None:
-        # spec 2.3.2
+        # docs/TFPROF_BEHAVIOUR.md, 'Device classification'
         if canonical:
             if node.canonical_device and node.canonical_device != dev:
                 return  # tfprof ignores stats from a second canonical device
@@ -252,7 +255,7 @@ class RawProfile:
         st = node.steps.get(step)
         if st is None:
             st = node.steps[step] = _Step()
-        # spec 2.3.3 AddTimeStats
+        # AddTimeStats (docs/TFPROF_BEHAVIOUR.md, 'Time statistics')
         st.devices.add(dev)
         start = ns.all_start_micros
         if start > 0:
@@ -274,7 +277,7 @@ class RawProfile:
             self._add_memory(node, st, step, dev, ns)
 
     def _add_memory(self, node: _Node, st: _Step, step: int, dev: str, ns) -> None:
-        # spec 2.3.4 AddMemoryStats
+        # AddMemoryStats (docs/TFPROF_BEHAVIOUR.md, 'Memory statistics')
         if ns.all_start_micros <= 0:
             self.warnings.append(f"{ns.node_name} has no start time, skipping")
             return

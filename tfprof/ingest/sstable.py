@@ -1,4 +1,5 @@
-"""The LevelDB-format sorted table of a checkpoint's ``.index`` file, and CRC32C (spec 13.1).
+"""The LevelDB-format sorted table of a
+checkpoint's ``.index`` file, and CRC32C (docs/TFPROF_BEHAVIOUR.md, 'Checkpoint format').
 
 A table is data blocks of prefix-compressed key/value entries (with restart points), each
 followed by a 5-byte trailer (compression type, masked CRC32C), an index block of block

@@ -272,7 +272,8 @@ class Validator:
         return t
 
     def _runtime_nodes(self, t: pa.Table, batch: dict[str, pa.Table], step_rows: np.ndarray) -> None:
-        """Nodes as tfprof makes them for a RunMetadata record naming no graph node (spec 2.3.6):
+        """Nodes as tfprof makes them for a RunMetadata record naming no graph node
+        (docs/TFPROF_BEHAVIOUR.md, 'Nodes made from RunMetadata'):
         no attrs, no inputs, op equal to the name. Told apart from the tables alone, so a
         ProfileProto gives the same rows as the files it was made from."""
         ids, n = self._ids, t.num_rows

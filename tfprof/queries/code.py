@@ -1,4 +1,5 @@
-"""The code view: graph nodes arranged by the Python call stacks that created them (spec 5.4).
+"""The code view: graph nodes arranged by the Python call stacks that created them
+(docs/TFPROF_BEHAVIOUR.md, 'Code view').
 
 The call-stack tree is the trie over the op-log traces (``code_frames``) that ingest keeps as
 an index (``tfprof.queries.indexes.code_trie``): each trie node is a distinct path prefix, its

@@ -1,19 +1,20 @@
-"""FLOPs from tensor shapes: TensorFlow's flops registry as a table of formulas (spec 14).
+"""FLOPs from tensor shapes: TensorFlow's flops registry as a table of formulas
+(docs/TFPROF_BEHAVIOUR.md, 'FLOPs rules').
 
 The real tfprof never computes FLOPs itself. TensorFlow's *Python* op-log builder
 (``tfprof_logger``) asks the statistics registry for a ``flops`` value per op, from the graph's
 static shapes, and writes the non-zero ones into the OpLogProto; the C++ profiler only reads
 them. So a profile made from a GraphDef without an op log shows ``0/0 flops`` everywhere, in the
-real tool and in ours (spec 7.6), and the default views keep doing so.
+real tool and in ours (docs/TFPROF_BEHAVIOUR.md, 'Missing data'), and the default views keep doing so.
 
 ``flops_from_shapes`` recomputes what that registry would write, as one polars query over
 ``nodes`` + ``output_shapes`` + ``node_inputs`` + ``node_attrs``: ``FORMULAS`` holds one row per
 rule (an expression over shape-derived columns and the shapes it needs fully defined), and
 ``OP_FORMULAS`` maps every op type TensorFlow 2.21 registers to its rule. Nothing loops over
 nodes. ``with_flops_from_shapes`` is the explicit opt-in that feeds those numbers to the views,
-merged as the Python API merges them (spec 10.6: a non-zero op-log value wins).
+merged as the Python API merges them (docs/TFPROF_BEHAVIOUR.md, 'Op log builder': a non-zero op-log value wins).
 
-Deliberate differences from TensorFlow (DECISIONS #13, spec 15.1 #13), flagged per row in
+Deliberate differences from TensorFlow (DECISIONS #13, docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #13), flagged per row in
 ``diverges``: BatchMatMul's ``k`` honours ``adj_x`` (TensorFlow reads a ``transpose_a`` attr these
 ops do not have), and pooling and conv-backprop rules also count NCHW graphs (TensorFlow
 raises, so those nodes get no FLOPs). Everything else, ``int()`` truncation and requirements on
@@ -77,7 +78,7 @@ _OUT, _IN0, _IN1 = pl.col("out_n"), pl.col("in0_n"), pl.col("in1_n")
 class Formula:
     """One rule: ``flops`` over shape columns, valid only when every ``requires`` is known."""
 
-    expression: str  # the rule in words (spec 14.2 notation)
+    expression: str  # the rule in words (notation of docs/TFPROF_BEHAVIOUR.md, 'FLOPs rules')
     requires: tuple[str, ...]  # element counts TensorFlow asserts fully defined
     flops: pl.Expr
     macs: bool = False  # a multiply-accumulate count: MACs = flops / 2
@@ -352,7 +353,8 @@ def with_flops_from_shapes(prof: Profile) -> Profile:
     """``prof`` with ``nodes.float_ops`` filled from shapes where it is 0: the numbers
     ``tf.compat.v1.profiler.profile(graph=...)`` shows, which builds its op log this way.
 
-    The merge is the Python API's (tfprof_logger.merge_default_with_oplog, spec 10.6): a
+    The merge is the Python API's (tfprof_logger.merge_default_with_oplog,
+    docs/TFPROF_BEHAVIOUR.md, 'Op log builder'): a
     non-zero op-log value wins, a shape rule fills the rest, and incomplete shapes stay 0.
     The real tfprof CLI never does this, so the views only see these numbers on request.
     """

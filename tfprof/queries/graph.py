@@ -1,8 +1,8 @@
-"""The graph view: nodes below the nodes that consume them (spec 5.2).
+"""The graph view: nodes below the nodes that consume them (docs/TFPROF_BEHAVIOUR.md, 'Graph view').
 
 tfprof accounts the graph with one depth-first walk from the graph's roots (nodes nobody
 consumes, in name order) along inputs (in input order), visiting each node once: a node shared
-by several consumers counts only under the first one reached (spec 5.2.2 quirk), and
+by several consumers counts only under the first one reached (docs/TFPROF_BEHAVIOUR.md, 'Graph view'), and
 unaccounted nodes are flattened away. That walk is a numba loop over CSR arrays; it yields a
 forest in pre-order that ``tfprof.queries.forest.display`` shows like any other tree.
 """

@@ -1,4 +1,5 @@
-"""Per-node frames for one ``step`` option value (spec 2.3.5 and 3.1): each graph node's *self*
+"""Per-node frames for one ``step`` option value (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging' and
+'Single-node views'): each graph node's *self*
 values as tfprof's ReInit(step) sets them (``tfprof.queries.indexes.means``) with what the views
 print about it.
 """

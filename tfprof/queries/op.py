@@ -33,7 +33,7 @@ class OpView:
 def picked_members(nodes: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
     """Member nodes that count for their group (ReInit): any op type matching any account regex.
 
-    tfprof counts a node once per matching regex (spec 15.1 #2); we count it once
+    tfprof counts a node once per matching regex (docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #2); we count it once
     (docs/COMPATIBILITY.md, DECISIONS.md).
     """
     if spec.account is None:
@@ -105,7 +105,7 @@ def _sort(rows: pl.DataFrame, order: tuple[str, ...]) -> pl.DataFrame:
 
 
 def _cumulate(rows: pl.DataFrame) -> pl.DataFrame:
-    """Each row's totals: its own values plus every row below it (spec 5.3.2 step 4)."""
+    """Each row's totals: its own values plus every row below it (docs/TFPROF_BEHAVIOUR.md, 'Op view', step 4)."""
     return rows.with_columns(
         *(pl.col(m).reverse().cum_sum().reverse().alias("total_" + m) for m in METRICS)
     )

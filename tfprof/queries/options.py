@@ -89,12 +89,12 @@ class Output:
         return dict(self.options).get("outfile")
 
     def __str__(self) -> str:
-        # spec 6.4: printed as `<type>:<k=v joined by ,>`
+        # docs/TFPROF_BEHAVIOUR.md, 'Options listing': printed as `<type>:<k=v joined by ,>`
         return f"{self.kind}:" + ",".join(f"{k}={v}" for k, v in self.options)
 
     @classmethod
     def parse(cls, text: str) -> Output:
-        """tfprof's ``-output`` grammar (spec 6.3)."""
+        """tfprof's ``-output`` grammar (docs/TFPROF_BEHAVIOUR.md, 'Output option syntax')."""
         text = text or "stdout"
         kind, sep, rest = text.partition(":")
         if kind not in OUTPUT_TYPES:
@@ -120,7 +120,7 @@ def _default_list(*items: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    """tfprof's options. Defaults are those of tfprof's command line (spec 6.1)."""
+    """tfprof's options. Defaults are those of tfprof's command line (docs/TFPROF_BEHAVIOUR.md, 'Options')."""
 
     max_depth: int = 10
     min_bytes: int = 0

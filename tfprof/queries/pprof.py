@@ -1,4 +1,5 @@
-"""The code view as a pprof profile (spec 8.2): samples, locations, functions and strings.
+"""The code view as a pprof profile (docs/TFPROF_BEHAVIOUR.md, 'pprof output'): samples, locations, functions and
+strings.
 
 tfprof (tfprof_code.cc PprofProfileImpl) walks the displayed code tree in pre-order. Every
 shown node below a shown node (not the root) is a *location* keyed by (caller file, callee
@@ -40,7 +41,8 @@ PPROF_METRICS = {
 
 
 def check_pprof(cmd: str, opts: Options) -> None:
-    """tfprof's pprof pre-checks (tfprof_code.cc ShowInternal; spec 5.4.4), as errors."""
+    """tfprof's pprof pre-checks (tfprof_code.cc ShowInternal;
+    docs/TFPROF_BEHAVIOUR.md, 'Code view steps'), as errors."""
     if cmd != "code":
         raise OptionError("Only 'code' view supports pprof output now.")
     if len(opts.select) != 1:

@@ -1,4 +1,5 @@
-"""The scope view: nodes arranged by name scope (spec 5.1), as one frame of displayed rows.
+"""The scope view: nodes arranged by name scope (docs/TFPROF_BEHAVIOUR.md, 'Scope view'), as one frame of displayed
+rows.
 
 ``scope(prof, spec)`` returns the displayed tree in display (pre-)order, root first, with
 ``depth`` (root = 1), ``indent``, ``accounted``, the node's self values and its ``total_*``

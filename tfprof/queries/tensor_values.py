@@ -1,4 +1,5 @@
-"""Checkpoint tensor values of the displayed nodes, for ``-select tensor_value`` (spec 7.5).
+"""Checkpoint tensor values of the displayed nodes, for ``-select tensor_value``
+(docs/TFPROF_BEHAVIOUR.md, 'Tensor values').
 
 The scope and graph views look every displayed node except the root up in the checkpoint by
 its name (a scope view's name-scope parents included). ``tensor_values`` returns, per displayed

@@ -1,4 +1,5 @@
-"""The graph timeline's memory tracks (spec 8.1.3): per GPU, the allocator's bytes in use at
+"""The graph timeline's memory tracks (docs/TFPROF_BEHAVIOUR.md, 'Graph timeline'): per GPU, the allocator's bytes in
+use at
 each drawn sample, the largest per-node allocations at that sample, and the device's peak.
 
 ``memory_counters`` returns the counter events (``memory`` and ``top_allocations`` rows of

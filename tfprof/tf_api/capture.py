@@ -1,4 +1,5 @@
-"""``ProfileContext``: profile a running TF1-style TensorFlow program in place (spec 10.7).
+"""``ProfileContext``: profile a running TF1-style TensorFlow program in place
+(docs/TFPROF_BEHAVIOUR.md, 'ProfileContext').
 
 Inside ``with tfprof.ProfileContext(profile_dir) as pctx:`` every ``Session.run`` call is one
 step. Chosen steps run with a full trace; their RunMetadata go to a ``tfprof.Profiler`` over

@@ -20,7 +20,8 @@ TRAINABLE_VARIABLES = "_trainable_variables"
 
 
 def _preset(**values: Any) -> dict[str, Any]:
-    """The option dict every preset starts from (spec 6.5), with ``values`` set in place; the
+    """The option dict every preset starts from (docs/TFPROF_BEHAVIOUR.md, 'Option presets'), with ``values`` set in
+    place; the
     builder's defaults differ only in max_depth and account_displayed_op_only."""
     base = {
         "max_depth": 10000,
@@ -57,7 +58,7 @@ class ProfileOptionBuilder:
         else:
             self._options = _preset(max_depth=100, account_displayed_op_only=False)
 
-    # ------------------------------------------------------------------ presets (spec 6.5)
+    # ----------------------------------------------------------- presets (docs/TFPROF_BEHAVIOUR.md, 'Option presets')
 
     @staticmethod
     def trainable_variables_parameter() -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``Profiler``, ``profile`` and ``advise``: ``tf.profiler``'s Python API (spec 10) without TensorFlow.
+"""``Profiler``, ``profile`` and ``advise``: ``tf.profiler``'s Python API
+(docs/TFPROF_BEHAVIOUR.md, 'Python API') without TensorFlow.
 
 They build a profile from a graph, RunMetadata steps and an op log (each a path, bytes or a
 protobuf message; a graph may also be a ``tf.Graph``), run the same ``tfprof.api.run_view`` as
@@ -224,7 +225,8 @@ _BANNERS = (
 
 
 def options_text(opts: Options) -> str:
-    """tfprof's Options.ToString (spec 6.4): one `%-28s` name and its value per line."""
+    """tfprof's Options.ToString
+    (docs/TFPROF_BEHAVIOUR.md, 'Options listing'): one `%-28s` name and its value per line."""
     lines = []
     for name, value in opts.to_tfprof().items():
         if name in LIST_OPTIONS or name == "select":

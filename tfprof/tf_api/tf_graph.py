@@ -1,4 +1,5 @@
-"""A live ``tf.Graph``: what TensorFlow's Python logger (``tfprof_logger``, spec 10.6) reads from it.
+"""A live ``tf.Graph``: what TensorFlow's Python logger (``tfprof_logger``,
+docs/TFPROF_BEHAVIOUR.md, 'Op log builder') reads from it.
 
 From a ``tf.Graph`` TensorFlow's profiler API sends ``as_graph_def(add_shapes=True)`` and an op
 log it builds itself: every op's float operations from its static shapes, the Python call
@@ -97,7 +98,7 @@ class LiveGraph:
         """What the op log depends on: which graph, its version (ops added) and shapes filled."""
         return (self._token, self.graph.version, self._shape_edits)
 
-    # ------------------------------------------------------------------ shapes (spec 10.6 step 2)
+    # ---------------------------------------------------- shapes (docs/TFPROF_BEHAVIOUR.md, 'Op log builder', step 2)
 
     def fill_shapes(self, run_meta: Any) -> int:
         """Give each graph op's outputs whose static shape is not fully defined the shape the
@@ -136,7 +137,7 @@ class LiveGraph:
         self._shape_edits += changed
         return changed
 
-    # ------------------------------------------------------------------ flops (spec 14)
+    # ------------------------------------------------------------------ flops (docs/TFPROF_BEHAVIOUR.md, 'FLOPs rules')
 
     def _shape_frame(self, ops: list) -> pl.DataFrame:
         rows = []
@@ -167,7 +168,7 @@ class LiveGraph:
         ops = self.graph.get_operations() if ops is None else ops
         return apply_formulas(self._shape_frame(ops)).select("name", "float_ops")
 
-    # ------------------------------------------------------------------ the op log (spec 10.6)
+    # -------------------------------------------------------- the op log (docs/TFPROF_BEHAVIOUR.md, 'Op log builder')
 
     def _traceback(self, op: Any) -> tuple:
         frames = self._frames.get(op.name)

@@ -1,7 +1,7 @@
 """The advisor's reports: evidence rows -> tfprof's report strings, the printed text, AdviceProto.
 
 One renderer per built-in checker (``RENDERERS``), each returning the checker's list of
-reports exactly as tfprof words them (spec 9, Appendix A); any other checker (a user's SQL
+reports exactly as tfprof words them (docs/TFPROF_BEHAVIOUR.md, 'Advisor'); any other checker (a user's SQL
 file) reports its ``report`` column. ``render_text`` prints the advice as tfprof does, and
 ``advice_proto`` builds the AdviceProto it returns.
 

@@ -1,4 +1,4 @@
-"""tfprof's number formats (spec 7.3.1) over whole columns, for reports of many lines.
+"""tfprof's number formats (docs/TFPROF_BEHAVIOUR.md, 'Number formats') over whole columns, for reports of many lines.
 
 ``'%.2f' % (v / D)`` is computed with integers: ``(200·v + D) // (2·D)`` is 100·v/D rounded half
 up, which is what printf prints for the nearest double unless 100·v/D is exactly a half (a tie)

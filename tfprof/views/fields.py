@@ -155,7 +155,7 @@ FIELDS: dict[str, Field] = {
             "output bytes: The memory that is output from the operation (not necessarily allocated by the operation)",
             (5, 3),
         ),
-        # tfprof: `micros` prints all three times and the doc lines of all three (spec 7.1.1)
+        # tfprof: `micros` prints all three times and the doc lines of all three (docs/TFPROF_BEHAVIOUR.md, 'Doc block')
         replace(
             _metric("micros", "total execution time", "exec_micros", "time", _DOC_MICROS, (6, 4)),
             doc=(_DOC_MICROS, _DOC_CPU, _DOC_ACCELERATOR),

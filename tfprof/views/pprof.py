@@ -1,4 +1,5 @@
-"""The pprof file of the code view: a gzipped ``perftools.profiles.Profile`` (spec 8.2, 12.5).
+"""The pprof file of the code view: a gzipped ``perftools.profiles.Profile``
+(docs/TFPROF_BEHAVIOUR.md, 'pprof output', 12.5).
 
 The tables come from ``tfprof.queries.pprof``; here they become the message, with tfprof's
 sample types, units and comment appended to the string table as tfprof appends them (after

@@ -11,7 +11,8 @@ the same message with protobuf's generated classes; tests hold the two equal, me
 70,000 nodes x 50 steps (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md), so this encoder
 is the writer.
 
-What is written, field by field, follows tfprof's own writer (spec 2.6), with these choices:
+What is written, field by field, follows
+tfprof's own writer (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), with these choices:
 
 * code traces name their strings by id (``file_id``, ``function_id``, ``line_id``) in one
   ``id_to_string`` table of the distinct strings, sorted; every id used is in the table (tfprof
@@ -19,7 +20,7 @@ What is written, field by field, follows tfprof's own writer (spec 2.6), with th
 * ``src_output_index`` has an entry per producer (the real tool derives input shapes from it),
   and ``input_shapes``/``outputs`` are left empty as tfprof leaves them;
 * an input that names no node (``node_inputs.input_id`` null) cannot be an id: it is left out
-  (tfprof aborts there, spec 2.6 [bug]; DECISIONS #16).
+  (tfprof aborts there, docs/TFPROF_BEHAVIOUR.md, 'ProfileProto' [bug]; DECISIONS #16).
 
 Not carried by the format: ``allocator_memory`` (only the per-allocator sums in ``memory`` are)
 and ``checkpoint_tensors`` (their ``_checkpoint_variables`` op types are).

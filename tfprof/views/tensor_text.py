@@ -1,4 +1,5 @@
-"""Checkpoint tensor values as tfprof shows them (spec 7.5): the text under a node's line,
+"""Checkpoint tensor values as tfprof shows them (docs/TFPROF_BEHAVIOUR.md, 'Tensor values'): the text under a
+node's line,
 the stderr lines of the lookups, and ``GraphNodeProto.tensor_value``.
 
 Text: one ``[`` per dimension level, each value followed by a space (``%.2f`` for doubles,

@@ -33,7 +33,8 @@ def multi_legend(select: Sequence[str]) -> str:
 
 
 def doc_block(cmd: str, select: Sequence[str]) -> str:
-    """The explanatory block printed above ``Profile:`` (spec 7.1.1): each selected field's doc
+    """The explanatory block printed above ``Profile:`` (docs/TFPROF_BEHAVIOUR.md, 'Doc block'): each selected
+    field's doc
     lines, ``select`` sorted by name."""
     lines = [line for s in sorted(select) for line in (FIELDS[s].doc if s in FIELDS else (f"Unknown select: {s}",))]
     return "\nDoc:\n" + COMMAND_HELP.get(cmd, f"Unknown command: {cmd}") + "\n" + "\n".join(lines) + "\n\n"
@@ -84,7 +85,7 @@ def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root:
 
 
 def op_line(row: dict, root: dict, select: Sequence[str], input_block: str = "") -> str:
-    """One row of the op view (spec 7.4)."""
+    """One row of the op view (docs/TFPROF_BEHAVIOUR.md, 'Op view rows')."""
     items = [_op_cell(f.op, f.column, f.kind, row, root) for f in shown(select, multi=True) if f.op]
     line = "%-25s%s\n" % (row["name"], ", ".join(items))
     if "input_shapes" in select and input_block:

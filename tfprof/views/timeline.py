@@ -1,6 +1,6 @@
 """Chrome trace JSON (Trace Event Format) from timeline events, byte for byte as tfprof writes it.
 
-tfprof serialises with jsoncpp's FastWriter (spec 8.1.1): one compact JSON object
+tfprof serialises with jsoncpp's FastWriter (docs/TFPROF_BEHAVIOUR.md, 'Timeline file'): one compact JSON object
 ``{"traceEvents":[...]}`` and a newline, object keys in byte order, non-ASCII characters as
 ``\\uXXXX`` escapes. Process names, categories and the memory counters' texts are built here
 from the structured events of ``tfprof.queries.timeline``.

@@ -1,4 +1,5 @@
-"""tfprof's number formats (spec 7.3.1): a count, a time in microseconds, a size in bytes.
+"""tfprof's number formats
+(docs/TFPROF_BEHAVIOUR.md, 'Number formats'): a count, a time in microseconds, a size in bytes.
 
 The select-field registry (``fields``) names a metric's format by its kind; ``FORMATS`` maps
 the kind to the formatter. ``columns.format_column`` formats whole columns the same way.

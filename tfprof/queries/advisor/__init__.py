@@ -1,4 +1,4 @@
-"""tfprof's advisor (spec 9): each check is one query returning evidence rows.
+"""tfprof's advisor (docs/TFPROF_BEHAVIOUR.md, 'Advisor'): each check is one query returning evidence rows.
 
 A check is a ``Check``: a name (tfprof's checker name) and ``run(profile, options) ->
 Evidence | None``. ``Evidence.rows`` is a polars frame of structured rows (numbers, names,
@@ -7,7 +7,8 @@ severities; never report sentences: ``tfprof.views.advice`` writes those), and
 into tfprof's stderr notes). ``None`` means the checker produces no entry at all (JobChecker).
 
 ``CHECKS`` lists the built-in checks in tfprof's own order, which is also the order the
-advisor prints them in (spec 9.1: tfprof prints in protobuf-map order, which changes from run
+advisor prints them in (docs/TFPROF_BEHAVIOUR.md, 'Advisor driver': tfprof prints in protobuf-map order, which changes
+from run
 to run; we use the fixed order the spec recommends). User checks are SQL files
 (``tfprof.queries.advisor.custom.sql_check``), run after the built-in ones.
 
@@ -35,7 +36,7 @@ CHECKS: tuple[Check, ...] = (
     Check("JobChecker", job, "Google-internal in tfprof: never reports in open source."),
 )
 
-# tfprof's ALL_ADVICE: every built-in checker, no options (spec 10.2).
+# tfprof's ALL_ADVICE: every built-in checker, no options (docs/TFPROF_BEHAVIOUR.md, 'profile and advise').
 DEFAULT_CHECKERS: dict[str, dict[str, str]] = {c.name: {} for c in CHECKS}
 
 

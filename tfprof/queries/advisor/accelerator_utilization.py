@@ -1,4 +1,4 @@
-"""AcceleratorUtilizationChecker (spec 9.2): how busy each GPU was.
+"""AcceleratorUtilizationChecker (docs/TFPROF_BEHAVIOUR.md, 'AcceleratorUtilizationChecker'): how busy each GPU was.
 
 Per node placed on a GPU (canonical device containing ``gpu``) that has any step record, only
 its record of its own highest step counts (tfprof_advisor: "TODO: use multiple steps", so the

@@ -1,4 +1,5 @@
-"""ExpensiveOperationChecker (spec 9.4): where the time goes, by op type, graph node and code.
+"""ExpensiveOperationChecker (docs/TFPROF_BEHAVIOUR.md, 'ExpensiveOperationChecker'): where the time goes, by op type,
+graph node and code.
 
 tfprof runs three canned views and reads their top rows; so do we, through the same view
 queries the scope, op and code commands use. One frame, sections in tfprof's report order:

@@ -1,4 +1,4 @@
-"""JobChecker (spec 9.1): Google-internal in tfprof.
+"""JobChecker (docs/TFPROF_BEHAVIOUR.md, 'Advisor driver'): Google-internal in tfprof.
 
 Open-source tfprof runs it through a stub runner that returns an empty AdviceProto, so the
 checker never adds an entry (not even an empty one) to the advice. Reproduced: no evidence.

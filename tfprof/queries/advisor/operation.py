@@ -1,10 +1,11 @@
-"""OperationChecker (spec 9.3): ops that have a faster form.
+"""OperationChecker (docs/TFPROF_BEHAVIOUR.md, 'OperationChecker'): ops that have a faster form.
 
 Two findings, each one row when it fires, in tfprof's report order:
 
 * ``unfused_batch_norm``: some node name contains ``BatchNorm`` and no node has a fused batch
   norm op type. tfprof recognises only ``FusedBatchNorm`` itself, so graphs built with
-  FusedBatchNormV2/V3 (every TF 2 graph) get the advice anyway (spec 15.1 #14); we recognise
+  FusedBatchNormV2/V3 (every TF 2 graph) get the advice anyway (docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #14); we
+  recognise
   V2 and V3 as fused (DECISIONS #14, docs/ADVISOR.md).
 * ``nhwc_on_gpu``: some node has ``data_format`` NHWC and a canonical device containing ``gpu``.
 

@@ -1,4 +1,4 @@
-"""The code view's call-stack trie (spec 5.4), an index.
+"""The code view's call-stack trie (docs/TFPROF_BEHAVIOUR.md, 'Code view'), an index.
 
 Each trace frame reads ``<file basename>:<line>:<function>`` (a long function name cut to 17
 characters and ``...``). A node's path is its traces from the outermost call in; a gradient
@@ -33,7 +33,7 @@ class NoCodeTraces(TfprofError):
 
 
 def trace_strings(file: pa.Array, lineno: pa.Array, function: pa.Array) -> pa.Array:
-    """tfprof's short form of each frame (spec 5.4.2)."""
+    """tfprof's short form of each frame (docs/TFPROF_BEHAVIOUR.md, 'Trace strings')."""
     function = function.cast(pa.string())
     short = pc.if_else(
         pc.less(pc.binary_length(function), 20), function,

@@ -1,4 +1,5 @@
-"""The graph view's structure (spec 5.2), an index: nodes in name order and their inputs as
+"""The graph view's structure
+(docs/TFPROF_BEHAVIOUR.md, 'Graph view'), an index: nodes in name order and their inputs as
 CSR arrays."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Per-node step numbers (spec 2.3.5 and 3.1) from whole columns, in numpy.
+"""Per-node step numbers (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging' and 'Single-node views') from whole columns,
+in numpy.
 
 A node's value for a step is what it recorded in that step; for ``step=-1`` it is the node's
 sum over the steps in which it has a record, integer-divided by the number of those steps (not
@@ -28,7 +29,7 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     for option ``step`` (0 where the node has no record for it).
 
     ``float_ops`` is the static count for a node that never ran, else the count times the
-    step's ``run_count`` (spec 2.3.5).
+    step's ``run_count`` (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging').
     """
     nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
     n = len(ids)

@@ -1,4 +1,5 @@
-"""The scope tree's shape (spec 5.1), an index: graph nodes plus synthetic parents for missing
+"""The scope tree's shape
+(docs/TFPROF_BEHAVIOUR.md, 'Scope view'), an index: graph nodes plus synthetic parents for missing
 name prefixes, children in name order, laid out in pre-order."""
 
 from __future__ import annotations
