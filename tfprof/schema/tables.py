@@ -43,357 +43,217 @@ class Table:
     sort_key: tuple[str, ...]
 
 
+TABLES: dict[str, Table] = {}
+"""Every table by name, in the order they are defined below (the order of docs/SCHEMA.md)."""
+
+
+def _table(name: str, grain: str, sort_key: tuple[str, ...], doc: str, *columns: pa.Field) -> Table:
+    """Define table ``name`` from its columns and list it in ``TABLES``."""
+    table = Table(name, grain, doc, pa.schema(list(columns)), sort_key)
+    TABLES[name] = table
+    return table
+
+
 NODE_ID = _f("node_id", pa.int64(), "tfprof node id (insertion order; key of ProfileProto.nodes)")
 STEP = _f("step", pa.int64(), "step id (the i-th --run_meta_path file is step i)")
 
-NODES = Table(
-    "nodes",
-    "one graph node",
-    "Every node tfprof knows: GraphDef nodes in file order, then nodes first seen in RunMetadata "
-    "(for those, `op` equals the name, as in tfprof).",
-    pa.schema(
-        [
-            NODE_ID,
-            _f("name", pa.string(), "node name, unique"),
-            _f("op", DICT, "NodeDef op type (e.g. MatMul); for RunMetadata-only nodes the node name"),
-            _f(
-                "shape",
-                pa.list_(pa.int64()),
-                "the `shape` attr as tfprof stores it: scalar -> [1], unknown dims -1, "
-                "no attr or unknown rank -> []",
-            ),
-            _f(
-                "params",
-                pa.int64(),
-                "parameters: product of `shape` when every dim >= 0, else 0",
-                unit="count",
-            ),
-            _f("float_ops", pa.int64(), "static float operations from the op log (0 if none)", unit="flops"),
-            _f(
-                "canonical_device",
-                DICT,
-                "first canonical device (…/device:cpu:0, …/gpu:0) seen in RunMetadata; null if never run",
-                nullable=True,
-            ),
-            _f("host_device", DICT, "canonical_device with gpu:N replaced by cpu:0", nullable=True),
-        ]
-    ),
-    ("node_id",),
+NODES = _table(
+    "nodes", "one graph node", ("node_id",),
+    "Every node tfprof knows: GraphDef nodes in file order, then nodes first seen in RunMetadata (for those, `op` "
+    "equals the name, as in tfprof).",
+    NODE_ID,
+    _f("name", pa.string(), "node name, unique"),
+    _f("op", DICT, "NodeDef op type (e.g. MatMul); for RunMetadata-only nodes the node name"),
+    _f("shape", pa.list_(pa.int64()),
+        "the `shape` attr as tfprof stores it: scalar -> [1], unknown dims -1, no attr or unknown rank -> []"),
+    _f("params", pa.int64(), "parameters: product of `shape` when every dim >= 0, else 0", unit="count"),
+    _f("float_ops", pa.int64(), "static float operations from the op log (0 if none)", unit="flops"),
+    _f("canonical_device", DICT,
+        "first canonical device (…/device:cpu:0, …/gpu:0) seen in RunMetadata; null if never run", nullable=True),
+    _f("host_device", DICT, "canonical_device with gpu:N replaced by cpu:0", nullable=True),
 )
 
-NODE_INPUTS = Table(
-    "node_inputs",
-    "one input edge of a node",
+NODE_INPUTS = _table(
+    "node_inputs", "one input edge of a node", ("node_id", "input_idx"),
     "Inputs in NodeDef order. Control inputs (`^x`) are inputs like any other, as in tfprof.",
-    pa.schema(
-        [
-            NODE_ID,
-            _f("input_idx", pa.int32(), "position of the input in NodeDef.input"),
-            _f("input_name", pa.string(), "producer node name (`^` and `:slot` removed)"),
-            _f("input_id", pa.int64(), "producer node_id; null when no such node exists", nullable=True),
-            _f(
-                "output_slot",
-                pa.int32(),
-                "producer output slot as tfprof records it. The real tool (TF 2.21) parses the "
-                "`:slot` of an input only in debug builds, so from a GraphDef this is always 0",
-            ),
-        ]
-    ),
-    ("node_id", "input_idx"),
+    NODE_ID,
+    _f("input_idx", pa.int32(), "position of the input in NodeDef.input"),
+    _f("input_name", pa.string(), "producer node name (`^` and `:slot` removed)"),
+    _f("input_id", pa.int64(), "producer node_id; null when no such node exists", nullable=True),
+    _f("output_slot", pa.int32(),
+        "producer output slot as tfprof records it. The real tool (TF 2.21) parses the `:slot` of an input only in "
+        "debug builds, so from a GraphDef this is always 0"),
 )
 
-NODE_TYPES = Table(
-    "node_types",
-    "one (node, op type) pair",
-    "The op types used by account_type_regexes: the op, the canonical device, op-log types "
-    "such as _trainable_variables, and _checkpoint_variables. Sorted byte-wise per node.",
-    pa.schema([NODE_ID, _f("op_type", DICT, "an op type of the node")]),
-    ("node_id", "op_type"),
+NODE_TYPES = _table(
+    "node_types", "one (node, op type) pair", ("node_id", "op_type"),
+    "The op types used by account_type_regexes: the op, the canonical device, op-log types such as "
+    "_trainable_variables, and _checkpoint_variables. Sorted byte-wise per node.",
+    NODE_ID,
+    _f("op_type", DICT, "an op type of the node"),
 )
 
-OUTPUT_SHAPES = Table(
-    "output_shapes",
-    "one output slot of a node",
+OUTPUT_SHAPES = _table(
+    "output_shapes", "one output slot of a node", ("node_id", "slot"),
     "Static output shapes from the `_output_shapes` attr.",
-    pa.schema(
-        [
-            NODE_ID,
-            _f("slot", pa.int32(), "output slot"),
-            _f("dims", pa.list_(pa.int64()), "dims (scalar -> [1], unknown dim -1, unknown rank [])"),
-        ]
-    ),
-    ("node_id", "slot"),
+    NODE_ID,
+    _f("slot", pa.int32(), "output slot"),
+    _f("dims", pa.list_(pa.int64()), "dims (scalar -> [1], unknown dim -1, unknown rank [])"),
 )
 
-NODE_ATTRS = Table(
-    "node_attrs",
-    "one attr of a node",
+NODE_ATTRS = _table(
+    "node_attrs", "one attr of a node", ("node_id", "attr"),
     "NodeDef attrs, each value a serialized AttrValue (decode with tfprof.schema.proto.attr_value_pb2).",
-    pa.schema(
-        [
-            NODE_ID,
-            _f("attr", DICT, "attr name"),
-            _f("value", pa.binary(), "serialized AttrValue"),
-        ]
-    ),
-    ("node_id", "attr"),
+    NODE_ID,
+    _f("attr", DICT, "attr name"),
+    _f("value", pa.binary(), "serialized AttrValue"),
 )
 
-STEPS = Table(
-    "steps",
-    "one step",
+STEPS = _table(
+    "steps", "one step", ("step",),
     "Steps that have RunMetadata, ascending.",
-    pa.schema([STEP]),
-    ("step",),
+    STEP,
 )
 
-NODE_STEPS = Table(
-    "node_steps",
-    "one node in one step",
+NODE_STEPS = _table(
+    "node_steps", "one node in one step", ("node_id", "step"),
     "The per-step execution summary of a node (tfprof's ExecStep / ExecProfile).",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("run_count", pa.int64(), "executions on the canonical device in this step", unit="count"),
-            _f(
-                "all_start_micros",
-                pa.int64(),
-                "earliest start of any record of this node in the step (0 if none)",
-                unit="us since epoch",
-            ),
-            _f("latest_end_micros", pa.int64(), "latest start+duration in the step", unit="us since epoch"),
-        ]
-    ),
-    ("node_id", "step"),
+    NODE_ID,
+    STEP,
+    _f("run_count", pa.int64(), "executions on the canonical device in this step", unit="count"),
+    _f("all_start_micros", pa.int64(),
+        "earliest start of any record of this node in the step (0 if none)", unit="us since epoch"),
+    _f("latest_end_micros", pa.int64(), "latest start+duration in the step", unit="us since epoch"),
 )
 
-EXEC_DEVICES = Table(
-    "exec_devices",
-    "one device a node ran on in one step",
+EXEC_DEVICES = _table(
+    "exec_devices", "one device a node ran on in one step", ("node_id", "step", "device"),
     "Every device of the step's records, including /stream:N and /memcpy ones that count for nothing.",
-    pa.schema([NODE_ID, STEP, _f("device", DICT, "device (lower-cased)")]),
-    ("node_id", "step", "device"),
+    NODE_ID,
+    STEP,
+    _f("device", DICT, "device (lower-cased)"),
 )
 
-EXECS = Table(
-    "execs",
-    "one execution interval of a node on one device in one step",
+EXECS = _table(
+    "execs", "one execution interval of a node on one device in one step", ("node_id", "step", "kind", "device"),
     "Time records: accelerator intervals (…/stream:all devices) and cpu intervals (canonical devices).",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("device", DICT, "device (lower-cased)"),
-            _f("kind", DICT, "`accelerator` or `cpu`"),
-            _f("start_micros", pa.int64(), "start", unit="us since epoch"),
-            _f("duration_micros", pa.int64(), "op_end_rel_micros, 0 rounded up to 1", unit="us"),
-        ]
-    ),
-    ("node_id", "step", "kind", "device"),
+    NODE_ID,
+    STEP,
+    _f("device", DICT, "device (lower-cased)"),
+    _f("kind", DICT, "`accelerator` or `cpu`"),
+    _f("start_micros", pa.int64(), "start", unit="us since epoch"),
+    _f("duration_micros", pa.int64(), "op_end_rel_micros, 0 rounded up to 1", unit="us"),
 )
 
-MEMORY = Table(
-    "memory",
-    "one memory record of a node in one step (one per canonical-device execution)",
-    "tfprof's ExecMemory: bytes summed over the allocators of one execution.",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("seq", pa.int32(), "index of the record within the node's step"),
-            _f("memory_micros", pa.int64(), "start + op_end_rel_micros", unit="us since epoch"),
-            _f("requested_bytes", pa.int64(), "sum of total_bytes + temp + persistent", unit="bytes"),
-            _f("peak_bytes", pa.int64(), "sum of peak_bytes + temp + persistent", unit="bytes"),
-            _f("residual_bytes", pa.int64(), "sum of live_bytes + persistent", unit="bytes"),
-            _f("output_bytes", pa.int64(), "sum over outputs of max(allocated, requested)", unit="bytes"),
-            _f("host_temp_bytes", pa.int64(), "memory_stats temp size on cpu devices", unit="bytes"),
-            _f("host_persistent_bytes", pa.int64(), "memory_stats persistent size on cpu devices", unit="bytes"),
-            _f("accelerator_temp_bytes", pa.int64(), "memory_stats temp size elsewhere", unit="bytes"),
-            _f(
-                "accelerator_persistent_bytes",
-                pa.int64(),
-                "memory_stats persistent size elsewhere",
-                unit="bytes",
-            ),
-            _f("allocator_bytes_in_use", pa.int64(), "max bytes in use of the GPU allocators", unit="bytes"),
-        ]
-    ),
+MEMORY = _table(
+    "memory", "one memory record of a node in one step (one per canonical-device execution)",
     ("node_id", "step", "seq"),
+    "tfprof's ExecMemory: bytes summed over the allocators of one execution.",
+    NODE_ID,
+    STEP,
+    _f("seq", pa.int32(), "index of the record within the node's step"),
+    _f("memory_micros", pa.int64(), "start + op_end_rel_micros", unit="us since epoch"),
+    _f("requested_bytes", pa.int64(), "sum of total_bytes + temp + persistent", unit="bytes"),
+    _f("peak_bytes", pa.int64(), "sum of peak_bytes + temp + persistent", unit="bytes"),
+    _f("residual_bytes", pa.int64(), "sum of live_bytes + persistent", unit="bytes"),
+    _f("output_bytes", pa.int64(), "sum over outputs of max(allocated, requested)", unit="bytes"),
+    _f("host_temp_bytes", pa.int64(), "memory_stats temp size on cpu devices", unit="bytes"),
+    _f("host_persistent_bytes", pa.int64(), "memory_stats persistent size on cpu devices", unit="bytes"),
+    _f("accelerator_temp_bytes", pa.int64(), "memory_stats temp size elsewhere", unit="bytes"),
+    _f("accelerator_persistent_bytes", pa.int64(), "memory_stats persistent size elsewhere", unit="bytes"),
+    _f("allocator_bytes_in_use", pa.int64(), "max bytes in use of the GPU allocators", unit="bytes"),
 )
 
-OUTPUT_MEMORY = Table(
-    "output_memory",
-    "one output tensor of one memory record",
+OUTPUT_MEMORY = _table(
+    "output_memory", "one output tensor of one memory record", ("node_id", "step", "seq", "slot"),
     "Output allocations of a node's execution.",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("seq", pa.int32(), "memory record index (memory.seq)"),
-            _f("slot", pa.int32(), "output slot"),
-            _f("bytes", pa.int64(), "max(allocated_bytes, requested_bytes)", unit="bytes"),
-            _f("ptr", pa.uint64(), "allocation address"),
-        ]
-    ),
-    ("node_id", "step", "seq", "slot"),
+    NODE_ID,
+    STEP,
+    _f("seq", pa.int32(), "memory record index (memory.seq)"),
+    _f("slot", pa.int32(), "output slot"),
+    _f("bytes", pa.int64(), "max(allocated_bytes, requested_bytes)", unit="bytes"),
+    _f("ptr", pa.uint64(), "allocation address"),
 )
 
-ALLOCATOR_MEMORY = Table(
-    "allocator_memory",
-    "one allocator of one memory record",
-    "The raw AllocatorMemoryUsed entries behind a memory record. Only RunMetadata carries them; "
-    "a ProfileProto keeps only the sums in `memory`.",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("seq", pa.int32(), "memory record index (memory.seq)"),
-            _f("allocator", DICT, "allocator name (e.g. cpu, GPU_0_bfc)"),
-            _f("total_bytes", pa.int64(), "bytes requested from this allocator", unit="bytes"),
-            _f("peak_bytes", pa.int64(), "peak bytes of this allocator during the op", unit="bytes"),
-            _f("live_bytes", pa.int64(), "bytes still allocated after the op", unit="bytes"),
-            _f("allocator_bytes_in_use", pa.int64(), "allocator bytes in use after the op", unit="bytes"),
-        ]
-    ),
-    ("node_id", "step", "seq", "allocator"),
+ALLOCATOR_MEMORY = _table(
+    "allocator_memory", "one allocator of one memory record", ("node_id", "step", "seq", "allocator"),
+    "The raw AllocatorMemoryUsed entries behind a memory record. Only RunMetadata carries them; a ProfileProto keeps "
+    "only the sums in `memory`.",
+    NODE_ID,
+    STEP,
+    _f("seq", pa.int32(), "memory record index (memory.seq)"),
+    _f("allocator", DICT, "allocator name (e.g. cpu, GPU_0_bfc)"),
+    _f("total_bytes", pa.int64(), "bytes requested from this allocator", unit="bytes"),
+    _f("peak_bytes", pa.int64(), "peak bytes of this allocator during the op", unit="bytes"),
+    _f("live_bytes", pa.int64(), "bytes still allocated after the op", unit="bytes"),
+    _f("allocator_bytes_in_use", pa.int64(), "allocator bytes in use after the op", unit="bytes"),
 )
 
-ALLOCATIONS = Table(
-    "allocations",
-    "one allocation record of a node in one step",
+ALLOCATIONS = _table(
+    "allocations", "one allocation record of a node in one step", ("node_id", "step"),
     "Allocation and deallocation events of the GPU allocators (negative bytes = deallocation).",
-    pa.schema(
-        [
-            NODE_ID,
-            STEP,
-            _f("alloc_micros", pa.int64(), "time of the event", unit="us since epoch"),
-            _f("alloc_bytes", pa.int64(), "bytes allocated (negative: freed)", unit="bytes"),
-        ]
-    ),
-    ("node_id", "step"),
+    NODE_ID,
+    STEP,
+    _f("alloc_micros", pa.int64(), "time of the event", unit="us since epoch"),
+    _f("alloc_bytes", pa.int64(), "bytes allocated (negative: freed)", unit="bytes"),
 )
 
-CODE_FRAMES = Table(
-    "code_frames",
-    "one Python frame of the call stack that created a node",
+CODE_FRAMES = _table(
+    "code_frames", "one Python frame of the call stack that created a node", ("node_id", "depth"),
     "From op-log code traces; depth 0 is the outermost caller.",
-    pa.schema(
-        [
-            NODE_ID,
-            _f("depth", pa.int32(), "frame index, 0 = outermost"),
-            _f("file", DICT, "source file path"),
-            _f("lineno", pa.int32(), "line number of the call"),
-            _f("function", DICT, "function name"),
-            _f("line", DICT, "source text of the line (may be empty)"),
-            _f("func_start_line", pa.int32(), "first line of the function"),
-        ]
-    ),
-    ("node_id", "depth"),
+    NODE_ID,
+    _f("depth", pa.int32(), "frame index, 0 = outermost"),
+    _f("file", DICT, "source file path"),
+    _f("lineno", pa.int32(), "line number of the call"),
+    _f("function", DICT, "function name"),
+    _f("line", DICT, "source text of the line (may be empty)"),
+    _f("func_start_line", pa.int32(), "first line of the function"),
 )
 
-CHECKPOINT_TENSORS = Table(
-    "checkpoint_tensors",
-    "one tensor of a checkpoint",
-    "Tensors of a TensorFlow V2 checkpoint (--checkpoint_path). Partition slices are not rows; "
-    "a partitioned variable is one row with its full shape and its assembled value.",
-    pa.schema(
-        [
-            _f("name", pa.string(), "tensor (variable) name"),
-            _f("dtype", DICT, "DataType name, e.g. DT_FLOAT"),
-            _f("shape", pa.list_(pa.int64()), "dims ([] for a scalar)"),
-            _f("num_elements", pa.int64(), "product of dims", unit="count"),
-            _f(
-                "value",
-                pa.binary(),
-                "numeric values, little-endian, row-major (null for DT_STRING)",
-                nullable=True,
-            ),
-            _f("string_value", pa.list_(pa.binary()), "elements of a DT_STRING tensor", nullable=True),
-        ]
-    ),
-    ("name",),
+CHECKPOINT_TENSORS = _table(
+    "checkpoint_tensors", "one tensor of a checkpoint", ("name",),
+    "Tensors of a TensorFlow V2 checkpoint (--checkpoint_path). Partition slices are not rows; a partitioned variable "
+    "is one row with its full shape and its assembled value.",
+    _f("name", pa.string(), "tensor (variable) name"),
+    _f("dtype", DICT, "DataType name, e.g. DT_FLOAT"),
+    _f("shape", pa.list_(pa.int64()), "dims ([] for a scalar)"),
+    _f("num_elements", pa.int64(), "product of dims", unit="count"),
+    _f("value", pa.binary(), "numeric values, little-endian, row-major (null for DT_STRING)", nullable=True),
+    _f("string_value", pa.list_(pa.binary()), "elements of a DT_STRING tensor", nullable=True),
 )
 
-DEVICES = Table(
-    "devices",
-    "one device",
+DEVICES = _table(
+    "devices", "one device", ("device",),
     "Every device named in the step stats, with tfprof's classification (spec 2.3.1).",
-    pa.schema(
-        [
-            _f("device", DICT, "device (lower-cased)"),
-            _f("is_canonical", pa.bool_(), "…/(device:)cpu|gpu:N: its time counts as cpu time"),
-            _f("is_accelerator_stream", pa.bool_(), "contains stream:all: its time counts as accelerator time"),
-            _f("on_accelerator", pa.bool_(), "contains `gpu`"),
-            _f("on_cpu", pa.bool_(), "contains `cpu`"),
-        ]
-    ),
-    ("device",),
+    _f("device", DICT, "device (lower-cased)"),
+    _f("is_canonical", pa.bool_(), "…/(device:)cpu|gpu:N: its time counts as cpu time"),
+    _f("is_accelerator_stream", pa.bool_(), "contains stream:all: its time counts as accelerator time"),
+    _f("on_accelerator", pa.bool_(), "contains `gpu`"),
+    _f("on_cpu", pa.bool_(), "contains `cpu`"),
 )
 
-INFO = Table(
-    "info",
-    "the profile (one row)",
+INFO = _table(
+    "info", "the profile (one row)", (),
     "Profile-wide flags.",
-    pa.schema(
-        [
-            _f("has_trace", pa.bool_(), "some node has a code trace"),
-            _f(
-                "miss_accelerator_stream",
-                pa.bool_(),
-                "GPU devices were seen without a stream:all device (tfprof then under-reports GPU time)",
-            ),
-        ]
-    ),
-    (),
+    _f("has_trace", pa.bool_(), "some node has a code trace"),
+    _f("miss_accelerator_stream", pa.bool_(),
+        "GPU devices were seen without a stream:all device (tfprof then under-reports GPU time)"),
 )
 
-VALIDATION = Table(
-    "validation",
-    "one finding of the checks every load runs, or the rest of one check's findings, counted",
-    "What the checks of `tfprof check` found in the data (`tfprof.schema.checks.CHECKS` lists "
-    "them): for each check, up to five rows naming a node and step, then one row counting the "
-    "others. Values the clamp rule kept out of the totals are in the other tables as counted "
-    "(e.g. 0 for a negative duration); the detail gives the value as read. Ordered errors first, "
-    "then warnings, then info, each by check.",
-    pa.schema(
-        [
-            _f("severity", DICT, "`error` (the data is wrong), `warning` (suspicious) or `info` (normal but notable)"),
-            _f("code", DICT, "the check's stable identifier, e.g. `negative_duration`"),
-            _f("node", pa.string(), "the node's name; null for a row that counts the rest, or a profile-wide finding",
-               nullable=True),
-            _f("step", pa.int64(), "the step; null where the finding is not about one step", nullable=True),
-            _f("count", pa.int64(), "records the row stands for: 1 for a named one, the rest for a counting row",
-               unit="count"),
-            _f("detail", pa.string(), "what was found, with the values as read and what was done with them"),
-        ]
-    ),
-    (),
+VALIDATION = _table(
+    "validation", "one finding of the checks every load runs, or the rest of one check's findings, counted", (),
+    "What the checks of `tfprof check` found in the data (`tfprof.schema.checks.CHECKS` lists them): for each check, "
+    "up to five rows naming a node and step, then one row counting the others. Values the clamp rule kept out of the "
+    "totals are in the other tables as counted (e.g. 0 for a negative duration); the detail gives the value as read. "
+    "Ordered errors first, then warnings, then info, each by check.",
+    _f("severity", DICT, "`error` (the data is wrong), `warning` (suspicious) or `info` (normal but notable)"),
+    _f("code", DICT, "the check's stable identifier, e.g. `negative_duration`"),
+    _f("node", pa.string(),
+        "the node's name; null for a row that counts the rest, or a profile-wide finding", nullable=True),
+    _f("step", pa.int64(), "the step; null where the finding is not about one step", nullable=True),
+    _f("count", pa.int64(), "records the row stands for: 1 for a named one, the rest for a counting row", unit="count"),
+    _f("detail", pa.string(), "what was found, with the values as read and what was done with them"),
 )
-
-TABLES: dict[str, Table] = {
-    t.name: t
-    for t in (
-        NODES,
-        NODE_INPUTS,
-        NODE_TYPES,
-        OUTPUT_SHAPES,
-        NODE_ATTRS,
-        STEPS,
-        NODE_STEPS,
-        EXEC_DEVICES,
-        EXECS,
-        MEMORY,
-        OUTPUT_MEMORY,
-        ALLOCATOR_MEMORY,
-        ALLOCATIONS,
-        CODE_FRAMES,
-        CHECKPOINT_TENSORS,
-        DEVICES,
-        INFO,
-        VALIDATION,
-    )
-}
 
 NODE_TABLES: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.schema.names[0] == "node_id")
 """The tables keyed by node (first column ``node_id``): what a streaming ingest writes in batches."""
