@@ -212,10 +212,7 @@ def test_tf_api_names_listed_alike():
 # Files whose "spec N.N" comments other engineers' work in progress still holds (issue 18); each is
 # to be converted to a docs/TFPROF_BEHAVIOUR.md citation and removed from this set.
 _SPEC_CITATIONS_PENDING = {
-    "cli/interactive.py",
-    "ingest/checkpoint.py",
     "queries/reference/groups.py",
-    "queries/timeline.py",
     "schema/tables.py",
     "views/proto.py",
 }

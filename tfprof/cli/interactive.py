@@ -1,6 +1,6 @@
 """tfprof's interactive shell: ``tfprof <inputs>`` with no view command opens a ``tfprof>`` prompt.
 
-The profile is loaded once; each line is a command (spec 11.2):
+The profile is loaded once; each line is a command (docs/TFPROF_BEHAVIOUR.md, 'Interactive shell'):
 
     scope|graph|op|code [-name value ...]   run a view; the options apply to this command only
                                             (-force: its -output may replace an existing file)
@@ -59,7 +59,8 @@ FORCE_WORDS = ("-force", "--force")
 
 
 def options_listing(opts: Options) -> str:
-    """tfprof's Options listing (spec 6.4): one ``%-28s`` name column and the value, per option."""
+    """tfprof's Options listing (docs/TFPROF_BEHAVIOUR.md, 'Options listing'): one ``%-28s`` name
+    column and the value, per option."""
     values = opts.to_tfprof()
     lines = []
     for name in NAMES:

@@ -1,6 +1,6 @@
 """Read a TensorFlow V2 checkpoint ("tensor bundle") into the ``checkpoint_tensors`` table, without TensorFlow.
 
-A V2 checkpoint with prefix ``P`` is two kinds of file (spec 13.1):
+A V2 checkpoint with prefix ``P`` is two kinds of file (docs/TFPROF_BEHAVIOUR.md, 'Checkpoint format'):
 
 * ``P.index``: a LevelDB-format sorted table. Key ``""`` holds a ``BundleHeaderProto``; every
   other key is a tensor name holding a ``BundleEntryProto`` (dtype, shape, shard, offset, size,

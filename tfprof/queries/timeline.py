@@ -1,16 +1,17 @@
-"""Timeline events (spec 8.1): what tfprof's ``-output timeline`` draws, as rows.
+"""Timeline events: what tfprof's ``-output timeline`` draws, as rows
+(docs/TFPROF_BEHAVIOUR.md, 'Timeline output').
 
 Two layouts, both returned as one frame of trace events in file order (``seq``), rendered to
 Chrome trace JSON by ``tfprof.views.timeline``:
 
-* ``tree_events`` (scope and code views, spec 8.1.2): the displayed tree as nested bars. Each
-  shown node is a bar as long as its ``total_exec_micros``, its shown children laid back to
-  back from its start (zero-time children and everything below them are left out); one
-  process per tree depth.
-* ``graph_events`` (graph view, spec 8.1.3): the real kernel and scheduling times of one step
-  for the displayed nodes, packed into lanes per device, with arrows for data that crosses
-  canonical devices and, per GPU, the allocator's bytes in use and the ten largest
-  allocations at each (thinned) sample (those memory tracks are ``timeline_memory.py``).
+* ``tree_events`` (scope and code views; docs/TFPROF_BEHAVIOUR.md, 'Scope and code timelines'):
+  the displayed tree as nested bars. Each shown node is a bar as long as its
+  ``total_exec_micros``, its shown children laid back to back from its start (zero-time
+  children and everything below them are left out); one process per tree depth.
+* ``graph_events`` (graph view; docs/TFPROF_BEHAVIOUR.md, 'Graph timeline'): the real kernel and
+  scheduling times of one step for the displayed nodes, packed into lanes per device, with
+  arrows for data that crosses canonical devices and, per GPU, the allocator's bytes in use and
+  the ten largest allocations at each (thinned) sample (those memory tracks are ``timeline_memory.py``).
 
 Event columns: ``seq``, ``kind`` (process, op, flow_start, flow_end, memory,
 top_allocations), ``pid``, ``tid``, ``ts``, ``dur`` (us), ``flow_id``, ``name`` (node name),
@@ -169,7 +170,7 @@ def displayed_graph(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.Data
 
 def graph_events(prof: Profile, opts: Options) -> GraphTimeline:
     """The graph view's timeline for step ``opts.step`` (>= 0), as tfprof's
-    GenerateGraphTimeline draws it (tfprof_timeline.cc; spec 8.1.3)."""
+    GenerateGraphTimeline draws it (tfprof_timeline.cc; docs/TFPROF_BEHAVIOUR.md, 'Graph timeline')."""
     step = opts.step
     rows, forest = displayed_graph(prof, opts)
     trackable = _trackable(prof, step)
