@@ -20,7 +20,8 @@ record). This package produces the same tables from the file, batch by batch, in
 
 The wire primitives every kernel shares (varints, tags, fields checked against a table of
 wire types, map entries, packed numbers) are in ``fields.py``; map semantics (key order, the
-last of equal keys) in ``order.py``.
+last of equal keys) in ``order.py``; the status codes they return, and the errors those
+become, in ``errors.py``.
 
 Every table of a batch is in the schema's row order and its dictionaries list the values the
 batch uses in the order the reference decoder first meets them, so concatenating the batches
@@ -51,7 +52,7 @@ from tfprof.ingest.sources import damaged
 # _PREAD is looked up here, when a reader starts: without it (tests set it to None) nodes are read with seek + read.
 from tfprof.ingest.wire.batch import _PREAD, _THREADS, _batch_bounds, _Batcher
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB, _canonical  # noqa: F401 (tests check the kernel)
-from tfprof.ingest.wire.fields import _Unusual
+from tfprof.ingest.wire.errors import _Unusual
 from tfprof.ingest.wire.scan import ProfileIndex, _check_file, scan_profile
 from tfprof.schema import NODE_TABLES, TABLES, conform
 

@@ -25,8 +25,9 @@ from tfprof.ingest.wire.count import (_E_STEP, _NCOUNT, _NROWT, C_ALLOC, C_ATTRS
                                       C_INPUTS, C_MEM, C_ODIMS, C_OMEM, C_OSH, C_SHAPE, C_STEPS, C_STRB, C_TYPES,
                                       _count_kernel)
 from tfprof.ingest.wire.devices import _Devices
-from tfprof.ingest.wire.fields import _precise, _Unusual, _wire_error
-from tfprof.ingest.wire.fill import _NSCR, _compact_rows, _fill_kernel
+from tfprof.ingest.wire.errors import _precise, _Unusual, _wire_error
+from tfprof.ingest.wire.fill import _compact_rows, _fill_kernel
+from tfprof.ingest.wire.fill_rows import _NSCR
 from tfprof.ingest.wire.scan import ProfileIndex
 from tfprof.ingest.wire.tables import _batch_tables, _first_seen
 

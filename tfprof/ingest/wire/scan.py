@@ -20,7 +20,8 @@ from numba import njit
 
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest.sources import KINDS, damaged
-from tfprof.ingest.wire.fields import W_NODE_NAME, W_PROFILE, _entry, _field, _packed, _precise, _wire_error
+from tfprof.ingest.wire.errors import _precise, _wire_error
+from tfprof.ingest.wire.fields import W_NODE_NAME, W_PROFILE, _entry, _field, _packed
 from tfprof.ingest.wire.tables import _gather, _strings
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases
