@@ -7,9 +7,9 @@ map field of a node is a contiguous run of encoded rows. Fields come in field-nu
 map entries in key order (the tables' sort order), which is what protobuf's pure-Python runtime
 writes with ``SerializeToString(deterministic=True)``. ``tfprof.views.profile_proto_ref`` builds
 the same message with protobuf's generated classes; tests hold the two equal, message and bytes
-(``tests/test_profile_proto_ref.py``). That reference takes 10 to 13 times as long and 7 GB on
-70,000 nodes x 50 steps (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md), so this encoder
-is the writer.
+(``tests/test_profile_proto_ref.py``). That reference takes 7 to 13 times as long and 3 times
+the memory on 70,000 nodes x 50 steps (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md), so
+this encoder is the writer.
 
 What is written, field by field, follows
 tfprof's own writer (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), with these choices:

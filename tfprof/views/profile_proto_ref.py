@@ -5,8 +5,8 @@ What goes where is the encoder's (its module docstring). Built as fast as protob
 Python: each column turned into a list once, each node's and node-step's message made once and
 kept in a dict (no map look-up per row), repeated scalars extended from lists, leaf messages
 made by their constructors. Still one Python step per row: on 70,000 nodes x 50 steps it takes
-10 to 13 times the encoder's time and 7 GB (``benchmarks/bench_proto.py``, docs/PERFORMANCE.md),
-which is why the encoder exists.
+7 to 13 times the encoder's time and 3 times its memory (``benchmarks/bench_proto.py``,
+docs/PERFORMANCE.md), which is why the encoder exists.
 
 The bytes: with protobuf's pure-Python runtime, ``SerializeToString(deterministic=True)`` of this
 message is the encoder's output byte for byte (fields by number, map entries by key). The

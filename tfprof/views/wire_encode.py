@@ -17,6 +17,10 @@ positions its parent hands down. The building blocks:
 
 Fields must be given in field-number order to write what protobuf's serializers write; map
 entries are messages with key = 1 and value = 2, both always written, as protobuf does.
+
+Why not protobuf's runtime: building the ProfileProto with the generated classes
+(``tfprof.views.profile_proto_ref``, which tests hold equal to this encoder's output) takes 7 to
+13 times as long (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md, issue 18).
 """
 
 from __future__ import annotations
