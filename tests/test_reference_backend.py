@@ -97,8 +97,7 @@ REGEXES = st.sampled_from([
 OPTIONS = st.fixed_dictionaries({
     "max_depth": st.sampled_from([0, 1, 2, 3, 4, 100]),
     "step": st.sampled_from([-1, 0, 1]),
-    # order_by "" (layout order) is left to test_layout_order: the engine fails on it today
-    "order_by": st.sampled_from(["name", "depth", "micros", "bytes", "peak_bytes", "params", "float_ops",
+    "order_by": st.sampled_from(["", "name", "depth", "micros", "bytes", "peak_bytes", "params", "float_ops",
                                  "occurrence", "cpu_micros"]),
     "account_type_regexes": st.sampled_from([[".*"], ["MatMul|Conv2D"], ["VariableV2"], ["gpu"], ["cpu", "Add"],
                                              ["_kTFScopeParent"], ["nothing"]]),
@@ -130,8 +129,6 @@ def test_random_profiles(spec, options, views):
     COMPARED["profiles"] += 1
 
 
-@pytest.mark.xfail(strict=True, reason="engine bug: order_by '' (layout order) makes forest.display gather from "
-                                       "a frame of no columns (OutOfBoundsError) in the scope, graph and code views")
 @pytest.mark.parametrize("cmd", ["scope", "graph", "code"])
 def test_layout_order(cmd):
     opts = Options.from_tfprof({"order_by": "", "max_depth": 4, "select": ["micros"]})

@@ -172,8 +172,9 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     cols, desc = sort_key(spec.order)
     if "name_rank" in frame.columns:  # a precomputed rank of `name` sorts faster than the strings
         cols = ["name_rank" if c == "name" else c for c in cols]
-    keys = frame.select(c for c in cols if c != "pre")[idx].with_columns(
-        pl.Series("_dparent", dparent[idx]), pl.Series("pre", idx)
+    at = pl.Series(idx)
+    keys = pl.DataFrame(  # no column but these for the layout order
+        [*(frame[c].gather(at) for c in cols if c != "pre"), pl.Series("_dparent", dparent[idx]), pl.Series("pre", idx)]
     )
     perm = keys.select(pl.arg_sort_by(["_dparent", *cols], descending=[False, *desc])).to_series().to_numpy()
     del keys
