@@ -375,7 +375,7 @@ def test_a_store_of_the_previous_layout_is_replaced_file_by_file(work, capsys):
 # ------------------------------------------------------------------ Python APIs
 
 
-def test_to_parquet_needs_force_and_never_writes_its_own_store(work):
+def test_save_needs_force_and_never_writes_its_own_store(work):
     from tfprof import Profile
 
     prof = tfprof.load(profile_path="profile.pb")

@@ -98,12 +98,12 @@ def test_an_interrupted_view_leaves_no_output_and_the_previous_file(tmp_path, bi
 def test_an_interrupted_command_in_process_gives_130(tmp_path, capsys, monkeypatch):
     """The cause of the old exit status 0: typer's main loop turned KeyboardInterrupt into
     Exit(130) and returned it as the command's value, which main() dropped."""
-    import tfprof.store
+    import tfprof.api.inputs
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tfprof.store, "iter_inputs", interrupted)
+    monkeypatch.setattr(tfprof.api.inputs, "iter_inputs", interrupted)
     rc = main(["ingest", str(ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"), "--out", str(tmp_path / "s")])
     assert rc == 130
     assert capsys.readouterr().err == "Interrupted.\n"

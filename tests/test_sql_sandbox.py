@@ -135,7 +135,7 @@ def _digest(root: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("sandbox") / "run.tfprof"
-    tfprof.load(profile_path=str(PB)).to_parquet(path)
+    tfprof.save(tfprof.load(profile_path=str(PB)), path)
     return path
 
 
@@ -392,7 +392,7 @@ def test_a_signal_stops_a_long_query_in_python(store, signum):
 
 def test_a_damaged_table_file_is_named(tmp_path):
     path = tmp_path / "s"
-    tfprof.load(profile_path=str(PB)).to_parquet(path)
+    tfprof.save(tfprof.load(profile_path=str(PB)), path)
     (path / "steps.parquet").write_bytes(b"not parquet")
     with pytest.raises(ProfileFormatError, match="steps.parquet"):
         Profile.open(path).sql("select 1")
@@ -476,7 +476,7 @@ def test_explain_and_parameters(prof):
 
 def test_some_tables_read_already_and_an_awkward_store_path(tmp_path, monkeypatch):
     odd = tmp_path / "it's a store"
-    tfprof.load(profile_path=str(PB)).to_parquet(odd)
+    tfprof.save(tfprof.load(profile_path=str(PB)), odd)
     monkeypatch.chdir(tmp_path)
     prof = Profile.open("it's a store")  # relative, with a quote and spaces
     prof.table("steps")  # read into memory before the connection exists

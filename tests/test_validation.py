@@ -380,7 +380,7 @@ def test_check_text_and_json(tmp_path, capsys):
 
 
 def test_check_a_store_verifies_its_files(tmp_path, capsys):
-    store = tfprof.load(**bad_inputs(tmp_path)).to_parquet(tmp_path / "store")
+    store = tfprof.save(tfprof.load(**bad_inputs(tmp_path)), tmp_path / "store")
     code, out, _ = cli(capsys, "check", str(store))
     assert code == 0 and out.startswith(f"Validation of {store}\n")
     damaged = store / "execs.parquet"
