@@ -250,3 +250,18 @@ def test_literal_folding():
     comp = lines_mod._Compiled(prog)
     assert comp.item_sep.tolist() == [False, True, False]
     assert ", occurrence N/A in code view" in comp.lits
+
+
+def test_copies_stay_inside_their_arrays():
+    """The writer's 16-byte copies may pass a string's end by up to 15 bytes but never an
+    array's: a copy without that room raises instead of writing (or reading) past the end."""
+    src = np.arange(1, 41, dtype=np.uint8)
+    out = np.zeros(48, np.uint8)
+    assert lines_mod._copy(out, 3, src, 5, 19) == 22
+    assert out[3:22].tolist() == src[5:24].tolist() and out[:3].tolist() == [0, 0, 0]
+    assert not out[22 + 16 :].any()  # nothing written past the string's 16-byte tail
+    for args in ((out, 30, src, 0, 5), (out, 0, src, 20, 5), (out, -1, src, 0, 1), (out, 0, src, -1, 1)):
+        with pytest.raises(IndexError):
+            lines_mod._copy(*args)
+    with pytest.raises(IndexError):
+        lines_mod._put(out, 48, 10)

@@ -13,9 +13,11 @@ Numbers are formatted once per distinct (value, kind) by the formatter given to 
 finds each one again by direct index (values below ``SMALL``) or hash.
 
 ``write`` works in blocks of rows: first, one pass per piece turns the block's rows into
-(start, length) spans of the string table, then each line copies its spans. Strings are copied
-16 bytes at a time (``_copy16``), which may write up to 15 bytes past a string: the next
-string, or the slack at the buffer's end, covers them.
+(start, length) spans of the string table, then each line copies its spans (``_copy``: 16 bytes
+at a time, which may write a few bytes past a string's end that the next string overwrites;
+every array a copy touches ends in ``_ROOM`` spare bytes). Every copy and byte written checks
+its ranges first: the buffer is sized from a bound on every line, and were that bound wrong
+the kernel would raise instead of writing past it.
 """
 
 from __future__ import annotations
@@ -25,10 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
 # piece opcodes: rows (op, a, b, c) of the kernel's program
 LIT = 0  # literal a
@@ -40,11 +39,12 @@ ROW = 4  # row string column a
 KINDS = {"number": 0, "time": 1, "memory": 2}
 _N_KINDS = len(KINDS)
 SMALL = 1024  # values in [0, SMALL) find their text by direct index, larger ones by hash
-PAD = 16  # bytes a copy may read or write past a string
 MAX_VALUES = 24  # value columns come as a tuple of this size: one compiled signature
 _BLOCK = 256
 _SPACES = 0  # literal 0 is 16 spaces
 _SEP = 1  # literal 1 is ", "
+_U0, _U16 = np.uint64(0), np.uint64(16)
+_ROOM = 16  # spare bytes at the end of every array _copy reads or writes (its 16-byte moves)
 _HASH = np.uint64(0x9E3779B97F4A7C15)
 _KIND_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 
@@ -52,38 +52,46 @@ _KIND_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 # ----------------------------------------------------------------------------- kernels
 
 
-@intrinsic
-def _copy16(typingctx, dst, dst_pos, src, src_pos):  # pragma: no cover - numba
-    """``dst[dst_pos:dst_pos+16] = src[src_pos:src_pos+16]`` as one unaligned 16-byte move."""
-
-    def codegen(context, builder, sig, args):
-        d = context.make_array(sig.args[0])(context, builder, args[0])
-        s = context.make_array(sig.args[2])(context, builder, args[2])
-        sixteen = ir.Constant(ir.IntType(64), 16)
-        cgutils.raw_memcpy(builder, builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]]), sixteen, 1)
-        return context.get_dummy_value()
-
-    return types.void(dst, dst_pos, src, src_pos), codegen
+@njit(inline="always")
+def _move16(out, p, src, s):  # pragma: no cover - numba
+    """``out[p:p + 16] = src[s:s + 16]`` (``p``, ``s`` unsigned, both ranges inside their arrays):
+    16 loads, then 16 stores, which LLVM merges into one 16-byte move. Unsigned indices spare
+    numba's negative-index wraparound, which would keep the bytes apart."""
+    b0, b1, b2, b3 = src[s], src[s + np.uint64(1)], src[s + np.uint64(2)], src[s + np.uint64(3)]
+    b4, b5, b6, b7 = src[s + np.uint64(4)], src[s + np.uint64(5)], src[s + np.uint64(6)], src[s + np.uint64(7)]
+    b8, b9, b10, b11 = src[s + np.uint64(8)], src[s + np.uint64(9)], src[s + np.uint64(10)], src[s + np.uint64(11)]
+    b12, b13, b14, b15 = src[s + np.uint64(12)], src[s + np.uint64(13)], src[s + np.uint64(14)], src[s + np.uint64(15)]
+    out[p], out[p + np.uint64(1)], out[p + np.uint64(2)], out[p + np.uint64(3)] = b0, b1, b2, b3
+    out[p + np.uint64(4)], out[p + np.uint64(5)], out[p + np.uint64(6)], out[p + np.uint64(7)] = b4, b5, b6, b7
+    out[p + np.uint64(8)], out[p + np.uint64(9)], out[p + np.uint64(10)], out[p + np.uint64(11)] = b8, b9, b10, b11
+    out[p + np.uint64(12)], out[p + np.uint64(13)], out[p + np.uint64(14)], out[p + np.uint64(15)] = b12, b13, b14, b15
 
 
 @njit(inline="always")
 def _copy(out, pos, src, start, length):  # pragma: no cover - numba
-    """Copy ``length`` bytes of ``src`` from ``start`` (16-byte reads: ``src`` must extend
-    ``PAD`` bytes past the string); returns the new ``pos``."""
-    _copy16(out, pos, src, start)
-    k = 16
-    while k < length:
-        _copy16(out, pos + k, src, start + k)
-        k += 16
+    """Copy ``src[start:start + length]`` into ``out`` at ``pos``, 16 bytes at a time; returns the
+    new ``pos``. Up to 15 bytes past the string are read, and written in ``out``: bytes after
+    ``pos`` that the writer, going forward, has not written yet and overwrites next. Both arrays
+    therefore end in ``_ROOM`` spare bytes, and the ranges are checked first: a copy never reads
+    or writes outside its array. (An exact copy, bytes or overlapping 16/8/4-byte moves, made
+    the kernel 1.6-3x slower: the short strings of a report make a byte loop branch a lot.)"""
+    if start < 0 or length < 0 or start + length + 16 > src.shape[0] or pos < 0 or pos + length + 16 > out.shape[0]:
+        raise IndexError("line writer: a copy out of its buffer")
+    p, s, n = np.uint64(pos), np.uint64(start), np.uint64(length)
+    k = _U0
+    while k < n:
+        _move16(out, p + k, src, s + k)
+        k += _U16
     return pos + length
 
 
 @njit(inline="always")
-def _copy_tail(out, pos, src, start, length):  # pragma: no cover - numba
-    """``_copy`` for a string that may end less than ``PAD`` bytes before the end of ``src``."""
-    for k in range(length):
-        out[pos + k] = src[start + k]
-    return pos + length
+def _put(out, pos, byte):  # pragma: no cover - numba
+    """``out[pos] = byte``, checked; returns ``pos + 1``."""
+    if pos < 0 or pos >= out.shape[0]:
+        raise IndexError("line writer: a byte out of its buffer")
+    out[pos] = byte
+    return pos + 1
 
 
 @njit(inline="always")
@@ -161,7 +169,7 @@ def write(
 
     The names are Arrow string views (``name_views``: rows of (length, prefix or inline bytes,
     buffer, offset), ``name_inline`` the same bytes, ``name_data`` the data buffers one after
-    the other, buffer b from ``name_base[b]``, padded) or, where ``name_views`` has no rows,
+    the other, buffer b from ``name_base[b]``) or, where ``name_views`` has no rows,
     ``name_data[name_offs[i]:name_offs[i + 1]]``. ``src`` holds the strings (literals; per
     region, distinct value d as string ``region_base[region] + d``; ``src_offs``: where each
     starts) and then the row strings (``row_offs[r, i]``: where row string r of row i starts).
@@ -232,32 +240,23 @@ def write(
             line_offs[i] = pos
             end = pos + indent[i]
             while pos < end:
-                _copy16(out, pos, src, src_offs[_SPACES])
-                pos += 16
+                pos = _copy(out, pos, src, src_offs[_SPACES], min(16, end - pos))
             if views:  # a string view: 12 bytes inline, else (buffer, offset) of name_data
                 length = name_views[i, 0]
                 if length > 12:
                     pos = _copy(out, end, name_data, name_base[name_views[i, 2]] + name_views[i, 3], length)
-                elif 16 * i + 4 + PAD <= name_inline.shape[0]:
-                    pos = _copy(out, end, name_inline, 16 * i + 4, length)
                 else:
-                    pos = _copy_tail(out, end, name_inline, 16 * i + 4, length)
-            elif name_offs[i + 1] + PAD <= name_data.shape[0]:
-                pos = _copy(out, end, name_data, name_offs[i], name_offs[i + 1] - name_offs[i])
+                    pos = _copy(out, end, name_inline, 16 * i + 4, length)
             else:
-                pos = _copy_tail(out, end, name_data, name_offs[i], name_offs[i + 1] - name_offs[i])
-            out[pos] = 32  # " ("
-            out[pos + 1] = 40
-            pos += 2
+                pos = _copy(out, end, name_data, name_offs[i], name_offs[i + 1] - name_offs[i])
+            pos = _put(out, _put(out, pos, 32), 40)  # " ("
             for q in range(p):
                 pos = _copy(out, pos, src, span_start[q, j], span_len[q, j])
-            out[pos] = 41  # ")"
-            pos += 1
+            pos = _put(out, pos, 41)  # ")"
             if tail_row >= 0 and row_valid[tail_row, i]:
                 pos = _copy(out, pos, src, row_offs[tail_row, i], row_offs[tail_row, i + 1] - row_offs[tail_row, i])
             if newline:
-                out[pos] = 10
-                pos += 1
+                pos = _put(out, pos, 10)
     line_offs[n] = pos
     return pos
 
@@ -396,7 +395,7 @@ def _names(names: pl.Series) -> tuple[tuple, int]:
     if arr.type == pa.string_view() and len(arr) and sum(map(len, datas)) <= 2 * total + (1 << 20):
         views = np.frombuffer(bufs[1], np.int32).reshape(-1, 4)[arr.offset : arr.offset + len(arr)]
         inline = np.frombuffer(bufs[1], np.uint8)[arr.offset * 16 : (arr.offset + len(arr)) * 16]
-        data = np.concatenate([*datas, np.zeros(PAD, np.uint8)])
+        data = np.concatenate(datas) if datas else np.zeros(0, np.uint8)
         base = np.cumsum([0] + [len(d) for d in datas])
         return (views, inline, data, base, np.zeros(0)), total
     data, offs = _string_buffers(names)
@@ -437,7 +436,7 @@ def render(
         if len(which):
             texts = texts.scatter(which, fmt(pl.Series(found[which], dtype=pl.Int64), kind))
     regions = [pl.select(pl.concat_str(pl.lit(pre), texts, pl.lit(suf))).to_series() for pre, suf in comp.regions]
-    # the string table: literals, region strings, row strings, then slack for 16-byte reads
+    # the string table: literals, region strings, row strings, then room for 16-byte moves
     rows = [cols[e.meta.output_name()] for e in comp.rows] + ([tail] if tail is not None else [])
     lit_bytes = [s.encode() for s in comp.lits]
     parts = [np.frombuffer(b"".join(lit_bytes), np.uint8)]
@@ -446,7 +445,7 @@ def render(
         data, o = _string_buffers(strings)
         parts.append(data[o[0] : o[-1]])
         offs.append(o - o[0] + offs[-1][-1])
-    src = np.concatenate([*parts, np.zeros(PAD, np.uint8)])
+    src = np.concatenate([*parts, np.zeros(_ROOM, np.uint8)])
     src_offs = np.concatenate([offs[0], *(o[1:] for o in offs[1 : 1 + len(regions)])])
     region_base = len(comp.lits) + len(found) * np.arange(len(regions), dtype=np.int64)
     row_offs = np.stack(offs[1 + len(regions) :]) if rows else np.zeros((0, n + 1))
@@ -464,8 +463,9 @@ def render(
     per_line = 4 + 2 * int(comp.item_sep.sum()) + sum(int(piece_max[op](a, b, c)) for op, a, b, c in comp.ops)
     indent = cols["_indent"].to_numpy()
     (views, inline, data, base, name_offs), name_bytes = _names(frame["name"])
+    inline, data = (np.concatenate([np.asarray(a, np.uint8), np.zeros(_ROOM, np.uint8)]) for a in (inline, data))
     head = np.frombuffer(prefix.encode(), np.uint8)
-    out = np.empty(len(head) + int(indent.sum()) + name_bytes + len(src) + n * per_line + PAD, np.uint8)
+    out = np.empty(len(head) + int(indent.sum()) + name_bytes + len(src) + n * per_line + _ROOM, np.uint8)
     out[: len(head)] = head
     accounted = cols["_accounted"].to_numpy() if prog.uses_accounted else np.zeros(n, np.bool_)
     line_offs = np.empty(n + 1, np.int64)
