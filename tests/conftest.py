@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -12,6 +13,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PROFILE_FIXTURES = sorted(
     p.name for p in FIXTURES.iterdir() if (p / "graph.pb").is_file() and (p / "golden" / "totals.json").is_file()
 )
+
+
+# The tests run on the compiled kernels (tfprof.kernels): the reference paths have their own
+# tests, and no test run should start a background compilation. Child processes inherit it.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 
 
 def run_metas(name: str) -> list[str]:

@@ -47,6 +47,7 @@ def test_every_column_has_a_doc():
 BASE = {
     "errors": set(),
     "samples": {"errors"},
+    "kernels": {"errors"},
     "schema": {"errors"},
     "output": {"errors"},
     "manifest": {"errors", "schema"},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tfprof import kernels
 from tfprof.ingest import Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.output import Inputs, PathLike, check_directory, input_paths
 from tfprof.profile import Profile
@@ -53,9 +54,23 @@ def load(
         profile_path=profile_path,
         progress=progress,
     )
-    prof = Profile(merge_batches(list(batches)), source="profile" if profile_path else "run_metadata")
+    with kernels.using(kernels.use_kernels(file_bytes=_input_bytes(profile_path))):
+        tables = merge_batches(list(batches))
+    prof = Profile(tables, source="profile" if profile_path else "run_metadata")
     prof.inputs = given
     return prof
+
+
+def _input_bytes(profile_path) -> int | None:
+    """The size of a ProfileProto input (None: not a file; bytes in memory count as small)."""
+    if isinstance(profile_path, (bytes, bytearray, memoryview)):
+        return len(profile_path)
+    if isinstance(profile_path, (str, os.PathLike)) and profile_path:
+        try:
+            return os.path.getsize(profile_path)
+        except OSError:
+            return None  # ingest says what is wrong with it
+    return None
 
 
 def save(prof: Profile, path: PathLike, *, force: bool = False) -> Path:

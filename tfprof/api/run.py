@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from tfprof import kernels
 from tfprof.errors import OptionError, TfprofError
 from tfprof.profile import Profile
 from tfprof.queries.code import code
@@ -22,6 +23,7 @@ from tfprof.queries.graph import graph
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
+from tfprof.queries.reference import tree_frame
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
@@ -133,7 +135,17 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
 
     ``full_rows``: the caller will use ``frame`` or ``proto`` (every column of the displayed
     rows), so the code view computes them once and prints from them; otherwise it prints from
-    the columns the report shows and builds the full rows only if asked for later."""
+    the columns the report shows and builds the full rows only if asked for later.
+
+    A small profile runs on the reference paths while numba's kernels are not compiled yet
+    (``tfprof.kernels``); the code view always runs on its kernels."""
+    spec_layout = VIEWS[cmd].layout if cmd in VIEWS else None
+    on_kernels = spec_layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
+    with kernels.using(on_kernels):
+        return _run_view(prof, cmd, options, full_rows=full_rows)
+
+
+def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_rows: bool) -> ViewResult:
     if cmd not in VIEWS:
         raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
@@ -151,7 +163,7 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
     layout = spec.layout
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss)
     if layout in ("scope", "graph"):
-        frame = _ENGINES[layout](prof, spec)
+        frame = _ENGINES[layout](prof, spec) if kernels.enabled() else tree_frame(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest import profile_proto, raw, sources, validate
 from tfprof.ingest.sources import in_memory
@@ -142,10 +143,12 @@ def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
 def _profile_batches(path: Path, progress, checks: validate.Validator | None = None) -> Iterator[dict[str, pa.Table]]:
     """Per-node batches then one batch of whole-profile tables, from the fastest decoder
     (which gives ``checks`` every node name at once)."""
-    try:
-        from tfprof.ingest import wire
-    except ImportError:  # the compiled decoder is missing: the reference decoder always works
-        wire = None
+    wire = None  # without kernels (tfprof.kernels.enabled), or without the compiled decoder: the reference
+    if kernels.enabled():
+        try:
+            from tfprof.ingest import wire
+        except ImportError:
+            wire = None
     if wire is not None and in_memory(path):
         batches = _memory_profile_batches(path, progress, checks)
         if batches is not None:

@@ -29,8 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tfprof import kernels
 
 from tfprof.schema import conform
 from tfprof.schema.checks import CHECKS, SEVERITIES
@@ -349,9 +352,26 @@ def stream_overlaps(found: Findings, step: int, device: str, starts, ends, names
 
 
 def _name_set():
+    if not kernels.enabled():
+        return _ExactNames()
     from tfprof.ingest.name_set import NameSet  # numba: loaded only for profiles that need it
 
     return NameSet()
+
+
+class _ExactNames:
+    """``NameSet`` without its kernel, for small profiles (the names themselves, kept by polars)."""
+
+    def __init__(self) -> None:
+        self._names = pl.Series("name", [], pl.String)
+
+    def add(self, names: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        batch = pl.Series("name", names, pl.String) if not isinstance(names, pa.ChunkedArray) else pl.Series(
+            "name", names.combine_chunks(), pl.String)
+        earlier = batch.is_in(self._names.implode()) if len(self._names) else pl.Series([False] * len(batch), dtype=pl.Boolean)
+        again = earlier | ~batch.is_first_distinct()
+        self._names = pl.concat([self._names, batch.filter(~again)])
+        return np.flatnonzero(again.to_numpy()).astype(np.int64)
 
 
 def _ints(table: pa.Table, column: str) -> np.ndarray:

@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 from numba import njit
 
+from tfprof import kernels
 from tfprof.views import lines
 from tfprof.views.fields import cells
 from tfprof.views.units import FORMATS
@@ -39,6 +40,8 @@ def format_column(values: pl.Series, kind: str) -> pl.Series:
     print as 0), written by one compiled pass with the integer rule (module docstring); the
     values it cannot settle are formatted by Python."""
     v = np.ascontiguousarray(values.cast(pl.Int64).fill_null(0).to_numpy())
+    if not kernels.enabled():  # each value by Python (``formatted`` asks for the distinct ones only)
+        return pl.Series(values.name, [FORMATS[kind](int(x)) for x in v], dtype=pl.String)
     small, ranges = _UNITS[kind]
     divs = np.array([d for d, _ in ranges], np.int64)
     suffixes = [small.encode()] + [sfx.encode() for _, sfx in ranges]
@@ -173,7 +176,10 @@ def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool 
 
 def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | None) -> bool:
     """Whether ``lines.render`` reproduces the polars lines of this frame; if not, the polars
-    path runs (and raises what it raises for a frame it cannot take)."""
+    path runs (and raises what it raises for a frame it cannot take). Without kernels
+    (``tfprof.kernels.enabled``) the polars path runs too."""
+    if not kernels.enabled():
+        return False
     if not {"name", "indent", *prog.columns} <= set(frame.columns) or frame.height == 0:
         return False
     schema = frame.schema

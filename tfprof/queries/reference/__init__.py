@@ -45,3 +45,16 @@ def run(prof: Profile, spec: TreeSpec) -> ReferenceResult:
     finally:
         sql.close()
     return ReferenceResult(rows=rows, root=root)
+
+
+def tree_frame(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+    """A scope or graph view's rows as the engine returns them (``tfprof.queries.scope.scope``):
+    the root row first, the printed details attached; computed by ``run``, no kernel."""
+    from tfprof.queries.metrics import attach_details, extras_for
+    from tfprof.queries.scope import SCOPE_PARENT, with_root
+
+    result = run(prof, spec)
+    rows = result.rows.drop("id", strict=False)
+    defaults = {"shape": [], "op_types": [SCOPE_PARENT]} if spec.layout == "scope" else {}
+    rows = attach_details(rows, node_frame(prof, spec.step, extras_for(spec.options)), defaults)
+    return with_root(rows, result.root, spec.root_op_type)
