@@ -212,11 +212,7 @@ def test_tf_api_names_listed_alike():
 
 # Files whose "spec N.N" comments other engineers' work in progress still holds (issue 18); each is
 # to be converted to a docs/TFPROF_BEHAVIOUR.md citation and removed from this set.
-_SPEC_CITATIONS_PENDING = {
-    "queries/reference/groups.py",
-    "schema/tables.py",
-    "views/proto.py",
-}
+_SPEC_CITATIONS_PENDING: set[str] = set()
 
 
 def _behaviour_headings() -> set[str]:

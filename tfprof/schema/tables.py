@@ -224,7 +224,7 @@ CHECKPOINT_TENSORS = _table(
 
 DEVICES = _table(
     "devices", "one device", ("device",),
-    "Every device named in the step stats, with tfprof's classification (spec 2.3.1).",
+    "Every device named in the step stats, with tfprof's classification (docs/TFPROF_BEHAVIOUR.md, 'Device classification').",
     _f("device", DICT, "device (lower-cased)"),
     _f("is_canonical", pa.bool_(), "…/(device:)cpu|gpu:N: its time counts as cpu time"),
     _f("is_accelerator_stream", pa.bool_(), "contains stream:all: its time counts as accelerator time"),

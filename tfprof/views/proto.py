@@ -1,8 +1,9 @@
 """The protos tfprof returns (GraphNodeProto, MultiGraphNodeProto), filled from view frames.
 
-Fields are filled as the real tool fills them (spec 8.3): self values are the node's own even
-when it is not accounted (the text prints ``--`` instead), ``shapes`` stays empty,
-``tensor_value`` is filled only from a checkpoint, unknown input shapes are ``unknown_rank``.
+Fields are filled as the real tool fills them (docs/TFPROF_BEHAVIOUR.md, 'Returned protos'):
+self values are the node's own even when it is not accounted (the text prints ``--`` instead),
+``shapes`` stays empty, ``tensor_value`` is filled only from a checkpoint, unknown input shapes
+are ``unknown_rank``.
 
 The members of the multi nodes are sorted and turned into rows once, then handed out by op or
 trace id, and each member is filled in place (``graph_nodes.add()``): on 70,000 nodes, the code

@@ -1,5 +1,5 @@
-"""The reference backend's list of groups (the op view, spec 5.3): graph nodes grouped by a
-node column, as a list cut and shown like tfprof's TFOp.
+"""The reference backend's list of groups (the op view; docs/TFPROF_BEHAVIOUR.md, 'Op view'):
+graph nodes grouped by a node column, as a list cut and shown like tfprof's TFOp.
 
 The accounted members' values are summed per group (``groups.sql``); the groups are listed in
 name order, then stably by the order_by column (descending); each row's totals run from the
