@@ -1,4 +1,4 @@
-"""The byte-level line writer (views/lines.py) prints exactly what the polars lines printed.
+"""The byte-level line writer (views/lines.py, views/line_writer.py) prints exactly what the polars lines printed.
 
 ``reference_tree_lines`` is ``columns.tree_lines`` as it was before the writer, kept verbatim;
 random frames (random selects, unicode names, nulls, not-accounted rows, ties and huge values)
@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from tfprof.views import line_writer
 from tfprof.views import lines as lines_mod
 from tfprof.views.columns import (
     tree_lines,
@@ -257,11 +258,11 @@ def test_copies_stay_inside_their_arrays():
     array's: a copy without that room raises instead of writing (or reading) past the end."""
     src = np.arange(1, 41, dtype=np.uint8)
     out = np.zeros(48, np.uint8)
-    assert lines_mod._copy(out, 3, src, 5, 19) == 22
+    assert line_writer._copy(out, 3, src, 5, 19) == 22
     assert out[3:22].tolist() == src[5:24].tolist() and out[:3].tolist() == [0, 0, 0]
     assert not out[22 + 16 :].any()  # nothing written past the string's 16-byte tail
     for args in ((out, 30, src, 0, 5), (out, 0, src, 20, 5), (out, -1, src, 0, 1), (out, 0, src, -1, 1)):
         with pytest.raises(IndexError):
-            lines_mod._copy(*args)
+            line_writer._copy(*args)
     with pytest.raises(IndexError):
-        lines_mod._put(out, 48, 10)
+        line_writer._put(out, 48, 10)
