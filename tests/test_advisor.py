@@ -103,7 +103,7 @@ GRAPH_NODE_LINE = re.compile(r"^(top \d+ graph node: )([^,]+)(, cpu: .*)$", re.M
 
 
 def _subtree_line(prof: Profile, m: re.Match) -> str:
-    from tfprof.views.format import fmt_time
+    from tfprof.views.units import fmt_time
 
     row = prof.sql(SUBTREE_TIMES_SQL.format(name=m[2].replace("'", "''"))).row(0, named=True)
     acc, cpu = int(row["acc"]), int(row["cpu"])

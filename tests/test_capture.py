@@ -27,7 +27,7 @@ import pytest
 import tfprof
 from conftest import assert_tables_equal
 from tfprof.tf_api.option_builder import ProfileOptionBuilder as B
-from tfprof.views.format import fmt_time
+from tfprof.views.units import fmt_time
 
 # The seeds' Keras recipes use Keras 2 (``K.get_session()``): TF 2.21 gives it as tf.compat.v1.keras
 # when tf-keras is installed and this is set before TensorFlow loads Keras.

@@ -19,8 +19,9 @@ import tfprof
 from tfprof import OptionError, Profile
 from tfprof.api import run_view
 from tfprof.queries.options import Options
-from tfprof.views.format import FIELDS, fmt_number
+from tfprof.views.fields import FIELDS
 from tfprof.views.table import COLUMNS, view_table
+from tfprof.views.units import fmt_number
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from tfprof.views.columns import format_column
-from tfprof.views.format import fmt_memory, fmt_number, fmt_time
+from tfprof.views.units import fmt_memory, fmt_number, fmt_time
 
 SCALAR = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory}
 

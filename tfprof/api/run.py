@@ -219,10 +219,10 @@ def _unknown_select_notes(opts: Options) -> list[str]:
 def report_metrics(spec: TreeSpec) -> tuple[str, ...]:
     """The self columns a code report prints (``select``), sorts on (``order``) and filters on
     (the thresholds in use)."""
-    from tfprof.views.format import FIELDS, time_fields
+    from tfprof.views.fields import METRICS, time_fields
 
     select = spec.options.select
-    wanted = {FIELDS[f].column for f in (*select, *time_fields(select)) if f in FIELDS}
+    wanted = {METRICS[f].column for f in (*select, *time_fields(select)) if f in METRICS}
     for column in (*spec.order, *(c for c, _ in spec.thresholds)):
         if column.startswith("total_"):
             wanted.add(column.removeprefix("total_"))

@@ -19,7 +19,7 @@ import polars as pl
 from tfprof.errors import OptionError
 
 # Select fields in tfprof's own order of definition (kShown); the text views print them in a
-# view-specific order (see tfprof.views.format.FIELDS).
+# view-specific order (see the registry tfprof.views.fields.FIELDS).
 SELECT_FIELDS = (
     "bytes",
     "micros",

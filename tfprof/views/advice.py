@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import polars as pl
 
 from tfprof.schema.proto import tfprof_output_pb2
-from tfprof.views.format import fmt_time
+from tfprof.views.units import fmt_time
 
 REPORT_COLUMN = "report"  # the column a SQL checker's rows put their report in
 

@@ -1,18 +1,10 @@
-"""The fixed texts of a report (the doc block's command lines, the missing-stream warning), and
-the names callers import from here: the number formatters (``units``), the metric fields and
-``time_fields`` (``fields``, whose ``FIELDS`` registry holds every select field).
+"""The fixed texts of a report: the doc block's command lines and the missing-stream warning.
 
-Display strings exist only in views: tables and query results hold plain numbers.
+Display strings exist only in views: tables and query results hold plain numbers. The number
+formatters are in ``units``, the select fields in the registry ``fields.FIELDS``.
 """
 
 from __future__ import annotations
-
-from tfprof.views.fields import METRICS as FIELDS
-from tfprof.views.fields import time_fields
-from tfprof.views.units import fmt_memory, fmt_number, fmt_shape, fmt_time
-
-__all__ = ["COMMAND_HELP", "FIELDS", "MISSING_STREAM_WARNING", "fmt_memory", "fmt_number", "fmt_shape", "fmt_time",
-           "time_fields"]  # fmt: skip
 
 COMMAND_HELP = {
     "scope": "scope: The nodes in the model graph are organized by their names, which is hierarchical like filesystem.",

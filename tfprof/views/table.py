@@ -16,6 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.schema import METRICS
+from tfprof.views.fields import FIELDS, cells
 
 # Query-frame names that differ from the public ones.
 _RENAMES = {
@@ -56,20 +57,23 @@ COLUMNS: dict[str, str] = {
 }
 
 
-# The public metric columns each select field shows (with their ``total_`` pairs); select names
-# that are no metric (device, op_types, input_shapes, tensor_value) add no column.
-SELECT_COLUMNS: dict[str, tuple[str, ...]] = {
-    "micros": ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros"),
-    "accelerator_micros": ("accelerator_exec_micros",),
-    "cpu_micros": ("cpu_exec_micros",),
-    "bytes": ("requested_bytes",),
-    "peak_bytes": ("peak_bytes",),
-    "residual_bytes": ("residual_bytes",),
-    "output_bytes": ("output_bytes",),
-    "params": ("params",),
-    "float_ops": ("float_ops",),
-    "occurrence": ("run_count", "definition_count"),
-}
+def _columns_shown(select_name: str) -> tuple[str, ...]:
+    """The public metric columns select name ``select_name`` prints on a scope or graph line:
+    the values its registry cells read (those of the fields it implies too: ``micros`` prints
+    all three times), under their self names."""
+    read = (
+        p[1].removeprefix("total_")
+        for pieces, _ in cells((select_name,), "tree", ())
+        for p in pieces
+        if p[0] in ("own", "val")
+    )
+    return tuple(dict.fromkeys(_RENAMES.get(c, c) for c in read))
+
+
+# The public metric columns each select field shows (with their ``total_`` pairs), read off the
+# select-field registry; select names that print no number (device, op_types, input_shapes,
+# tensor_value) add no column.
+SELECT_COLUMNS: dict[str, tuple[str, ...]] = {name: cols for name in FIELDS if (cols := _columns_shown(name))}
 
 
 def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None) -> pl.DataFrame:
