@@ -23,7 +23,6 @@ from tfprof.queries.graph import graph
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
-from tfprof.queries.reference import tree_frame
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
@@ -163,7 +162,7 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     layout = spec.layout
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss)
     if layout in ("scope", "graph"):
-        frame = _ENGINES[layout](prof, spec) if kernels.enabled() else tree_frame(prof, spec)
+        frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
@@ -207,6 +206,12 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     return ViewResult(
         cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
     )
+
+
+def _reference_tree(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+    from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
+
+    return tree_frame(prof, spec)
 
 
 def _unknown_select_notes(opts: Options) -> list[str]:
