@@ -19,6 +19,7 @@ import tfprof
 from tfprof import OptionError, Profile
 from tfprof.api import run_view
 from tfprof.queries.options import Options
+from tfprof.views.columns import tree_lines
 from tfprof.views.fields import FIELDS
 from tfprof.views.table import COLUMNS, view_table
 from tfprof.views.units import fmt_number
@@ -146,6 +147,22 @@ def test_view_keeps_every_value_of_run_view(cmd):
         assert_series_equal(table[col], source.fill_null(0), check_names=False)
     if cmd in ("scope", "graph"):
         assert_series_equal(table["node_id"], frame["node_id"])
+
+
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_a_select_field_keeps_the_columns_its_line_prints(field):
+    """With one select field, the table keeps exactly the metric columns whose values the scope
+    lines print: a column is kept if and only if changing its values changes the lines."""
+    frame = run_view(_profile("cnn"), "scope", {"max_depth": 4, "select": [field]}).frame
+    kept = set(view_table("scope", frame, (field,)).columns) - {"name", "depth", "node_id", "accounted"}
+    public = {"parameters": "params", "total_parameters": "total_params"}
+    printed = set()
+    for col in frame.columns:
+        if public.get(col, col) in COLUMNS and col not in ("name", "depth", "node_id", "accounted"):
+            changed = frame.with_columns(pl.col(col) + 1_000_000_007)  # prints differently in every unit
+            if not tree_lines(changed, [field]).equals(tree_lines(frame, [field])):
+                printed.add(public.get(col, col))
+    assert kept == printed
 
 
 def test_view_takes_tfprof_option_names_and_rejects_unknown_ones():
