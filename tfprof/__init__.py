@@ -22,6 +22,7 @@ from tfprof.errors import (
 )
 from tfprof.profile import Profile
 from tfprof.samples import SAMPLES, sample_path  # noqa: F401 - re-exported
+from tfprof.tf_names import TF_API_NAMES
 
 __version__ = "0.1.0"
 
@@ -42,21 +43,8 @@ __all__ = [
     "view",
 ]
 
-# tf.profiler's Python API: the names tfprof.tf_api exports (its __all__). Listed here, not read
-# from it: the API pulls in every view, and `import tfprof` (and the CLI) should not pay for it.
-_TF_API_NAMES = (
-    "ALL_ADVICE",
-    "AdviceProto",
-    "GraphNodeProto",
-    "MultiGraphNodeProto",
-    "OpLogProto",
-    "ProfileContext",
-    "ProfileOptionBuilder",
-    "Profiler",
-    "advise",
-    "profile",
-    "write_op_log",
-)
+# tf.profiler's Python API (tfprof.tf_api), exported lazily: importing it pulls in every view.
+_TF_API_NAMES = TF_API_NAMES
 __all__ += [name for name in _TF_API_NAMES if name != "ALL_ADVICE"]
 # Imported from tfprof.tf_api on first use; profile and advise are defined below.
 _TF_API = set(_TF_API_NAMES) - {"advise", "profile"}

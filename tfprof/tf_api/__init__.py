@@ -8,8 +8,9 @@ profiles a running TensorFlow program and needs TensorFlow. Re-exported by ``tfp
 
 from __future__ import annotations
 
-# Every import below is a re-export (F401). tfprof/__init__.py lists the same names to export
-# them lazily, without importing this package (tests/test_project.py holds the lists equal).
+from tfprof.tf_names import TF_API_NAMES
+
+# Every import below is a re-export (F401); the names are listed once, in tfprof.tf_names.
 from tfprof.schema.proto.tfprof_log_pb2 import OpLogProto  # noqa: F401
 from tfprof.schema.proto.tfprof_output_pb2 import AdviceProto, GraphNodeProto, MultiGraphNodeProto  # noqa: F401
 from tfprof.tf_api.capture import ProfileContext  # noqa: F401
@@ -17,16 +18,4 @@ from tfprof.tf_api.logger import write_op_log  # noqa: F401
 from tfprof.tf_api.option_builder import ProfileOptionBuilder  # noqa: F401
 from tfprof.tf_api.profiler import ALL_ADVICE, Profiler, advise, profile  # noqa: F401
 
-__all__ = [
-    "ALL_ADVICE",
-    "AdviceProto",
-    "GraphNodeProto",
-    "MultiGraphNodeProto",
-    "OpLogProto",
-    "ProfileContext",
-    "ProfileOptionBuilder",
-    "Profiler",
-    "advise",
-    "profile",
-    "write_op_log",
-]
+__all__ = list(TF_API_NAMES)
