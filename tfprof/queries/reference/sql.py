@@ -5,11 +5,20 @@ comment (``_tree``, ``_closure``, ...). ``Sql.run`` registers polars frames unde
 a private in-memory DuckDB connection, binds the file's ``$parameters`` and returns the result
 as a polars frame. Metrics travel between steps in long form (``id, metric, value``), so that
 no file depends on which metrics a view counts.
+
+The files are written to stay portable (a later backend runs them on Spark through sqlglot;
+tests/test_sql_portable.py holds them to it): functions with a standard or Spark spelling
+only, and recursive CTEs with ``UNION ALL``. Parameters are DuckDB's named parameters,
+``$name``, bound by name from ``Sql.run``'s ``params``; sqlglot writes them as Spark's named
+parameter markers, ``:name``, which ``spark.sql(text, args={...})`` binds the same way. A
+comment may mention ``$name`` only for a parameter the file takes: the parameters a file needs
+are all the ``$name`` in its text.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -26,16 +35,18 @@ def sql_text(name: str) -> str:
 
 
 class Sql:
-    """A private in-memory DuckDB connection that runs the SQL files over registered frames."""
+    """A private in-memory DuckDB connection that runs the SQL files over registered frames;
+    ``text`` gives a file's SQL by name (the files themselves unless told otherwise)."""
 
-    def __init__(self) -> None:
+    def __init__(self, text: Callable[[str], str] = sql_text) -> None:
         self.con = duckdb.connect()
+        self.text = text
 
     def run(self, name: str, params: dict[str, object] | None = None, **frames: pl.DataFrame) -> pl.DataFrame:
         """Run file ``name`` with ``frames`` registered under their keyword names."""
         for table, frame in frames.items():
             self.con.register(table, frame.to_arrow())
-        text = sql_text(name)
+        text = self.text(name)
         wanted = set(re.findall(r"\$(\w+)", text))
         bound = {k: v for k, v in (params or {}).items() if k in wanted}
         missing = wanted - bound.keys()

@@ -3,15 +3,17 @@
 -- text before its last `/` (so `a//b` hangs under `a/`, which hangs under `a`). Siblings go in
 -- name order (bytewise); of equal names, the one with the lowest node id takes the children.
 -- Input: _names(node_id, name).
+-- (`prefixes` starts from each parent once but may repeat a grandparent, UNION ALL being
+-- what Spark can recurse with; `entries` takes each synthetic parent once.)
 WITH RECURSIVE prefixes(name) AS (
-    SELECT name FROM _names
-    UNION
+    SELECT DISTINCT regexp_extract(name, '(?s)^(.*)/', 1) FROM _names WHERE name LIKE '%/%'
+    UNION ALL
     SELECT regexp_extract(name, '(?s)^(.*)/', 1) FROM prefixes WHERE name LIKE '%/%'
 ),
 entries AS (
     SELECT node_id, name FROM _names
     UNION ALL
-    SELECT NULL AS node_id, p.name FROM prefixes p
+    SELECT DISTINCT NULL AS node_id, p.name FROM prefixes p
     WHERE NOT EXISTS (SELECT 1 FROM _names n WHERE n.name = p.name)
 ),
 numbered AS (
