@@ -138,3 +138,20 @@ def test_the_warm_job_compiles_and_marks(monkeypatch, tmp_path):
     assert warm.main() == 0
     assert kernels.marker().exists() and kernels.kernels_ready()
     assert [p.name for p in tmp_path.iterdir()] == [kernels.marker().name]  # no temporary left
+
+
+def test_the_exact_name_set_finds_what_the_hash_set_finds():
+    """Validation's duplicate-name check on the reference paths (polars) and on the kernel."""
+    import random
+
+    import pyarrow as pa
+
+    from tfprof.ingest.name_set import NameSet
+    from tfprof.ingest.names import ExactNames
+
+    rng = random.Random(7)
+    for _ in range(100):
+        exact, hashed = ExactNames(), NameSet()
+        for _ in range(3):  # batches: a name is seen again within a batch or from an earlier one
+            names = pa.array([rng.choice("abcdefgh") * rng.randint(1, 3) for _ in range(rng.randint(0, 30))])
+            assert exact.add(names).tolist() == hashed.add(names).tolist()

@@ -1,3 +1,5 @@
+"""``python -m tfprof``: the command line."""
+
 import sys
 
 from tfprof.cli.main import main

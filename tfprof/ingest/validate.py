@@ -29,11 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof import kernels
+from tfprof.ingest.names import name_set
 
 from tfprof.schema import conform
 from tfprof.schema.checks import CHECKS, SEVERITIES
@@ -122,7 +121,7 @@ class Validator:
         self.found = Findings()
         if findings is not None:
             self.found.merge(findings)
-        self._names = None if unique_names else _name_set()
+        self._names = None if unique_names else name_set()
         self._runtime = Findings()  # reported only if the profile has graph nodes
         self._graph_nodes = self._graph_ran = self._runtime_ran = 0
         self._steps: list[np.ndarray] = []
@@ -349,29 +348,6 @@ def stream_overlaps(found: Findings, step: int, device: str, starts, ends, names
     rows = [(names[order[i]], step, f"starts at {s[i]:,} us on {device}, {reach[i - 1] - s[i]:,} us before "
              "an earlier record there ends") for i in over[: found.room("stream_overlap")]]
     found.add("stream_overlap", len(over), rows)
-
-
-def _name_set():
-    if not kernels.enabled():
-        return _ExactNames()
-    from tfprof.ingest.name_set import NameSet  # numba: loaded only for profiles that need it
-
-    return NameSet()
-
-
-class _ExactNames:
-    """``NameSet`` without its kernel, for small profiles (the names themselves, kept by polars)."""
-
-    def __init__(self) -> None:
-        self._names = pl.Series("name", [], pl.String)
-
-    def add(self, names: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        batch = pl.Series("name", names, pl.String) if not isinstance(names, pa.ChunkedArray) else pl.Series(
-            "name", names.combine_chunks(), pl.String)
-        earlier = batch.is_in(self._names.implode()) if len(self._names) else pl.Series([False] * len(batch), dtype=pl.Boolean)
-        again = earlier | ~batch.is_first_distinct()
-        self._names = pl.concat([self._names, batch.filter(~again)])
-        return np.flatnonzero(again.to_numpy()).astype(np.int64)
 
 
 def _ints(table: pa.Table, column: str) -> np.ndarray:

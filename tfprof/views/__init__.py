@@ -1,0 +1,1 @@
+"""Rendering: tfprof's text reports, protos, timelines, pprof, tables and HTML from query results."""
