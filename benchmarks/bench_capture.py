@@ -34,6 +34,9 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 ROOT = Path(__file__).resolve().parent.parent
+# These benchmarks time the compiled kernels (tfprof.kernels), whatever the state of numba's
+# cache; child processes inherit the setting.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402

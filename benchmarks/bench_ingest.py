@@ -34,6 +34,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These benchmarks time the compiled kernels (tfprof.kernels), whatever the state of numba's
+# cache; child processes inherit the setting.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 SMALL = ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"  # has code traces: every ingest kernel runs
 
 

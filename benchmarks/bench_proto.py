@@ -18,6 +18,7 @@ or a mismatch, never on timing.
 
 from __future__ import annotations
 
+import os
 import argparse
 import statistics
 import subprocess
@@ -27,6 +28,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These benchmarks time the compiled kernels (tfprof.kernels), whatever the state of numba's
+# cache; child processes inherit the setting.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 sys.path.insert(0, str(ROOT))
 
 import tfprof

@@ -12,6 +12,7 @@ plus bytes and params. Prints a Markdown table; fails only on errors, never on t
 
 from __future__ import annotations
 
+import os
 import argparse
 import subprocess
 import sys
@@ -20,6 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These benchmarks time the compiled kernels (tfprof.kernels), whatever the state of numba's
+# cache; child processes inherit the setting.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 sys.path.insert(0, str(ROOT))
 
 from tfprof import Profile  # noqa: E402

@@ -47,6 +47,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# These benchmarks time the compiled kernels (tfprof.kernels), whatever the state of numba's
+# cache; child processes inherit the setting.
+os.environ.setdefault("TFPROF_ENGINE", "kernels")
 REFERENCE = ROOT.parent / "shared" / "tools" / "tfprof-reference"
 REFERENCE_VENV = Path(os.environ.get("TFPROF_REF_VENV", Path.home() / ".cache" / "tfprof-reference" / "venv"))
 DOC = ROOT / "docs" / "PERFORMANCE.md"
