@@ -57,7 +57,7 @@ def _install(work: Path) -> tuple[str, Path]:
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(ROOT)], check=True,
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", str(ROOT)], check=True,
                    capture_output=True)
     where = subprocess.run([py, "-c", "import tfprof, os; print(os.path.dirname(tfprof.__file__))"],
                            capture_output=True, text=True, check=True, cwd=work).stdout.strip()
