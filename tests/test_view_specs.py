@@ -19,7 +19,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 def test_a_toy_view_is_one_spec(monkeypatch):
     """Grouping by device: one TreeSpec in the registry, no engine change; its rows are the
     devices with the sums of their nodes' times, as SQL over the tables computes them."""
-    monkeypatch.setitem(api_run.VIEWS, "device", TreeSpec(name="device", layout="groups", group_key="canonical_device"))
+    doc = "device: The nodes are grouped by the device they ran on."
+    monkeypatch.setitem(api_run.VIEWS, "device", TreeSpec(name="device", layout="groups", group_key="canonical_device",
+                                                            doc=doc))
     prof = tfprof.load(FIXTURES / "gpu_tiny" / "profile.pb")
     result = api_run.run_view(prof, "device", {"select": ["micros", "occurrence"], "max_depth": 100, "order_by": "micros"})
     want = prof.sql(
@@ -36,6 +38,7 @@ def test_a_toy_view_is_one_spec(monkeypatch):
     assert len(want) == 2  # a CPU and a GPU: the grouping is not trivial
     for device in want["device"]:
         assert device in result.text
+    assert "\nDoc:\n" + doc + "\n" in result.text and "op: The nodes are" not in result.text
 
 
 def test_a_spec_states_each_option_once():

@@ -160,7 +160,8 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     )
     # the tree views write the report's head into the same buffer as their lines (no second copy)
     layout = spec.layout
-    head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss)
+    head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss,
+                       view_doc=spec.doc)
     if layout in ("scope", "graph"):
         frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up

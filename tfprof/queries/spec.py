@@ -84,6 +84,7 @@ class TreeSpec:
     layout: str  # one of LAYOUTS
     group_key: str | None = None  # the node column a `groups` layout groups by
     root_op_type: str | None = None  # the op type printed for the root (scope and graph trees)
+    doc: str | None = None  # what the rows are, for the report's doc block (a view tfprof lacks)
     step: int = -1
     account: tuple[str, ...] | None = None
     start: tuple[str, ...] | None = None  # () starts nowhere in a tree, at the top in a list

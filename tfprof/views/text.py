@@ -32,12 +32,13 @@ def multi_legend(select: Sequence[str]) -> str:
     return legend(select, multi=True)
 
 
-def doc_block(cmd: str, select: Sequence[str]) -> str:
-    """The explanatory block printed above ``Profile:`` (docs/TFPROF_BEHAVIOUR.md, 'Doc block'): each selected
-    field's doc
-    lines, ``select`` sorted by name."""
+def doc_block(cmd: str, select: Sequence[str], view_doc: str | None = None) -> str:
+    """The explanatory block printed above ``Profile:`` (docs/TFPROF_BEHAVIOUR.md, 'Doc block'):
+    what the view's rows are (``view_doc``, for a view tfprof does not have), then each selected
+    field's doc lines, ``select`` sorted by name."""
     lines = [line for s in sorted(select) for line in (FIELDS[s].doc if s in FIELDS else (f"Unknown select: {s}",))]
-    return "\nDoc:\n" + COMMAND_HELP.get(cmd, f"Unknown command: {cmd}") + "\n" + "\n".join(lines) + "\n\n"
+    head = view_doc if view_doc is not None else COMMAND_HELP.get(cmd, f"Unknown command: {cmd}")
+    return "\nDoc:\n" + head + "\n" + "\n".join(lines) + "\n\n"
 
 
 def _join_lines(lines: pl.Series) -> str:
@@ -51,10 +52,12 @@ def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | N
     return tree_text(frame, select, after=after, prefix=head + tree_legend(select))
 
 
-def report_head(cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
+def report_head(
+    cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False, view_doc: str | None = None
+) -> str:
     """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``."""
     warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
-    return warning + doc_block(cmd, select) + "Profile:\n"
+    return warning + doc_block(cmd, select, view_doc) + "Profile:\n"
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:
