@@ -31,7 +31,7 @@ from tfprof.queries.options import Options, full_match_any
 LAYOUTS = ("scope", "graph", "code", "groups")
 
 # order_by -> the total column sorted on (descending), in the tree views; other values sort
-# by name (docs/TFPROF_BEHAVIOUR.md, "Ordering").
+# by name (docs/TFPROF_BEHAVIOUR.md, 'Sorting').
 TREE_ORDER = {
     "bytes": "total_requested_bytes",
     "peak_bytes": "total_peak_bytes",
