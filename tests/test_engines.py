@@ -98,6 +98,7 @@ def test_a_cold_cache_runs_small_profiles_on_the_reference_and_compiles_once_in_
     args, kwargs = cold.calls[0]
     assert args[1:] == ["-m", "tfprof.api.warm"] and kwargs["start_new_session"]
     assert kwargs["env"]["TFPROF_ENGINE"] == "kernels"
+    assert kwargs["stdout"].name == str(tmp_path / "tfprof-kernels.log")  # a failure is kept, not lost
     assert (tmp_path / "tfprof-kernels.warming").exists()
 
 

@@ -10,7 +10,8 @@ profiles always run on the kernels: there they pay for their compilation many ti
 ``TFPROF_ENGINE`` overrides the choice: ``kernels`` or ``reference`` for every command, ``auto``
 (the default) as above. The cache is known to be complete by a marker file that the background
 process writes last, named after everything that invalidates numba's cache: the numba and
-Python versions and the package's source files (size and modification time).
+Python versions and the package's source files (size and modification time). What the
+background process prints (nothing, unless it fails) is in ``tfprof-kernels.log`` beside it.
 """
 
 from __future__ import annotations
@@ -117,9 +118,11 @@ def compile_in_background() -> bool:
     except OSError:
         return False  # no place for the marker: the kernels compile where they are first used
     env = {**os.environ, "TFPROF_ENGINE": "kernels", "TFPROF_WARM_LOCK": str(lock)}
-    subprocess.Popen(  # noqa: S603 - our own module, by the running interpreter
-        [sys.executable, "-m", "tfprof.api.warm"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True, env=env, close_fds=True,
-    )
+    # What it prints (nothing, unless it fails) goes to a log of its own beside the marker.
+    with open(lock.with_name("tfprof-kernels.log"), "wb") as log:
+        subprocess.Popen(  # noqa: S603 - our own module, by the running interpreter
+            [sys.executable, "-m", "tfprof.api.warm"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env=env, close_fds=True,
+        )
     return True
