@@ -73,6 +73,7 @@ def cold(monkeypatch, tmp_path):
     """``auto`` with numba's cache not known to be complete; background jobs recorded, not run."""
     monkeypatch.setenv("TFPROF_ENGINE", "auto")
     monkeypatch.setattr(kernels, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(kernels, "_READY", False)
     started = _Started()
     monkeypatch.setattr(kernels.subprocess, "Popen", started)
     return started
@@ -135,7 +136,9 @@ def test_the_warm_job_compiles_and_marks(monkeypatch, tmp_path):
     from tfprof.api import warm
 
     monkeypatch.setattr(kernels, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(kernels, "_READY", False)
     monkeypatch.delenv("TFPROF_WARM_LOCK", raising=False)
+    assert not kernels.kernels_ready()
     assert warm.main() == 0
     assert kernels.marker().exists() and kernels.kernels_ready()
     assert [p.name for p in tmp_path.iterdir()] == [kernels.marker().name]  # no temporary left

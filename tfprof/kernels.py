@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import os
 import subprocess
@@ -26,11 +27,12 @@ import time
 from pathlib import Path
 
 ENGINES = ("auto", "kernels", "reference")
-# Profiles up to this many nodes run on the reference paths while the kernels are not compiled
-# (the reference answers a 20k-node view in well under a second).
+# Profiles up to this many nodes run on the reference paths while the kernels are not compiled:
+# a view of a 20k-node, 5-step ProfileProto (23 MB) takes 2.3-3.5 s there as a whole process,
+# against 40-90 s for compiling the kernels first (2 cores).
 SMALL_NODES = 20_000
-# A ProfileProto file up to this size is decoded by protobuf while the kernels are not compiled.
-SMALL_FILE_BYTES = 8 << 20
+# A ProfileProto file up to this size is decoded by protobuf meanwhile: such a profile's size.
+SMALL_FILE_BYTES = 32 << 20
 _PACKAGE = Path(__file__).resolve().parent
 _STALE_LOCK_S = 900  # a warming process older than this is taken for dead
 
@@ -74,10 +76,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tfprof"
 
 
-def _key() -> str:
-    from importlib.metadata import version
+@functools.cache
+def _versions() -> str:
+    from importlib.metadata import version  # ~10 ms: once per process
 
-    digest = hashlib.sha256(f"{version('numba')} {sys.version} {sys.platform}".encode())
+    return f"{version('numba')} {sys.version} {sys.platform}"
+
+
+def _key() -> str:
+    digest = hashlib.sha256(_versions().encode())
     for path in sorted(_PACKAGE.rglob("*.py")):
         st = path.stat()
         digest.update(f"{path.relative_to(_PACKAGE)} {st.st_size} {st.st_mtime_ns}\n".encode())
@@ -88,9 +95,14 @@ def marker() -> Path:
     return cache_dir() / f"tfprof-kernels-{_key()}.ready"
 
 
+_READY = False  # the marker was seen: it stays so for the rest of the process
+
+
 def kernels_ready() -> bool:
     """Whether the background compilation finished for this install (the marker exists)."""
-    return marker().exists()
+    global _READY
+    _READY = _READY or marker().exists()
+    return _READY
 
 
 def use_kernels(nodes: int | None = None, file_bytes: int | None = None) -> bool:

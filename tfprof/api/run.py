@@ -138,15 +138,14 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
 
     A small profile runs on the reference paths while numba's kernels are not compiled yet
     (``tfprof.kernels``); the code view always runs on its kernels."""
-    spec_layout = VIEWS[cmd].layout if cmd in VIEWS else None
-    on_kernels = spec_layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
+    if cmd not in VIEWS:
+        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
+    on_kernels = VIEWS[cmd].layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
     with kernels.using(on_kernels):
         return _run_view(prof, cmd, options, full_rows=full_rows)
 
 
 def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_rows: bool) -> ViewResult:
-    if cmd not in VIEWS:
-        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
     spec = tree_spec(VIEWS[cmd], opts)
     check_step(prof, spec.step)
