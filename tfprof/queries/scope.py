@@ -17,11 +17,9 @@ from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted
 from tfprof.queries.indexes.scope_tree import scope_layout
 from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows
-from tfprof.queries.spec import ROOT, TreeSpec, as_spec
+from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec
 from tfprof.queries.tree import accounted
 from tfprof.schema import METRICS
-
-SCOPE_PARENT = "_kTFScopeParent"  # op type of synthetic scope parents (and of the root)
 
 
 def scope(prof: Profile, spec: TreeSpec) -> pl.DataFrame:

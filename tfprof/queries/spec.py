@@ -72,7 +72,8 @@ MULTI_THRESHOLDS = {
 }
 GROUP_THRESHOLDS = {**MULTI_THRESHOLDS, "min_occurrence": "definitions"}
 
-ROOT = "_TFProfRoot"
+ROOT = "_TFProfRoot"  # the name of every tree's root
+SCOPE_PARENT = "_kTFScopeParent"  # op type of synthetic scope parents (and of the scope root)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,7 +147,7 @@ def tree_spec(view: TreeSpec, opts: Options) -> TreeSpec:
 
 # The four views of tfprof, by name.
 BUILTIN = {
-    "scope": TreeSpec(name="scope", layout="scope", root_op_type="_kTFScopeParent"),
+    "scope": TreeSpec(name="scope", layout="scope", root_op_type=SCOPE_PARENT),
     "graph": TreeSpec(name="graph", layout="graph", root_op_type="_TFGraphParent"),
     "op": TreeSpec(name="op", layout="groups", group_key="op"),
     "code": TreeSpec(name="code", layout="code"),

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
+from tfprof.queries.spec import ROOT
 
 # dtype name -> (kind tfprof stores it as, numpy dtype of the checkpoint bytes)
 SUPPORTED = {
@@ -29,7 +30,6 @@ SUPPORTED = {
     "DT_STRING": ("string", None),
 }
 HUGE_ELEMENTS = 100_000  # tfprof warns above this many elements (kTFProfTensorMaxWarnLen)
-ROOT = "_TFProfRoot"
 
 
 def round6(values: np.ndarray) -> np.ndarray:

@@ -15,11 +15,6 @@ def matches(col: str | pl.Expr, regexes: tuple[str, ...]) -> pl.Expr:
     return pl.lit(False) if rx is None else expr.cast(pl.String).str.contains(rx)  # (Enum names too)
 
 
-def matches_or_all(col: str | pl.Expr, regexes: tuple[str, ...] | None) -> pl.Expr:
-    """``matches``, where None (tfprof's ``[".*"]``) matches everything."""
-    return pl.lit(True) if regexes is None else matches(col, regexes)
-
-
 def accounted(spec: TreeSpec) -> pl.Expr:
     """Whether a node counts: any of its ``op_types`` fully matches any account regex."""
     if spec.account is None:

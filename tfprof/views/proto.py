@@ -17,6 +17,7 @@ from itertools import groupby
 
 import polars as pl
 
+from tfprof.queries.spec import ROOT
 from tfprof.schema import METRICS
 from tfprof.schema.proto import tensor_shape_pb2, tfprof_output_pb2
 
@@ -104,7 +105,7 @@ def _fill_multi(msg: tfprof_output_pb2.MultiGraphNodeProto, row: dict, members: 
 
 def op_chain(rows: pl.DataFrame, root: dict, members: pl.DataFrame) -> tfprof_output_pb2.MultiGraphNodeProto:
     """MultiGraphNodeProto of the op view: the root, then the shown rows as a chain."""
-    out = tfprof_output_pb2.MultiGraphNodeProto(name="_TFProfRoot")
+    out = tfprof_output_pb2.MultiGraphNodeProto(name=ROOT)
     for c, v in root.items():
         if v and c in _TOTAL:
             setattr(out, c, v)

@@ -24,12 +24,10 @@ from tfprof.profile import Profile
 from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.options import full_match_any
 from tfprof.queries.reference.sql import Sql, long, wide, width
-from tfprof.queries.spec import TreeSpec
+from tfprof.queries.spec import SCOPE_PARENT, TreeSpec
 from tfprof.schema import METRICS
 
 COUNTED = (*METRICS, "run_count")
-# tfprof gives the scope tree's synthetic parents this op type, which account_type_regexes see.
-SCOPE_PARENT = "_kTFScopeParent"
 
 
 @dataclass(frozen=True)
