@@ -8,6 +8,7 @@ them to disk; ``merge_batches`` joins the batches into whole tables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -143,12 +144,10 @@ def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
 def _profile_batches(path: Path, progress, checks: validate.Validator | None = None) -> Iterator[dict[str, pa.Table]]:
     """Per-node batches then one batch of whole-profile tables, from the fastest decoder
     (which gives ``checks`` every node name at once)."""
-    wire = None  # without kernels (tfprof.kernels.enabled), or without the compiled decoder: the reference
+    wire = None  # the reference decoder: without kernels (tfprof.kernels), or without the compiled one
     if kernels.enabled():
-        try:
+        with contextlib.suppress(ImportError):
             from tfprof.ingest import wire
-        except ImportError:
-            wire = None
     if wire is not None and in_memory(path):
         batches = _memory_profile_batches(path, progress, checks)
         if batches is not None:

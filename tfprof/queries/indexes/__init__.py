@@ -2,7 +2,7 @@
 
 Each entry of ``INDEXES`` builds a dict of named Arrow tables from a Profile, or returns None
 when the profile has nothing to index. ``Profile.index(name, build)`` builds an index once per
-profile; a store saves every index at ingest (``tfprof.store.write_store``), so a view on a
+profile; a store saves every index at ingest (``tfprof.api.inputs.write_indexes``), so a view on a
 freshly opened store reads the index instead of rebuilding it.
 
 The builders use numpy, Arrow and numba kernels only: an ingest never loads polars.
