@@ -18,6 +18,25 @@ Names are imported from their module on first use (``from tfprof.api import run_
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+
+
+def lazy_names(module: str, namespace: dict, where: dict[str, tuple[str, str]]) -> tuple[Callable, Callable]:
+    """A module's ``__getattr__`` and ``__dir__`` that import each name of ``where`` (name ->
+    (module, attribute)) on first use and keep it in ``namespace`` (the module's globals)."""
+
+    def getattr_(name: str):
+        if name not in where:
+            raise AttributeError(f"module '{module}' has no attribute '{name}'")
+        source, attr = where[name]
+        namespace[name] = value = getattr(importlib.import_module(source), attr)
+        return value
+
+    def dir_() -> list[str]:
+        return sorted({*namespace, *where})
+
+    return getattr_, dir_
+
 
 _WHERE = {
     "inputs": ("load", "save", "ingest_to_store", "write_indexes", "warm_up"),
@@ -26,19 +45,7 @@ _WHERE = {
     "advice": ("AdviceResult", "advise"),
     "summary": ("Summary", "summarize"),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+_NAMES = {name: (f"tfprof.api.{module}", name) for module, names in _WHERE.items() for name in names}
 
-__all__ = sorted(_MODULE_OF)
-
-
-def __getattr__(name: str):
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tfprof.api' has no attribute '{name}'")
-    value = getattr(importlib.import_module(f"tfprof.api.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_MODULE_OF])
+__all__ = sorted(_NAMES)
+__getattr__, __dir__ = lazy_names(__name__, globals(), _NAMES)

@@ -5,7 +5,7 @@ which every command prints, does not pull in the advisor or the exporters)."""
 
 from __future__ import annotations
 
-import importlib
+from tfprof.api import lazy_names
 
 _WHERE = {
     "DEFAULT_CHECKERS": ("tfprof.queries.advisor", "DEFAULT_CHECKERS"),
@@ -20,12 +20,4 @@ _WHERE = {
 }
 
 __all__ = sorted(_WHERE)
-
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module 'tfprof.api.shell' has no attribute '{name}'")
-    module, attr = _WHERE[name]
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, globals(), _WHERE)
