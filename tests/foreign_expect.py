@@ -1,0 +1,212 @@
+"""Expected facts about a foreign profile, computed straight from the raw file, independently of tfprof's readers.
+
+Kineto / Chrome-trace JSON is read with Python's own ``json`` and ``gzip``; XSpace with the protobuf runtime and
+the vendored ``xplane_pb2`` (the only tfprof import here, and it is only the message layout). Nothing here shares
+code with ``tfprof.ingest``, so a reader's tables can be held against these numbers: when both agree, neither
+copied the other's mistake.
+
+``kineto_expect(path)`` and ``xspace_expect(path)`` return plain dicts of counts, sums and name sets.
+Durations are summed exactly: Kineto ``dur`` (microseconds with up to three decimals) as integer nanoseconds,
+XSpace ``duration_ps`` as integer picoseconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from tfprof.schema.proto import xplane_pb2
+
+STEP_PREFIX = "ProfilerStep#"
+MEMORY_EVENT = "[memory]"
+MODULE_PREFIX = "nn.Module: "
+
+
+# ---------------------------------------------------------------- Kineto / Chrome trace JSON
+
+
+def load_trace_events(path: str | Path) -> tuple[dict, list[dict]]:
+    """The top-level object (empty for the array form) and its list of events; gzip is detected by magic bytes."""
+    raw = Path(path).read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw)
+    if isinstance(doc, list):
+        return {}, doc
+    return doc, doc.get("traceEvents", [])
+
+
+def _ns(dur_us) -> int:
+    """Kineto writes microseconds with three decimals; round to whole nanoseconds so sums are exact."""
+    return round(float(dur_us) * 1000)
+
+
+def kineto_expect(path: str | Path) -> dict:
+    top, events = load_trace_events(path)
+    ph = Counter(e.get("ph") for e in events)
+    complete = [e for e in events if e.get("ph") == "X"]
+    per_op: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for e in complete:
+        acc = per_op[(e.get("cat", ""), e["name"])]
+        acc[0] += 1
+        acc[1] += _ns(e.get("dur", 0))
+    steps = {e["name"]: _ns(e["dur"]) for e in complete if e["name"].startswith(STEP_PREFIX)}
+    memory = [e for e in events if e.get("name") == MEMORY_EVENT]
+    mem_bytes = [int(e.get("args", {}).get("Bytes", 0)) for e in memory]
+    pids = {e.get("pid") for e in events if "pid" in e}
+    threads = {(e.get("pid"), e.get("tid")) for e in events if "pid" in e and "tid" in e}
+    arg_keys = Counter(k for e in events for k in (e.get("args") or {}))
+    names = {(m["pid"], m["tid"]): m["args"]["name"] for m in events if m.get("ph") == "M" and m.get("name") == "thread_name"}
+    return {
+        "top_keys": sorted(top),
+        "events": len(events),
+        "ph_counts": dict(ph),
+        "steps_ns": steps,  # ProfilerStep#N -> duration, ns
+        "complete_by_cat_name": {k: tuple(v) for k, v in per_op.items()},  # (cat, name) -> (count, total ns)
+        "cat_counts": dict(Counter(e.get("cat") for e in events)),
+        "distinct_pids": len(pids),
+        "distinct_threads": len(threads),  # (pid, tid) pairs
+        "thread_names": names,
+        "memory_events": len(memory),
+        "memory_alloc_bytes": sum(b for b in mem_bytes if b > 0),
+        "memory_free_bytes": -sum(b for b in mem_bytes if b < 0),
+        "arg_key_counts": dict(arg_keys),
+        "modules": sorted({e["name"][len(MODULE_PREFIX):] for e in complete if e["name"].startswith(MODULE_PREFIX)}),
+        "shapes_events": sum(1 for e in complete if "Input Dims" in (e.get("args") or {})),
+        "flows": sum(1 for e in events if e.get("ph") in ("s", "f", "t")),
+    }
+
+
+# ---------------------------------------------------------------- XSpace
+
+
+def load_xspace(path: str | Path) -> xplane_pb2.XSpace:
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(Path(path).read_bytes())
+    return space
+
+
+def _wire_fields(buf: bytes):
+    """Yield (field number, wire type, value) of one protobuf message: ints for varint/fixed, bytes for LEN."""
+    i, n = 0, len(buf)
+    while i < n:
+        key, i = _varint(buf, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 1:
+            value, i = int.from_bytes(buf[i : i + 8], "little"), i + 8
+        elif wire == 2:
+            size, i = _varint(buf, i)
+            value, i = buf[i : i + size], i + size
+        elif wire == 5:
+            value, i = int.from_bytes(buf[i : i + 4], "little"), i + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        yield field, wire, value
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, i
+        shift += 7
+
+
+def _first(buf: bytes, number: int, default=b""):
+    return next((v for f, w, v in _wire_fields(buf) if f == number and w == 2), default)
+
+
+def hlo_op_names(hlo_proto: bytes) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per computation, instruction name -> (opcode, metadata.op_name) from a serialized xla.HloProto.
+
+    Field numbers (xla/service/hlo.proto, xla/xla_data.proto): HloProto.hlo_module 1; HloModuleProto.computations 3;
+    HloComputationProto name 1, instructions 2; HloInstructionProto name 1, opcode 2, metadata 7;
+    OpMetadata op_type 1, op_name 2.
+    """
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    module = _first(hlo_proto, 1)
+    for field, wire, comp in _wire_fields(module):
+        if field != 3 or wire != 2:
+            continue
+        instructions = {}
+        for f, w, ins in _wire_fields(comp):
+            if f == 2 and w == 2:
+                name, opcode, meta = (_first(ins, k) for k in (1, 2, 7))
+                instructions[name.decode()] = (opcode.decode(), _first(meta, 2).decode())
+        out[_first(comp, 1).decode()] = instructions
+    return out
+
+
+def _stat_value(stat: xplane_pb2.XStat, stat_names: dict[int, str]):
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    return stat_names.get(value, "") if kind == "ref_value" else value
+
+
+def xspace_expect(path: str | Path) -> dict:
+    space = load_xspace(path)
+    planes = []
+    by_event: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    display: dict[tuple[str, str], str] = {}
+    stat_names_used: dict[str, set[str]] = {}
+    str_stats: dict[str, dict[str, set[str]]] = {}
+    programs: dict[str, dict] = {}
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        used: set[str] = set()
+        strings: dict[str, set[str]] = defaultdict(set)
+
+        def note(stats):
+            for s in stats:
+                used.add(names.get(s.metadata_id, ""))
+                value = _stat_value(s, names)
+                if isinstance(value, str):
+                    strings[names.get(s.metadata_id, "")].add(value)
+
+        note(plane.stats)
+        for meta in plane.event_metadata.values():
+            note(meta.stats)
+            if meta.display_name:
+                display[(plane.name, meta.name)] = meta.display_name
+            hlo = next((s.bytes_value for s in meta.stats if names.get(s.metadata_id) == "Hlo Proto"), None)
+            if hlo is not None:
+                programs[meta.name] = hlo_op_names(hlo)
+        line_events = Counter()
+        for line in plane.lines:
+            line_events[line.name] += len(line.events)
+            for e in line.events:
+                acc = by_event[(plane.name, plane.event_metadata[e.metadata_id].name)]
+                acc[0] += 1
+                acc[1] += e.duration_ps
+                note(e.stats)
+        planes.append(
+            {
+                "name": plane.name,
+                "lines": len(plane.lines),
+                "events": sum(line_events.values()),
+                "line_events": dict(line_events),
+                "event_metadata": len(plane.event_metadata),
+                "stat_metadata": len(plane.stat_metadata),
+            }
+        )
+        stat_names_used[plane.name] = used
+        str_stats[plane.name] = dict(strings)
+    return {
+        "hostnames": list(space.hostnames),
+        "errors": list(space.errors),
+        "planes": planes,
+        "events_by_plane_name": {k: tuple(v) for k, v in by_event.items()},  # (plane, name) -> (count, total ps)
+        "display_names": display,  # (plane, event name) -> display_name, where one is set
+        "stat_names_used": stat_names_used,  # plane -> names of stats attached anywhere in it
+        "string_stats": str_stats,  # plane -> stat name -> string values (ref_value resolved)
+        "programs": programs,  # /host:metadata program -> computation -> instruction -> (opcode, op_name)
+    }
