@@ -152,6 +152,16 @@ def _stat_value(stat: xplane_pb2.XStat, stat_names: dict[int, str]):
     return stat_names.get(value, "") if kind == "ref_value" else value
 
 
+def _note(stats, names: dict[int, str], used: set[str], strings: dict[str, set[str]]) -> None:
+    """Record the names of these stats in `used` and their string values (refs resolved) in `strings`."""
+    for s in stats:
+        name = names.get(s.metadata_id, "")
+        used.add(name)
+        value = _stat_value(s, names)
+        if isinstance(value, str):
+            strings[name].add(value)
+
+
 def xspace_expect(path: str | Path) -> dict:
     space = load_xspace(path)
     planes = []
@@ -165,16 +175,9 @@ def xspace_expect(path: str | Path) -> dict:
         used: set[str] = set()
         strings: dict[str, set[str]] = defaultdict(set)
 
-        def note(stats):
-            for s in stats:
-                used.add(names.get(s.metadata_id, ""))
-                value = _stat_value(s, names)
-                if isinstance(value, str):
-                    strings[names.get(s.metadata_id, "")].add(value)
-
-        note(plane.stats)
+        _note(plane.stats, names, used, strings)
         for meta in plane.event_metadata.values():
-            note(meta.stats)
+            _note(meta.stats, names, used, strings)
             if meta.display_name:
                 display[(plane.name, meta.name)] = meta.display_name
             hlo = next((s.bytes_value for s in meta.stats if names.get(s.metadata_id) == "Hlo Proto"), None)
@@ -187,7 +190,7 @@ def xspace_expect(path: str | Path) -> dict:
                 acc = by_event[(plane.name, plane.event_metadata[e.metadata_id].name)]
                 acc[0] += 1
                 acc[1] += e.duration_ps
-                note(e.stats)
+                _note(e.stats, names, used, strings)
         planes.append(
             {
                 "name": plane.name,

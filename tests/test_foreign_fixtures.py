@@ -13,9 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
-from google.protobuf import unknown_fields
-
 from foreign_expect import kineto_expect, load_trace_events, load_xspace, xspace_expect
+from google.protobuf import unknown_fields
 
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
 TORCH = {

@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in CAPTURES:
         given = getattr(args, f"{name}_python")
         cmd = given.split() if given else DEFAULT_PYTHON[name]
-        rc = subprocess.run([*cmd, str(Path(__file__).resolve()), name, "--out", str(args.out)]).returncode
+        rc = subprocess.run([*cmd, str(Path(__file__).resolve()), name, "--out", str(args.out)], check=False).returncode
         if rc != 0:
             print(f"capture '{name}' failed with exit code {rc}", file=sys.stderr)
             return rc
