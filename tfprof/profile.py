@@ -44,6 +44,10 @@ class Profile:
         self, tables: dict[str, pa.Table] | None = None, *, store: Path | None = None, source: str = "profile"
     ) -> None:
         self._tables: dict[str, pa.Table] = dict(tables or {})
+        if store is None:  # in memory, a table the reader had nothing for is empty
+            for name in TABLES:
+                if name not in self._tables:
+                    self._tables[name] = TABLES[name].schema.empty_table()
         self._store = store
         # "run_metadata" when built from raw step stats, "profile" from a ProfileProto. tfprof
         # forgets miss_accelerator_stream when it loads a ProfileProto (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), so

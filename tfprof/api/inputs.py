@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tfprof import kernels
 from tfprof.ingest import Progress, add_checkpoint, iter_inputs, merge_batches
+from tfprof.ingest.foreign import kind as foreign_kind
 from tfprof.output import Inputs, PathLike, check_directory, input_paths
 from tfprof.profile import Profile
 from tfprof.store import (INDEX_SUFFIX, INDEXES_DIR, read_manifest, store_files, trim_memory, write_ipc,
@@ -56,9 +57,17 @@ def load(
     )
     with kernels.using(kernels.use_kernels(file_bytes=_input_bytes(profile_path))):
         tables = merge_batches(list(batches))
-    prof = Profile(tables, source="profile" if profile_path else "run_metadata")
+    prof = Profile(tables, source=_source(profile_path))
     prof.inputs = given
     return prof
+
+
+def _source(profile_path) -> str:
+    """What the profile was read from: ``run_metadata`` (a graph and step stats), ``profile`` (a
+    ProfileProto), or a foreign format (``kineto``, ``xspace``: tfprof.ingest.foreign)."""
+    if not profile_path:
+        return "run_metadata"
+    return foreign_kind(profile_path) or "profile"
 
 
 def _input_bytes(profile_path) -> int | None:
@@ -96,7 +105,7 @@ def ingest_to_store(
         batches, source = [prof.tables()], prof.source
     else:
         batches = iter_inputs(**given, progress=progress)
-        source = "profile" if src else "run_metadata"
+        source = _source(src)
     dest = write_store(out, batches, source=source, indexes=write_indexes, force=force, inputs=protect)
     return dest, read_manifest(dest)["tables"]
 

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
-from tfprof.ingest import profile_proto, raw, sources, validate
+from tfprof.ingest import foreign, profile_proto, raw, sources, validate
 from tfprof.ingest.sources import in_memory
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
@@ -61,6 +61,9 @@ def merge_batches(batches: list[dict[str, pa.Table]]) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     for name in TABLES:
         parts = [b[name] for b in batches if name in b]
+        if not parts:  # a table no batch carries (e.g. a foreign profile's tables, for tfprof's inputs)
+            out[name] = TABLES[name].schema.empty_table()
+            continue
         out[name] = pa.concat_tables(parts).combine_chunks() if len(parts) > 1 else parts[0]
     return out
 
@@ -122,6 +125,11 @@ def _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress) -> dic
 
 
 def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
+    what = None if in_memory(path) else foreign.kind(path)
+    if what is not None:  # a Kineto trace or an XSpace: read whole (docs/FOREIGN.md)
+        tables = foreign.read(path, what)
+        yield {**tables, "checkpoint_tensors": ckpt} if ckpt is not None else tables
+        return
     checks = validate.Validator()  # checks and clamps each batch; the validation table comes last
     batches = _profile_batches(path if in_memory(path) else Path(path), progress, checks)
     final: dict[str, pa.Table] | None = None

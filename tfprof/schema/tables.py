@@ -255,6 +255,59 @@ VALIDATION = _table(
     _f("detail", pa.string(), "what was found, with the values as read and what was done with them"),
 )
 
+# Tables of foreign profiles (Kineto JSON, XSpace: docs/FOREIGN.md); empty for tfprof's own inputs.
+
+TRACE_EVENTS = _table(
+    "trace_events", "one event of a foreign trace: a span, or an instant", ("start_ns",),
+    "Every span (Chrome-trace `X`, `B`/`E` pairs; XSpace events) and instant (`i`/`I`) of a Kineto or XSpace "
+    "profile, as recorded: durations are inclusive (a span's children included). Op events also become nodes; "
+    "`node_id` and `step` link them.",
+    _f("event_id", pa.int64(), "position of the event in the file (Kineto) or in plane/line/event order (XSpace)"),
+    _f("process", DICT, "process name (Kineto `process_name` metadata, else the pid) or XSpace plane name"),
+    _f("thread", DICT, "thread name (Kineto `thread_name` metadata, else the tid) or XSpace line name"),
+    _f("category", DICT, "Kineto `cat` (cpu_op, kernel, python_function, …); XSpace: the event's display name",
+        nullable=True),
+    _f("name", DICT, "event name as recorded"),
+    _f("phase", DICT, "`X` for a span (B/E pairs and XSpace events included), `i` for an instant"),
+    _f("start_ns", pa.int64(), "start", unit="ns since epoch"),
+    _f("duration_ns", pa.int64(), "inclusive duration (0 for an instant)", unit="ns"),
+    _f("node_id", pa.int64(), "the node this event is an execution of; null for events that are not ops",
+        nullable=True),
+    _f("step", pa.int64(), "the step of an op event; null for other events", nullable=True),
+    _f("args", pa.string(), "the event's args (Kineto) or stats (XSpace) as JSON text; null when none",
+        nullable=True),
+)
+
+COUNTERS = _table(
+    "counters", "one sample of a counter series", ("name", "series", "time_ns"),
+    "Counter samples: Chrome-trace `C` events (one series per arg) and the allocator totals of PyTorch's `[memory]` "
+    "events (series `Total Allocated` and `Total Reserved`).",
+    _f("process", DICT, "process name of the sample"),
+    _f("name", DICT, "counter name (the event name)"),
+    _f("series", DICT, "series within the counter (the arg key)"),
+    _f("time_ns", pa.int64(), "time of the sample", unit="ns since epoch"),
+    _f("value", pa.float64(), "value of the series from this time on"),
+)
+
+FLOWS = _table(
+    "flows", "one flow arrow between two events", ("from_ns", "flow_id"),
+    "Chrome-trace flow events (`s` -> `f`, same `cat` and `id`: e.g. PyTorch's forward -> backward links) and XSpace "
+    "producer/consumer ids (`_p` -> `_c` stats).",
+    _f("flow_id", pa.string(), "the flow's id as recorded"),
+    _f("category", DICT, "flow category (Kineto `cat`; XSpace: the producer/consumer type)", nullable=True),
+    _f("from_ns", pa.int64(), "time of the flow's start", unit="ns since epoch"),
+    _f("to_ns", pa.int64(), "time of the flow's end; null when the end is missing", unit="ns since epoch",
+        nullable=True),
+    _f("from_event", pa.int64(), "trace_events.event_id of the span the flow starts in (null: none)", nullable=True),
+    _f("to_event", pa.int64(), "trace_events.event_id of the span the flow ends in (null: none)", nullable=True),
+)
+
+FOREIGN_NO_SOURCE: dict[str, str] = {
+    "kineto": "params and float_ops (no graph), output bytes and temp/persistent bytes (no allocator breakdown)",
+    "xspace": "params and float_ops (no graph), every memory field (no allocation events)",
+}
+"""For each foreign format (``Profile.source``), the fields tfprof's views print that it has no source for."""
+
 NODE_TABLES: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.schema.names[0] == "node_id")
 """The tables keyed by node (first column ``node_id``): what a streaming ingest writes in batches."""
 

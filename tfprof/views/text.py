@@ -53,11 +53,15 @@ def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | N
 
 
 def report_head(
-    cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False, view_doc: str | None = None
+    cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False, view_doc: str | None = None,
+    no_source: str | None = None,
 ) -> str:
-    """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``."""
+    """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``.
+    ``no_source`` (foreign profiles only: docs/FOREIGN.md) names the fields the input cannot
+    fill, printed on one line of its own after the doc block, so that their zeros are not read as measured."""
     warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
-    return warning + doc_block(cmd, select, view_doc) + "Profile:\n"
+    missing = f"No source in this profile: {no_source} (shown as 0).\n\n" if no_source else ""
+    return warning + doc_block(cmd, select, view_doc) + missing + "Profile:\n"
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:

@@ -1,0 +1,111 @@
+"""PyTorch Kineto traces (Chrome-trace JSON, ``torch.profiler``'s ``export_chrome_trace``) as tfprof's tables.
+
+``trace_json.read_events`` gives the raw events; this module says what each one is (docs/FOREIGN.md):
+``cpu_op`` and accelerator events are ops (op type: the event name, e.g. ``aten::conv2d``);
+``nn.Module: <Class>_<k>`` frames and user annotations are scopes; other ``python_function`` events
+are code frames; ``ProfilerStep#N`` marks step N; ``[memory]`` instants are allocations; ``C``
+events are counters; ``s``/``f`` events are flows. ``build`` turns that into tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from tfprof.errors import ProfileFormatError
+from tfprof.ingest.foreign import build, trace_json
+
+ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+OP_CATEGORIES = ("cpu_op", *ACCELERATOR_CATEGORIES)
+STEP_PREFIX = "ProfilerStep#"
+MODULE_PREFIX = "nn.Module: "
+MEMORY_EVENT = "[memory]"
+
+
+def read(path: Path, data: bytes) -> dict[str, pa.Table]:
+    """The tables of the Kineto trace ``data`` (read from ``path``)."""
+    top, rows = trace_json.read_events(path, data)
+    raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    if raw.height == 0:
+        raise ProfileFormatError(f"`{path}` is a Chrome trace without events; nothing to profile")
+    base = int(top.get("baseTimeNanoseconds") or 0)
+    ev = _classify(_named(raw), base)
+    if ev.filter(pl.col("role") == "op").height == 0:
+        raise ProfileFormatError(
+            f"`{path}` is a Chrome trace without op events (`cat` {', '.join(OP_CATEGORIES)}); nothing to profile")
+    if ev.filter(pl.col("dur_ns") < 0).height:
+        bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
+        raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
+    return build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
+                       counters=_counters(raw, ev, base))
+
+
+def _named(raw: pl.DataFrame) -> pl.DataFrame:
+    """Events with their process and thread names from the ``M`` metadata events (else the ids)."""
+    meta = raw.filter(pl.col("ph") == "M").with_columns(pl.col("args").str.json_path_match("$.name").alias("_n"))
+    procs = meta.filter(pl.col("name") == "process_name").group_by("pid").agg(pl.col("_n").first().alias("_p"))
+    threads = meta.filter(pl.col("name") == "thread_name").group_by("pid", "tid").agg(
+        pl.col("_n").first().alias("_t"))
+    ev = raw.filter(pl.col("ph") != "M").join(procs, on="pid", how="left", nulls_equal=True)
+    ev = ev.join(threads, on=["pid", "tid"], how="left", nulls_equal=True).sort("event_id")
+    return ev.with_columns(
+        pl.coalesce("_p", pl.col("pid").fill_null("")).alias("process"),
+        pl.coalesce("_t", pl.col("tid").fill_null("")).alias("thread"),
+    ).drop("_p", "_t")
+
+
+def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
+    name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
+    accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
+    span = ph == "X"
+    role = (
+        pl.when(span & cat.is_in(OP_CATEGORIES)).then(pl.lit("op"))
+        .when(span & (cat == "user_annotation") & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
+        .when(span & (cat == "user_annotation")).then(pl.lit("scope"))
+        .when(span & (cat == "python_function") & name.str.starts_with(MODULE_PREFIX)).then(pl.lit("scope"))
+        .when(span & (cat == "python_function")).then(pl.lit("frame"))
+        .when(ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)).then(pl.lit("memory"))
+        .when(ph == "s").then(pl.lit("flow_start"))
+        .when((ph == "f") | (ph == "t")).then(pl.lit("flow_end"))
+        .otherwise(pl.lit("other"))
+    )
+    device = pl.when(accelerator).then("/device:gpu:" + pl.col("pid")).otherwise(pl.lit("/device:cpu:0"))
+    return ev.filter(ph.is_in(["X", "i", "I", "s", "f", "t"])).with_columns(
+        (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("start_ns"),
+        pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
+        pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).alias("phase"),
+        pl.col("cat").alias("category"),
+        role.alias("role"),
+        pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
+        .alias("label"),
+        name.alias("op_type"),
+        device.alias("device"),
+        accelerator.alias("accelerator"),
+        pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
+        .alias("step_num"),
+        pl.when(name == MEMORY_EVENT).then(pl.col("args").str.json_path_match("$.Bytes").cast(pl.Int64, strict=False))
+        .alias("mem_bytes"),
+        (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
+    )
+
+
+def _counters(raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:
+    """``C`` events (one series per arg) and the allocator totals of ``[memory]`` events."""
+    parts = []
+    for series in ("Total Allocated", "Total Reserved"):
+        parts.append(ev.filter(pl.col("role") == "memory").select(
+            "process", "name", pl.lit(series).alias("series"), pl.col("start_ns").alias("time_ns"),
+            pl.col("args").str.json_path_match(f'$["{series}"]').cast(pl.Float64, strict=False).alias("value")))
+    counters = raw.filter(pl.col("ph") == "C")
+    if counters.height:
+        decoded = counters.select(
+            pl.col("pid").fill_null("").alias("process"), "name",
+            (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("time_ns"),
+            pl.col("args").str.json_decode(infer_schema_length=None).alias("_a"))
+        if isinstance(decoded.schema["_a"], pl.Struct):
+            long = decoded.unnest("_a").unpivot(index=["process", "name", "time_ns"], variable_name="series")
+            parts.append(long.select("process", "name", "series", "time_ns",
+                                     pl.col("value").cast(pl.Float64, strict=False)))
+    return pl.concat(parts).filter(pl.col("value").is_not_null())

@@ -1,0 +1,179 @@
+"""Chrome-trace JSON (Kineto's ``.pt.trace.json``, plain or gzip) read into one Arrow table of raw events.
+
+Fast path (measured in docs/FOREIGN.md): a numba pass over the bytes turns the ``traceEvents``
+array into newline-delimited JSON (newlines outside strings become spaces, the commas between
+events become newlines), and DuckDB reads that with the column types given, so that nothing is
+inferred and no Python code runs per event; ``args`` stay JSON text. The reference path (the
+reference engine, or a trace the scanner finds unbalanced) parses with Python's ``json`` and
+writes the same newline-delimited text, so both end in the same DuckDB read.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tfprof import kernels
+from tfprof.errors import ProfileFormatError
+from tfprof.ingest.sources import one_line
+
+GZIP_MAGIC = b"\x1f\x8b"
+# Every event column the readers use, typed: pid/tid/id are strings (Kineto writes numbers and strings).
+COLUMNS = {
+    "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR", "ts": "DOUBLE",
+    "dur": "DOUBLE", "id": "VARCHAR", "s": "VARCHAR", "bp": "VARCHAR", "args": "JSON",
+}
+
+
+def _to_ndjson_py(buf: np.ndarray) -> int:
+    """Rewrite ``buf`` (the bytes after the ``[`` that opens the events array) in place as one event
+    per line, up to the ``]`` that closes the array; return that bracket's position, -1 when the
+    bytes end inside a string, -2 when they end before the array is closed."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for i in range(len(buf)):
+        c = buf[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 92:  # backslash
+                escaped = True
+            elif c == 34:  # quote
+                in_string = False
+            continue
+        if c == 34:
+            in_string = True
+        elif c == 123 or c == 91:  # { [
+            depth += 1
+        elif c == 125 or c == 93:  # } ]
+            if depth == 0:
+                return i
+            depth -= 1
+        elif c == 10 or c == 13:
+            buf[i] = 32
+        elif c == 44 and depth == 0:  # a comma between two events
+            buf[i] = 10
+    return -1 if in_string else -2
+
+
+_compiled = None
+
+
+def _scanner():
+    global _compiled
+    if _compiled is None:
+        from numba import njit
+
+        _compiled = njit(cache=True, nogil=True)(_to_ndjson_py)
+    return _compiled
+
+
+def decompress(path: Path, data: bytes) -> bytes:
+    """``data``, gunzipped when it starts with gzip's magic bytes."""
+    if not data.startswith(GZIP_MAGIC):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ProfileFormatError(
+            f"`{path}` is not a complete gzip file ({one_line(str(exc))}); check that the file is complete"
+        ) from None
+
+
+def _array_start(data: bytes) -> tuple[int, bool]:
+    """(first byte inside the events array or -1, whether the file is the array form)."""
+    head = data[:64].lstrip()
+    if head.startswith(b"["):
+        return data.index(b"[") + 1, True
+    key = data.find(b'"traceEvents"')
+    return (data.find(b"[", key) + 1 if key >= 0 else -1), False
+
+
+def _incomplete(path: Path, why: str) -> ProfileFormatError:
+    return ProfileFormatError(f"`{path}` is not a complete Chrome trace ({why}); check that the file is complete")
+
+
+def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
+    """(the top-level object without its events, the events as a table of ``COLUMNS``)."""
+    data = decompress(path, data)
+    if not kernels.enabled():
+        return _read_reference(path, data)
+    start, array_form = _array_start(data)
+    if start <= 0:
+        raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
+    body = np.frombuffer(data, dtype=np.uint8)[start:].copy()
+    end = _scanner()(body)
+    if end < 0:
+        # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
+        if not (array_form and end == -2 and data.rstrip()[-1:] in (b"}", b",")):
+            raise _incomplete(path, "it ends inside a string" if end == -1 else "it ends before the events array does")
+        end = len(body)
+    top = {} if array_form else _top_level(path, data, start, start + end)
+    return top, _duckdb_read(path, body[:end])
+
+
+def _read_reference(path: Path, data: bytes) -> tuple[dict, pa.Table]:
+    """``read_events`` with Python's json (the reference engine)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _incomplete(path, one_line(str(exc))) from None
+    top, events = ({}, doc) if isinstance(doc, list) else (doc, doc.get("traceEvents") if isinstance(doc, dict) else None)
+    if not isinstance(events, list):
+        raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
+    top = {k: v for k, v in top.items() if k != "traceEvents"}
+    body = "\n".join(json.dumps(e) for e in events).encode()
+    return top, _duckdb_read(path, np.frombuffer(body, dtype=np.uint8))
+
+
+def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
+    """The top-level object with an empty events array (Kineto's options, base time, …)."""
+    try:
+        top = json.loads(data[:start] + data[end:])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _incomplete(path, one_line(str(exc))) from None
+    if not isinstance(top, dict):
+        raise ProfileFormatError(f"`{path}` is not a Chrome trace: the top level is not an object")
+    return top
+
+
+def _duckdb_read(path: Path, body: np.ndarray) -> pa.Table:
+    import duckdb
+
+    columns = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
+    with tempfile.TemporaryDirectory(prefix="tfprof-trace-") as tmp:
+        lines = Path(tmp) / "events.ndjson"
+        lines.write_bytes(body.data)
+        con = duckdb.connect(config={"threads": os.cpu_count() or 1})
+        try:
+            rows = con.sql(
+                f"SELECT * FROM read_json('{lines}', format='newline_delimited', columns={columns}, "
+                "maximum_object_size=1073741824)"
+            ).to_arrow_table()
+        except duckdb.Error as exc:
+            raise ProfileFormatError(f"`{path}` is not a valid Chrome trace ({one_line(str(exc))})") from None
+        finally:
+            con.close()
+    return rows
+
+
+def looks_like_trace(data: bytes) -> bool:
+    """True when ``data`` (maybe gzipped) starts like Chrome-trace JSON: an array of objects, or an
+    object with a ``traceEvents`` key near the top."""
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:65536], 8192)
+        except zlib.error:
+            return False
+    head = data[:8192].lstrip()
+    if head.startswith(b"["):
+        return head[1:].lstrip()[:1] in (b"{", b"]", b"")
+    return head.startswith(b"{") and b'"traceEvents"' in data[:1 << 20]
