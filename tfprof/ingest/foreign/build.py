@@ -208,9 +208,9 @@ def _flows(ev) -> pa.Table:
     """One row per flow: its start and end instants and the spans they sit in."""
     ends = ev.with_columns(pl.when(pl.col("parent") >= 0).then(pl.col("event_id").gather(pl.col("parent").clip(0)))
                            .alias("span"))
-    start = ends.filter(pl.col("role") == "flow_start").group_by("flow_id", "category").agg(
+    start = ends.filter(pl.col("role") == "flow_start").group_by("flow_id", "category", maintain_order=True).agg(
         pl.col("start_ns").first().alias("from_ns"), pl.col("span").first().alias("from_event"))
-    end = ends.filter(pl.col("role") == "flow_end").group_by("flow_id", "category").agg(
+    end = ends.filter(pl.col("role") == "flow_end").group_by("flow_id", "category", maintain_order=True).agg(
         pl.col("start_ns").first().alias("to_ns"), pl.col("span").first().alias("to_event"))
     flows = start.join(end, on=["flow_id", "category"], how="left", nulls_equal=True)
     return conform("flows", flows.select("flow_id", "category", "from_ns", "to_ns", "from_event", "to_event").to_arrow())
