@@ -5,8 +5,9 @@ events of a TensorFlow graph (named ``<node path>:<op type>``, the type also the
 name) and the events of executed HLO instructions (stat ``hlo_op``), whose scope path is the
 instruction's ``metadata.op_name`` in the program's HLO proto (``/host:metadata`` plane). Events with
 a ``step_num`` stat mark steps; without any, each ``tf_function_call`` event starts the next step.
-Decoding is protobuf's (upb); the walk over events is Python, fast enough for captured files
-(measured in docs/FOREIGN.md).
+Planes, lines and metadata are decoded by protobuf (upb); the events, the many, by ``xevents``'
+numba walk over the raw bytes into columns (the reference engine walks protobuf's messages in
+Python instead; both give the same frame).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import polars as pl
 import pyarrow as pa
 from google.protobuf import message as _message
 
+from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, hlo
+from tfprof.ingest.foreign import build, hlo, xevents
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -83,6 +85,18 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
                 for s in meta.stats:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
+    raw = xevents.columns(space, data, start_ns, _value) if kernels.enabled() else None
+    if raw is None:
+        raw = _raw_reference(space, start_ns)
+    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
+    if ev.filter(pl.col("role") == "op").height == 0:
+        raise ProfileFormatError(f"`{path}` is an XSpace without op events (TensorFlow graph ops or HLO instructions)")
+    return build.build(ev)
+
+
+def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
+    """One row per event, in the planes', lines' and events' order: a Python walk over protobuf's
+    messages (the reference engine; ``xevents.columns`` builds the same frame on whole columns)."""
     cols = {c: [] for c in ("process", "thread", "name", "display", "start_ns", "dur_ns", "args", "hlo_op",
                             "hlo_module", "program_id", "step_num", "function_call", "producer", "consumer")}
     for plane in space.planes:
@@ -107,13 +121,9 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
                 cols["function_call"].append("tf_function_call" in stats)
                 cols["producer"].append(_flow(stats, "_p", "_pt"))
                 cols["consumer"].append(_flow(stats, "_c", "_ct"))
-    raw = pl.DataFrame(cols, schema_overrides={"program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
+    return pl.DataFrame(cols, schema_overrides={"program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
                                                "display": pl.String, "hlo_op": pl.String, "hlo_module": pl.String,
                                                "producer": pl.String, "consumer": pl.String})
-    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
-    if ev.filter(pl.col("role") == "op").height == 0:
-        raise ProfileFormatError(f"`{path}` is an XSpace without op events (TensorFlow graph ops or HLO instructions)")
-    return build.build(ev)
 
 
 def _flow(stats: dict, id_key: str, type_key: str) -> str | None:

@@ -1,0 +1,85 @@
+"""The XSpace event decoder on whole columns (``tfprof.ingest.foreign.xevents``) gives exactly the frame
+of the reference walk over protobuf's messages, on an XSpace built here with every kind of stat value
+and the awkward cases: repeated stat names, non-ASCII and control characters, doubles, bytes, refs,
+unset values, events whose metadata is missing, metadata stats, ``num_occurrences``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from tfprof.ingest.foreign import xevents, xspace
+from tfprof.schema.proto import xplane_pb2
+
+
+def _space() -> xplane_pb2.XSpace:
+    space = xplane_pb2.XSpace()
+    env = space.planes.add(name="Task Environment")
+    env.stat_metadata[1].name = "profile_start_time"
+    env.stats.add(metadata_id=1, uint64_value=1_700_000_000_123_456_789)
+    plane = space.planes.add(name="/host:CPU")
+    for k, name in enumerate(["step_num", "hlo_op", "note", "ratio", "blob", "_p", "_pt", "program_id", "big"], 1):
+        plane.stat_metadata[k].name = name
+    plane.stat_metadata[20].name = 'dot.1 "quoted" \\ é'
+    plane.event_metadata[1].name = "train"
+    plane.event_metadata[1].display_name = ""
+    plane.event_metadata[2].name = "dot:MatMul"
+    plane.event_metadata[2].display_name = "MatMul"
+    plane.event_metadata[2].stats.add(metadata_id=3, str_value="from metadata")
+    plane.event_metadata[2].stats.add(metadata_id=4, double_value=0.5)
+    line = plane.lines.add(id=7, name="", timestamp_ns=1234)
+    e = line.events.add(metadata_id=1, offset_ps=1_499, duration_ps=10_500_000)
+    e.stats.add(metadata_id=1, int64_value=3)
+    e.stats.add(metadata_id=8, int64_value=-5)
+    e = line.events.add(metadata_id=2, offset_ps=2_500, duration_ps=999)
+    e.stats.add(metadata_id=2, ref_value=20)
+    e.stats.add(metadata_id=3, str_value="tab\there ünï \x01")  # overrides the metadata's note, keeps its place
+    e.stats.add(metadata_id=4, double_value=1e-05)
+    e.stats.add(metadata_id=5, bytes_value=b"\x00\xffab")
+    e.stats.add(metadata_id=6, uint64_value=42)
+    e.stats.add(metadata_id=7, str_value="fl")
+    e.stats.add(metadata_id=9, uint64_value=2**64 - 1)
+    e.stats.add(metadata_id=99)  # unknown name, no value
+    e.stats.add(metadata_id=4, double_value=math.inf)
+    line.events.add(metadata_id=55, num_occurrences=4, duration_ps=1)  # metadata missing
+    e = plane.lines.add(id=8, name="worker", timestamp_ns=0).events.add(metadata_id=2, offset_ps=10)
+    e.stats.add(metadata_id=6, int64_value=1)
+    e.stats.add(metadata_id=2, ref_value=12345)  # a ref to no metadata
+    return space
+
+
+def _reference(space) -> pl.DataFrame:
+    return xspace._raw_reference(space, 1_700_000_000_123_456_789)
+
+
+def test_columns_equal_the_reference_walk():
+    space = _space()
+    data = space.SerializeToString()
+    fast = xevents.columns(space, data, 1_700_000_000_123_456_789, xspace._value)
+    ref = _reference(xplane_pb2.XSpace.FromString(data))
+    assert_frame_equal(fast, ref)
+    assert fast.height == 4
+    # the frame holds what the message says, not only what the reference says
+    args = json.loads(fast["args"][1])
+    assert list(args) == ["note", "ratio", "hlo_op", "blob", "_p", "_pt", "big", ""]
+    assert args["note"].startswith("tab\there") and args["ratio"] == math.inf and args["blob"] == "00ff6162"
+    assert fast["producer"][1] == "fl:42" and fast["hlo_op"][1] == 'dot.1 "quoted" \\ é'
+    assert fast["start_ns"].to_list()[:2] == [1_700_000_000_123_456_789 + 1234 + 1, 1_700_000_000_123_456_789 + 1234 + 3]
+    assert fast["name"][2] == "" and fast["step_num"][0] == 3 and fast["program_id"][0] == -5
+
+
+def test_an_unreadable_walk_falls_back():
+    assert xevents.decode(b"\x0a\xff") is None
+    assert xevents.decode(b"") is not None
+
+
+@pytest.mark.parametrize("cut", [3, 40, 100])
+def test_decode_never_reads_past_a_cut(cut):
+    data = _space().SerializeToString()[:cut]
+    decoded = xevents.decode(data)
+    assert decoded is None or all(len(a) >= 0 for a in decoded)
