@@ -3,7 +3,7 @@
 ``trace_json.read_events`` gives the raw events; this module says what each one is (docs/FOREIGN.md):
 ``cpu_op`` and accelerator events are ops (op type: the event name, e.g. ``aten::conv2d``);
 ``nn.Module: <Class>_<k>`` frames and user annotations are scopes; other ``python_function`` events
-are code frames; ``ProfilerStep#N`` marks step N; ``[memory]`` instants are allocations; ``C``
+are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` marks step N; ``[memory]`` instants are allocations; ``C``
 events are counters; ``s``/``f`` events are flows. ``build`` turns that into tables.
 """
 
@@ -31,7 +31,7 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     if raw.height == 0:
         raise ProfileFormatError(f"`{path}` is a Chrome trace without events; nothing to profile")
     base = int(top.get("baseTimeNanoseconds") or 0)
-    ev = _classify(_named(raw), base)
+    ev = _classify(_begin_end_spans(_named(raw)), base)
     if ev.filter(pl.col("role") == "op").height == 0:
         raise ProfileFormatError(
             f"`{path}` is a Chrome trace without op events (`cat` {', '.join(OP_CATEGORIES)}); nothing to profile")
@@ -54,6 +54,33 @@ def _named(raw: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("_p", pl.col("pid").fill_null("")).alias("process"),
         pl.coalesce("_t", pl.col("tid").fill_null("")).alias("thread"),
     ).drop("_p", "_t")
+
+
+def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
+    """``B``/``E`` pairs as ``X`` spans (the ``B`` event's row, name and args, ``dur`` up to its ``E``).
+
+    Per thread, in (ts, file) order, an ``E`` closes the innermost open ``B``, as in Chrome's viewer:
+    the nesting depth is a running sum (+1 per B, -1 per E) held at 0 from below (an ``E`` with
+    nothing open is dropped), so each B's level is its depth after it and each E's its depth before
+    it, and at one level of one thread B and E alternate: the k-th B there pairs with the k-th E.
+    An unclosed ``B`` is dropped too."""
+    be = ev.filter(pl.col("ph").is_in(["B", "E"]))
+    if be.height == 0:
+        return ev
+    thread = ["pid", "tid"]
+    be = be.sort("pid", "tid", "ts", "event_id", nulls_last=True).with_columns(
+        pl.when(pl.col("ph") == "B").then(1).otherwise(-1).cum_sum().over(thread).alias("_sum"))
+    be = be.with_columns((pl.col("_sum") - pl.col("_sum").cum_min().over(thread).clip(upper_bound=0)).alias("_depth"))
+    be = be.with_columns(pl.when(pl.col("ph") == "B").then(pl.col("_depth"))
+                         .otherwise(pl.col("_depth").shift(1, fill_value=0).over(thread)).alias("_level"))
+    be = be.filter(pl.col("_level") > 0).with_columns(
+        pl.int_range(pl.len()).over([*thread, "_level", "ph"]).alias("_k"))
+    ns = (pl.col("ts") * 1000).round(0)
+    ends = be.filter(pl.col("ph") == "E").select(*thread, "_level", "_k", ns.alias("_end"))
+    spans = be.filter(pl.col("ph") == "B").join(ends, on=[*thread, "_level", "_k"], nulls_equal=True).with_columns(
+        pl.lit("X").alias("ph"), ((pl.col("_end") - ns) / 1000).alias("dur"))
+    return pl.concat([ev.filter(pl.col("ph").is_in(["B", "E"]).not_()),
+                      spans.select(ev.columns)]).sort("event_id")
 
 
 def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
