@@ -16,6 +16,7 @@ import polars as pl
 
 from tfprof import kernels
 from tfprof.errors import OptionError, TfprofError
+from tfprof.ingest.foreign import no_source as foreign_no_source
 from tfprof.profile import Profile
 from tfprof.queries.code import code
 from tfprof.queries.indexes.code_trie import NoCodeTraces
@@ -26,7 +27,6 @@ from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
-from tfprof.schema.tables import FOREIGN_NO_SOURCE
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
 from tfprof.views.columns import decode
@@ -161,7 +161,7 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     # the tree views write the report's head into the same buffer as their lines (no second copy)
     layout = spec.layout
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss,
-                       view_doc=spec.doc, no_source=FOREIGN_NO_SOURCE.get(prof.source))
+                       view_doc=spec.doc, no_source=foreign_no_source(prof))
     if layout in ("scope", "graph"):
         frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up

@@ -2,7 +2,8 @@
 (TensorFlow 2, JAX, XProf), recognised by their content and read into tfprof's tables.
 
 ``kind(path)`` says which format a file holds (None: not a foreign profile, so one of tfprof's
-own); ``read(path)`` gives its whole tables. docs/FOREIGN.md has the mapping rules.
+own); ``read(path)`` gives its whole tables; ``no_source(prof)`` says what the views' header says
+the profile has no source for. docs/FOREIGN.md has the mapping rules.
 """
 
 from __future__ import annotations
@@ -42,3 +43,28 @@ def read(path, what: str) -> dict[str, pa.Table]:
     from tfprof.ingest.foreign import xspace
 
     return xspace.read(Path(path), data)
+
+
+_ESTIMATED_KINETO = ("params (no graph), output bytes and temp/persistent bytes (no allocator breakdown); "
+                     "float_ops are estimated from recorded input shapes, except for op types with no rule: {}")
+
+
+def no_source(prof) -> str | None:
+    """The fields of ``prof`` (a ``Profile``) that its input has no source for, as the views' header
+    names them (None: one of tfprof's own profiles). A Kineto trace whose ops recorded their input
+    shapes has float_ops estimated for the op types ``torch_flops`` has a rule for; the header says
+    so and lists the op types without one."""
+    from tfprof.schema.tables import FOREIGN_NO_SOURCE
+
+    if prof.source not in FOREIGN_NO_SOURCE:
+        return None
+    if prof.source == "kineto":
+        import pyarrow.compute as pc
+
+        from tfprof.ingest.foreign.torch_flops import RULES
+
+        nodes = prof.table("nodes")
+        if pc.max(nodes["float_ops"]).as_py() or 0:
+            ops = sorted(set(pc.unique(nodes["op"].cast(pa.string())).to_pylist()) - set(RULES))
+            return _ESTIMATED_KINETO.format(", ".join(ops) or "none")
+    return FOREIGN_NO_SOURCE[prof.source]

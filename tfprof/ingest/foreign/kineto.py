@@ -3,7 +3,8 @@
 ``trace_json.read_events`` gives the raw events; this module says what each one is (docs/FOREIGN.md):
 ``cpu_op`` and accelerator events are ops (op type: the event name, e.g. ``aten::conv2d``);
 ``nn.Module: <Class>_<k>`` frames and user annotations are scopes; other ``python_function`` events
-are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` marks step N; ``[memory]`` instants are allocations; ``C``
+are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` marks step N;
+ops' recorded input shapes give their estimated float_ops (``torch_flops``); ``[memory]`` instants are allocations; ``C``
 events are counters; ``s``/``f`` events are flows. ``build`` turns that into tables.
 """
 
@@ -15,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, trace_json
+from tfprof.ingest.foreign import build, torch_flops, trace_json
 
 ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 OP_CATEGORIES = ("cpu_op", *ACCELERATOR_CATEGORIES)
@@ -38,8 +39,18 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     if ev.filter(pl.col("dur_ns") < 0).height:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
-    return build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
-                       counters=_counters(raw, ev, base))
+    tables = build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
+                         counters=_counters(raw, ev, base))
+    return {**tables, "nodes": _with_float_ops(tables)}
+
+
+def _with_float_ops(tables: dict[str, pa.Table]) -> pa.Table:
+    """``nodes`` with float_ops estimated from the recorded input shapes (``torch_flops``)."""
+    nodes = pl.from_arrow(tables["nodes"])
+    first = pl.from_arrow(tables["trace_events"]).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
+        pl.col("args").sort_by("event_id").first())
+    flops = torch_flops.estimate(nodes.select("node_id", "name", pl.col("op").cast(pl.String)), first)
+    return nodes.with_columns(flops.alias("float_ops")).to_arrow().cast(tables["nodes"].schema)
 
 
 def _named(raw: pl.DataFrame) -> pl.DataFrame:

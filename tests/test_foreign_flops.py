@@ -1,0 +1,110 @@
+"""Estimated FLOPs of PyTorch ops from the input shapes a Kineto trace recorded: each node's float_ops
+held against a computation done here in plain Python from the raw events' ``Input Dims`` and
+``Concrete Inputs`` (the textbook formulas: 2·m·k·n for a matrix product, 2·out·kh·kw·cin for a
+convolution, 5·n for a softmax), and the module's arithmetic held equal to tfprof's flops rules.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from math import prod
+from pathlib import Path
+
+import polars as pl
+import pytest
+from foreign_expect import load_trace_events
+
+import tfprof
+from tfprof.ingest.foreign import torch_flops
+from tfprof.queries.flops import apply_formulas
+
+FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
+TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"]
+RULED = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::conv2d",
+         "aten::convolution", "aten::softmax", "aten::_softmax"}
+
+
+def hand_flops(name: str, dims: list, concrete: list) -> int | None:
+    """The FLOPs of one op from its recorded shapes, by hand."""
+    if name in ("aten::mm", "aten::addmm"):
+        (m, k), (_, n) = dims[0:2] if name == "aten::mm" else dims[1:3]
+        return 2 * m * k * n
+    if name in ("aten::bmm", "aten::matmul"):
+        a, b = dims[0], dims[1]
+        return 2 * prod(a) * b[-1]  # every row of a times every column of b
+    if name == "aten::linear":
+        x, w = dims[0], dims[1]
+        return 2 * prod(x) * w[0]
+    if name in ("aten::conv2d", "aten::convolution"):
+        (n, _, h, w), (o, cg, kh, kw) = dims[0], dims[1]
+        (sh, sw), (ph, pw), (dh, dw) = (json.loads(c) for c in concrete[3:6])
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        return 2 * (n * o * oh * ow) * kh * kw * cg
+    if name in ("aten::softmax", "aten::_softmax"):
+        return 5 * prod(dims[0])
+    return None
+
+
+def outermost_ruled(events: list[dict]) -> dict[int, int]:
+    """ns start of each op event with a rule and no enclosing op with one (per thread, by time) -> its FLOPs."""
+    ns = lambda us: round(float(us) * 1000)
+    by_thread = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_thread[(e["pid"], e["tid"])].append(e)
+    out = {}
+    for ops in by_thread.values():
+        ops.sort(key=lambda e: (ns(e["ts"]), -ns(e["dur"])))
+        stack: list[tuple[int, bool]] = []  # (end ns, has a rule)
+        for e in ops:
+            start, end = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+            while stack and end > stack[-1][0]:
+                stack.pop()
+            ruled = e["name"] in RULED
+            if ruled and not any(r for _, r in stack) and "Input Dims" in e.get("args", {}):
+                out[start] = hand_flops(e["name"], e["args"]["Input Dims"], e["args"].get("Concrete Inputs", []))
+            stack.append((end, ruled))
+    return out
+
+
+@pytest.mark.parametrize("name", TORCH)
+def test_float_ops_equal_a_hand_computation_from_input_dims(name):
+    top, events = load_trace_events(FOREIGN / name)
+    want = outermost_ruled(events)
+    prof = tfprof.load(FOREIGN / name)
+    base = int(top.get("baseTimeNanoseconds") or 0)
+    first = pl.from_arrow(prof.table("trace_events")).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
+        pl.col("start_ns").sort_by("event_id").first())
+    nodes = pl.from_arrow(prof.table("nodes")).join(first, on="node_id")
+    checked = 0
+    for op, flops, start in zip(nodes["op"].cast(str), nodes["float_ops"], nodes["start_ns"] - base, strict=True):
+        if start in want:
+            assert flops == want[start], op
+            checked += 1
+        else:
+            assert flops == 0, op
+    assert checked >= 4 and sum(want.values()) > 0
+
+
+def test_the_arithmetic_is_tfprofs_flops_rules():
+    prof = tfprof.load(FOREIGN / TORCH[1])
+    nodes = pl.from_arrow(prof.table("nodes")).select("node_id", "name", pl.col("op").cast(str))
+    first = pl.from_arrow(prof.table("trace_events")).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
+        pl.col("args").sort_by("event_id").first())
+    frame = torch_flops.shape_frame(nodes.filter(pl.col("op").is_in(list(torch_flops.RULES))).join(first, on="node_id")
+                                    .sort("node_id"))
+    assert set(frame["formula"]) >= {"batch_matmul", "matmul", "softmax"}
+    assert torch_flops.float_ops(frame).to_list() == apply_formulas(frame)["float_ops"].to_list()
+
+
+def test_header_says_estimated_and_names_op_types_without_a_rule():
+    proc = subprocess.run([sys.executable, "-m", "tfprof", "scope", "--profile_path", str(FOREIGN / TORCH[0]),
+                           "--max_depth", "1", "--select", "float_ops"], check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("No source"))
+    assert "float_ops are estimated from recorded input shapes" in line and "aten::relu" in line
+    assert "aten::conv2d," not in line and "params and float_ops" not in line

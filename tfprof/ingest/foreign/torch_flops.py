@@ -1,0 +1,130 @@
+"""FLOPs of PyTorch ops estimated from the input shapes a Kineto trace recorded (``record_shapes``).
+
+An ``aten::`` op's ``Input Dims`` (and ``Concrete Inputs`` for a convolution's stride, padding and
+dilation) are turned into the shapes TensorFlow's flops rule for the matching op reads, in
+TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states it (docs/FOREIGN.md):
+
+- ``aten::mm``, ``aten::addmm`` (the two matrices): MatMul, ``2 * k * elems(out)``, ``k = in0[1]``;
+- ``aten::bmm``, ``aten::linear``, ``aten::matmul`` (both at least 2-D, batch dims equal or the
+  second 2-D): BatchMatMul, ``2 * k * elems(out)``, ``k = in0[-1]``;
+- ``aten::conv2d``, ``aten::convolution`` (not transposed): Conv2D, ``2 * elems(out) * kh * kw * cin``
+  (TensorFlow's ``in1[0] * in1[1] * in1[2]`` of an HWIO filter; ``cin`` per group), ``out`` from the
+  input, the filter and the stride, padding and dilation;
+- ``aten::softmax``, ``aten::_softmax``: Softmax, ``5 * elems(in0)``.
+
+``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
+this module's numbers equal to that function's), ``estimate`` the float ops per node. Only the
+outermost op with a rule on a path counts (``aten::linear`` holds ``aten::addmm``; counting both
+would count the work twice in every total). One row per node, from its first execution, on whole
+columns.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# aten op -> (tfprof flops formula, the op type TensorFlow's registry would name)
+RULES: dict[str, tuple[str, str]] = {
+    "aten::mm": ("matmul", "MatMul"), "aten::addmm": ("matmul", "MatMul"),
+    "aten::bmm": ("batch_matmul", "BatchMatMulV2"), "aten::linear": ("batch_matmul", "BatchMatMulV2"),
+    "aten::matmul": ("batch_matmul", "BatchMatMulV2"),
+    "aten::conv2d": ("conv2d", "Conv2D"), "aten::convolution": ("conv2d", "Conv2D"),
+    "aten::softmax": ("softmax", "Softmax"), "aten::_softmax": ("softmax", "Softmax"),
+}
+_DIMS = pl.List(pl.List(pl.Int64))
+
+
+def _elems(dims: pl.Expr) -> pl.Expr:
+    return pl.when((dims.list.len() > 0) & (dims.list.min() >= 0)).then(
+        dims.list.eval(pl.element().product()).list.first())
+
+
+def _pair(concrete: pl.Expr, i: int) -> pl.Expr:
+    """The two ints of a ``Concrete Inputs`` entry written ``[a, b]`` (null otherwise)."""
+    return concrete.list.get(i, null_on_oob=True).str.json_decode(pl.List(pl.Int64))
+
+
+def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
+    """Output size along spatial ``axis`` (0: H, 1: W): (in + 2p - d(k - 1) - 1) // s + 1."""
+    size, k = x.list.get(2 + axis, null_on_oob=True), w.list.get(2 + axis, null_on_oob=True)
+    s, p, d = (_pair(c, j).list.get(axis, null_on_oob=True) for j in (3, 4, 5))
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def shape_frame(first: pl.DataFrame) -> pl.DataFrame:
+    """``first`` (node_id, name, op, args: one execution per node whose op has a rule) as the rows
+    ``queries.flops.apply_formulas`` reads: TensorFlow-layout ``in0_dims``, ``in1_dims``, ``out_dims``."""
+    args = pl.col("args")
+    frame = first.with_columns(
+        args.str.json_path_match("$['Input Dims']").str.json_decode(_DIMS).alias("_dims"),
+        args.str.json_path_match("$['Concrete Inputs']").str.json_decode(pl.List(pl.String)).alias("_concrete"),
+        pl.col("op").replace_strict({k: v[0] for k, v in RULES.items()}).alias("formula"),
+    )
+    dims = pl.col("_dims")
+    a, b = dims.list.get(0, null_on_oob=True), dims.list.get(1, null_on_oob=True)
+    m1, m2 = dims.list.get(1, null_on_oob=True), dims.list.get(2, null_on_oob=True)  # addmm's matrices
+    op = pl.col("op")
+    conv = op.is_in(["aten::conv2d", "aten::convolution"])
+    transposed = (op == "aten::convolution") & (pl.col("_concrete").list.get(6, null_on_oob=True) != "False")
+    # aten::linear's weight is [out, in]: the product is x @ w.T
+    rhs_n = pl.when(op == "aten::linear").then(b.list.get(0, null_on_oob=True)).otherwise(b.list.get(-1, null_on_oob=True))
+    batch_ok = (a.list.len() >= 2) & (b.list.len() >= 2) & (
+        (b.list.len() == 2) | (a.list.slice(0, a.list.len() - 2) == b.list.slice(0, b.list.len() - 2)))
+    linear_ok = (a.list.len() >= 1) & (b.list.len() == 2)
+    in0 = (pl.when(op == "aten::addmm").then(m1).when(conv).then(a).otherwise(a))
+    out = (
+        pl.when(op.is_in(["aten::mm"]) & (a.list.len() == 2) & (b.list.len() == 2))
+        .then(pl.concat_list(a.list.get(0), b.list.get(1)))
+        .when((op == "aten::addmm") & (m1.list.len() == 2) & (m2.list.len() == 2))
+        .then(pl.concat_list(m1.list.get(0), m2.list.get(1)))
+        .when(op.is_in(["aten::bmm", "aten::matmul"]) & batch_ok)
+        .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
+        .when((op == "aten::linear") & linear_ok)
+        .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
+        .when(conv & ~transposed & (a.list.len() == 4) & (b.list.len() == 4))  # NHWC, as TensorFlow's
+        .then(pl.concat_list(a.list.get(0), _conv_out(a, b, pl.col("_concrete"), 0),
+                             _conv_out(a, b, pl.col("_concrete"), 1), b.list.get(0)))
+        .when(op.is_in(["aten::softmax", "aten::_softmax"])).then(a)
+    )
+    # the filter in TensorFlow's HWIO layout: [kh, kw, cin per group, cout]
+    in1 = pl.when(conv).then(pl.concat_list(b.list.get(2), b.list.get(3), b.list.get(1), b.list.get(0))).when(
+        op == "aten::addmm").then(m2).otherwise(b)
+    return frame.select(
+        "node_id", "name", pl.col("op").replace_strict({k: v[1] for k, v in RULES.items()}).alias("op"), "formula",
+        out.alias("out_dims"), in0.alias("in0_dims"), in1.alias("in1_dims"),
+        dims.list.len().cast(pl.Int64).fill_null(0).alias("n_inputs"),
+        pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
+        pl.lit(None, pl.List(pl.Int64)).alias("strides"), pl.lit(None, pl.List(pl.Int64)).alias("ksize"),
+    )
+
+
+def float_ops(frame: pl.DataFrame) -> pl.Series:
+    """The rules of ``queries.flops.FORMULAS`` that ``RULES`` uses, over ``shape_frame``'s rows (null
+    where a shape is unknown)."""
+    out_n, in0_n = _elems(pl.col("out_dims")), _elems(pl.col("in0_dims"))
+    in1 = pl.col("in1_dims")
+    k = pl.when(pl.col("formula") == "matmul").then(pl.col("in0_dims").list.get(1, null_on_oob=True)).otherwise(
+        pl.col("in0_dims").list.get(-1, null_on_oob=True))
+    known = out_n.is_not_null() & in0_n.is_not_null()
+    value = (
+        pl.when(pl.col("formula").is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
+        .when((pl.col("formula") == "conv2d") & known & _elems(in1).is_not_null())
+        .then(2 * out_n * in1.list.get(0) * in1.list.get(1) * in1.list.get(2))
+        .when((pl.col("formula") == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
+    )
+    return frame.select(value.cast(pl.Int64).alias("float_ops")).to_series()
+
+
+def estimate(nodes: pl.DataFrame, first: pl.DataFrame) -> pl.Series:
+    """``nodes.float_ops`` estimated: per node (``nodes``: node_id, name, op) the float ops of its
+    first execution (``first``: node_id, args), 0 where there is no rule, no shape, or an enclosing
+    op on its path with a rule."""
+    ruled = list(RULES)
+    inner = pl.col("name").str.split("/").list.slice(0, pl.col("name").str.split("/").list.len() - 1).list.eval(
+        pl.element().is_in(ruled)).list.any()
+    todo = nodes.filter(pl.col("op").is_in(ruled) & ~inner).join(first, on="node_id")
+    if todo.height == 0:
+        return pl.Series("float_ops", [0] * nodes.height, dtype=pl.Int64)
+    shaped = shape_frame(todo)
+    done = shaped.select("node_id", float_ops(shaped).fill_null(0).clip(0).alias("float_ops"))
+    return nodes.select("node_id").join(done, on="node_id", how="left", maintain_order="left")["float_ops"].fill_null(0)
