@@ -81,15 +81,20 @@ select n.op, count(distinct e.node_id) as nodes, sum(e.duration_micros) as exec_
 from execs e join nodes n using (node_id)
 group by n.op order by exec_micros desc limit 10
 """
-OURS = ("ingest", "reopen", *VIEWS, "sql")
-# ours/tfprof ratio targets (issue 6): what each of our steps is compared with.
-TARGETS = {"ingest": ("load", 0.3), "reopen": ("load", 0.02), **{v: (v, 0.1) for v in VIEWS}}
+# Each view again as the whole `tfprof VIEW STORE ...` command a user types, through the resident
+# server (benchmarks/served.py): launch to exit, process start included.
+COMMANDS = {f"{v}_cmd": v for v in VIEWS}
+OURS = ("ingest", "reopen", *VIEWS, "sql", *COMMANDS)
+# ours/tfprof ratio targets (issue 6; the commands: issue 18): what each of our steps is compared with.
+TARGETS = {"ingest": ("load", 0.3), "reopen": ("load", 0.02), **{v: (v, 0.1) for v in VIEWS},
+           **{c: (v, 0.1) for c, v in COMMANDS.items()}}
 RSS_TARGET = 0.15
 LABELS = {
     "ingest": "cold ingest (`ingest_to_store`) vs load",
     "reopen": "reopen (`Profile.open`, row counts, `nodes`) vs load",
     **{v: f"{v} view (fresh store; query + text) vs {v}" for v in VIEWS},
     "sql": "SQL aggregate (exec time by op type, DuckDB)",
+    **{c: f"`tfprof {v} STORE ...` command (whole process, through the server) vs {v}" for c, v in COMMANDS.items()},
 }
 
 
@@ -298,7 +303,7 @@ def measure(nodes: int, steps: int, *, repeat: int, with_reference: bool, work: 
                 store = base / "store"
                 shutil.rmtree(store, ignore_errors=True)
                 run = {}
-                for step in OURS:
+                for step in (s for s in OURS if s not in COMMANDS):
                     res = _run_ours(step, profile, store, out, timeout)
                     run[step] = res
                     _log(name, r, f"ours {step}", res)
@@ -306,6 +311,12 @@ def measure(nodes: int, steps: int, *, repeat: int, with_reference: bool, work: 
                         info["errors"].append(f"ours {step}: {res['error']}")
                         if step == "ingest":
                             break
+                if store.is_dir():
+                    run.update(_commands(store, out, timeout))
+                    for step in COMMANDS:
+                        _log(name, r, f"ours {step}", run[step])
+                        if "error" in run[step]:
+                            info["errors"].append(f"ours {step}: {run[step]['error']}")
                 info["ours"].append(run)
                 shutil.rmtree(store, ignore_errors=True)
             elif ref_note is None:
@@ -323,6 +334,24 @@ def measure(nodes: int, steps: int, *, repeat: int, with_reference: bool, work: 
             print(f"  {cmd} report vs tfprof: {verdict}", flush=True)
     shutil.rmtree(base, ignore_errors=True)
     return info
+
+
+def _commands(store: Path, out: Path, timeout: float) -> dict:
+    """Each view as a whole command through the server; its report must equal the view's."""
+    from served import Commands, flags
+
+    results = {}
+    try:
+        with Commands(served=True, timeout=timeout) as run:
+            for step, view in COMMANDS.items():
+                seconds, text = run([view, str(store), *flags(VIEW_OPTIONS[view])])
+                results[step] = {"own": seconds, "process": seconds, "rss_mb": 0}
+                mine = out / f"{view}.txt"
+                if mine.is_file() and _body(text) != _body(mine.read_text()):
+                    results[step] = {"error": f"the command's report differs from the {view} view's"}
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        results = {step: {"error": str(exc)} for step in COMMANDS}
+    return results
 
 
 def _log(name: str, r: int, what: str, res: dict) -> None:
@@ -481,7 +510,9 @@ def summary(blocks: dict[tuple[int, int], str]) -> str:
     if not found:
         return ""
     rows = [("ingest", "cold ingest / load", 0.3), ("reopen", "reopen / load", 0.02),
-            *((v, f"{v} view / {v} view", 0.1) for v in VIEWS), ("rss", "peak RSS / peak RSS", RSS_TARGET)]
+            *((v, f"{v} view / {v} view", 0.1) for v in VIEWS),
+            *((c, f"`tfprof {v}` command, whole process / {v} view", 0.1) for c, v in COMMANDS.items()),
+            ("rss", "peak RSS / peak RSS", RSS_TARGET)]
     lines = ["ours/tfprof (✓ target met, ✗ missed; details per size below):", "",
              "| ratio | target | " + " | ".join(size_name(*k) for k in found) + " |",
              "|---|---:|" + "---:|" * len(found)]

@@ -18,6 +18,9 @@ PROFILE_FIXTURES = sorted(
 # The tests run on the compiled kernels (tfprof.kernels): the reference paths have their own
 # tests, and no test run should start a background compilation. Child processes inherit it.
 os.environ.setdefault("TFPROF_ENGINE", "kernels")
+# Commands run in their own processes, not through a resident server (tests/test_server.py
+# turns it on for its own tests).
+os.environ["TFPROF_SERVER"] = "0"
 
 
 def run_metas(name: str) -> list[str]:

@@ -8,7 +8,10 @@ True
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tfprof.errors import (
     InputError,
@@ -20,7 +23,6 @@ from tfprof.errors import (
     ProfileFormatError,
     TfprofError,
 )
-from tfprof.profile import Profile
 from tfprof.samples import SAMPLES, sample_path  # noqa: F401 - re-exported
 from tfprof.tf_names import TF_API_NAMES
 
@@ -49,8 +51,17 @@ __all__ += [name for name in _TF_API_NAMES if name != "ALL_ADVICE"]
 # Imported from tfprof.tf_api on first use; profile and advise are defined below.
 _TF_API = set(_TF_API_NAMES) - {"advise", "profile"}
 
+if TYPE_CHECKING:
+    from tfprof.profile import Profile
+
 
 def __getattr__(name: str):
+    # Profile loads on first use: importing it pulls in pyarrow, which the command line's thin
+    # client (tfprof.cli.client) must not pay for.
+    if name == "Profile":
+        from tfprof.profile import Profile
+
+        return Profile
     if name in _TF_API:
         from tfprof import tf_api
 
@@ -124,3 +135,17 @@ def summarize(prof: Profile):
     from tfprof.api.summary import summarize as run
 
     return run(prof)
+
+
+class _Package(types.ModuleType):
+    """The package's module type. ``tfprof.profile`` is the function above, and stays so: importing
+    the submodule of the same name (which Python records as an attribute of its package) must not
+    replace it. The module itself is ``sys.modules["tfprof.profile"]``."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "profile" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

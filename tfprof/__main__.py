@@ -1,7 +1,7 @@
-"""``python -m tfprof``: the command line."""
+"""``python -m tfprof``: the command line (through this user's tfprof server when one is up)."""
 
 import sys
 
-from tfprof.cli.main import main
+from tfprof.cli.client import main
 
 sys.exit(main())

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import typer
 
 import tfprof.cli.commands  # noqa: F401 - registers the commands on the app
+import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 from tfprof.cli.app import _STORES, app
 from tfprof.errors import TfprofError
 
@@ -135,7 +136,9 @@ def _main(args: list[str], said: list[str]) -> int:
     except Terminated:
         return _stopped("Terminated.", 143, said)
     except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
         return 0
     except Exception as exc:  # a bug, or a damaged store that only failed when decoded
         if debug:

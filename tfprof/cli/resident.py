@@ -1,0 +1,138 @@
+"""Where this user's resident tfprof server listens and how to talk to it: whether it is on, its
+key and socket, the private folder check, one request, status and stop. Standard library only:
+the thin client (``tfprof.cli.client``) imports it before anything heavy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import struct
+import sys
+from pathlib import Path
+
+# The commands a server runs: one-shot, reading their inputs and writing their outputs.
+# Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
+SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables"})
+# The environment read when modules are imported (numba, polars, thread pools, Python itself): a
+# server serves only commands whose values match. tfprof's own TFPROF_* are read per call.
+_IMPORT_ENV = ("NUMBA_", "POLARS_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "RAYON_")
+_PACKAGE = Path(__file__).resolve().parent.parent
+ACCEPT_WAIT_S = 0.25  # a busy server does not answer in time: the command runs in its own process
+CODE = struct.Struct("!i")
+LENGTH = struct.Struct("!I")
+
+
+def enabled() -> bool:
+    """Whether this process may use (and start) a server: ``TFPROF_SERVER`` 1/0, else on unless
+    ``CI`` is set."""
+    value = os.environ.get("TFPROF_SERVER", "").strip().lower()
+    if value:
+        return value not in {"0", "off", "no", "false"}
+    return os.environ.get("CI", "").strip().lower() in {"", "0", "false"}
+
+
+def served(args: list[str]) -> bool:
+    """Whether ``tfprof ARGS`` goes to the server: a one-shot command, no help, no --debug."""
+    if not args or args[0] not in SERVED or not enabled() or not hasattr(socket, "AF_UNIX"):
+        return False
+    return not any(a in {"--help", "-h", "-help", "--debug", "-debug"} for a in args)
+
+
+def server_dir() -> Path:
+    """The folder of this user's server sockets (``TFPROF_SERVER_DIR``, else in the runtime dir)."""
+    explicit = os.environ.get("TFPROF_SERVER_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    return Path(base) / f"tfprof-{os.getuid()}"
+
+
+def server_key() -> str:
+    """Names the server that may run this process's commands: same Python, same tfprof files
+    (paths, sizes, modification times) and the same import-time environment."""
+    h = hashlib.sha256()
+    h.update(f"{os.path.realpath(sys.executable)}\0{sys.version}\0{_PACKAGE}\0".encode())
+    for name in sorted(k for k in os.environ if k.startswith(_IMPORT_ENV)):
+        h.update(f"{name}={os.environ[name]}\0".encode())
+    stack = [_PACKAGE]
+    entries = []
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for entry in it:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(entry.path)
+                elif entry.name.endswith((".py", ".sql", ".pb", ".proto")):
+                    st = entry.stat()
+                    entries.append(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\0")
+    for line in sorted(entries):
+        h.update(line.encode())
+    return h.hexdigest()[:16]
+
+
+def socket_path(key: str | None = None) -> Path:
+    return server_dir() / f"{key or server_key()}.sock"
+
+
+def private_dir(path: Path, create: bool) -> bool:
+    """Whether ``path`` is a directory owned by this user that nobody else can enter (made so
+    when ``create``). Anything else is not used: another user could be listening there."""
+    if create:
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077 == 0
+
+
+def request(message: dict, timeout: float = ACCEPT_WAIT_S) -> socket.socket | None:
+    """Connect to the server and send ``message``; the connected socket once the server has
+    taken the request (answered ``A``), else None: no server, busy past ``timeout``, or refused.
+
+    Nothing but the message is sent before that answer: a request waiting in a busy server's
+    queue must hold none of the client's descriptors (a pipe it holds would never end)."""
+    path = socket_path()
+    if not private_dir(path.parent, create=False):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        payload = json.dumps(message).encode()
+        sock.sendall(LENGTH.pack(len(payload)) + payload)
+        if sock.recv(1) != b"A":
+            raise OSError("refused")
+        sock.settimeout(None)
+        return sock
+    except OSError:
+        sock.close()
+        return None
+
+
+def status() -> dict | None:
+    """The running server's facts (pid, socket, uptime, commands served), or None."""
+    sock = request({"status": True}, timeout=1.0)
+    if sock is None:
+        return None
+    with sock:
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return json.loads(data or b"{}")
+
+
+def stop() -> bool:
+    """Stop the running server; whether there was one."""
+    sock = request({"stop": True}, timeout=1.0)
+    if sock is None:
+        return False
+    with sock:
+        sock.recv(1)
+    return True
