@@ -184,6 +184,8 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             lean, unaccounted, members = code(prof, spec, None if full_rows else report_metrics(spec))
         except NoCodeTraces:
             raise OptionError(
+                f"the code view needs code traces: this {prof.source} profile has no Python stacks (PyTorch records "
+                "them with `with_stack=True`)" if foreign_no_source(prof) else
                 "the code view needs code traces: pass an op log written with traces (--op_log_path)"
             ) from None
         if unaccounted:

@@ -101,10 +101,12 @@ class Findings:
         return conform("validation", cols)
 
 
-def validated(tables: dict[str, pa.Table], findings: Findings | None = None, *, unique_names: bool = False) -> dict:
+def validated(tables: dict[str, pa.Table], findings: Findings | None = None, *, unique_names: bool = False,
+              graph: bool = True) -> dict:
     """``tables`` (a whole profile) clamped, with their ``validation`` table; ``findings`` are
-    what the ingest found itself (RunMetadata records the tables do not keep)."""
-    v = Validator(findings, unique_names=unique_names)
+    what the ingest found itself (RunMetadata records the tables do not keep). ``graph=False``: the
+    profile has no graph by nature (a foreign trace), so nodes missing from it are no finding."""
+    v = Validator(findings, unique_names=unique_names, graph=graph)
     out = v.batch(tables)
     out["validation"] = v.finish(out)
     return out
@@ -117,12 +119,13 @@ class Validator:
     duplicate-name check is skipped.
     """
 
-    def __init__(self, findings: Findings | None = None, *, unique_names: bool = False) -> None:
+    def __init__(self, findings: Findings | None = None, *, unique_names: bool = False, graph: bool = True) -> None:
         self.found = Findings()
         if findings is not None:
             self.found.merge(findings)
         self._names = None if unique_names else name_set()
         self._runtime = Findings()  # reported only if the profile has graph nodes
+        self._graph = graph
         self._graph_nodes = self._graph_ran = self._runtime_ran = 0
         self._steps: list[np.ndarray] = []
         self._sums = dict.fromkeys(SUMMED, 0.0)
@@ -311,7 +314,7 @@ class Validator:
                            [(None, int(s), "no node has statistics in this step") for s in empty[:ROWS_PER_CODE]])
         if "devices" in tables:
             self._streams(tables["devices"])
-        if self._graph_nodes:  # a graph was given: RunMetadata-only nodes are worth a word
+        if self._graph and self._graph_nodes:  # a graph was given: RunMetadata-only nodes are worth a word
             self.found.merge(self._runtime)
             if self._runtime_ran > self._graph_ran:
                 self.found.add("graph_mismatch", 1, [(None, None, (
