@@ -20,6 +20,8 @@ Readers (``READERS``):
   fixed graph and the data shards of a fixture checkpoint, chosen by the first byte; input
   whose blocks fail their CRC32C is also tried with the CRCs made right, to reach the parsing
   behind the check.
+* ``kineto``, ``xspace``: a foreign profile (Chrome-trace JSON, plain or gzip; an XSpace), read
+  on the kernels and on the reference engine into equal tables.
 * ``store``: one file of a small store (a table's Parquet file, an index part or the
   manifest): the input is the file's path in the store, a newline, and its bytes (a path that
   is not one picks a file by its CRC). The manifest's record of that file (size, checksum) is
@@ -314,6 +316,34 @@ def _match_manifest(manifest: Path, name: str, content: bytes) -> None:
     manifest.write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def _foreign(data: bytes, name: str) -> None:
+    """A foreign profile file (docs/FOREIGN.md); when it loads on the kernels, the reference
+    engine must load it too, into equal tables."""
+    from tfprof import kernels
+    from tfprof.ingest import foreign
+
+    path = _write(name, data)
+    prof = tfprof.load(path)
+    run_views(prof)
+    what = foreign.kind(path)
+    if what is None:
+        return  # no longer a foreign profile: read as a ProfileProto, which loaded
+    with kernels.using(True):
+        fast = foreign.read(path, what)
+    with kernels.using(False):
+        ref = foreign.read(path, what)
+    for table in fast:
+        assert fast[table].equals(ref[table]), f"kernel and reference paths differ in {table}"
+
+
+def _kineto(data: bytes) -> None:
+    _foreign(data, "trace.json")
+
+
+def _xspace(data: bytes) -> None:
+    _foreign(data, "trace.xplane.pb")
+
+
 READERS = {
     "profile": _profile,
     "profile_reference": _profile_reference,
@@ -323,6 +353,8 @@ READERS = {
     "op_log": _op_log,
     "checkpoint": _checkpoint,
     "store": _store_file,
+    "kineto": _kineto,
+    "xspace": _xspace,
 }
 
 

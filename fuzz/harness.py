@@ -42,6 +42,8 @@ def main() -> None:
         import tfprof  # noqa: F401
         import tfprof.api  # noqa: F401
         import tfprof.ingest.checkpoint  # noqa: F401
+        import tfprof.ingest.foreign.kineto  # noqa: F401
+        import tfprof.ingest.foreign.xspace  # noqa: F401
         import tfprof.ingest.locate  # noqa: F401
         import tfprof.ingest.profile_proto  # noqa: F401
         import tfprof.ingest.raw  # noqa: F401

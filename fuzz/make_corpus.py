@@ -58,6 +58,44 @@ def _op_log(name: str) -> bytes:
     return log.SerializeToString()
 
 
+FOREIGN = FIXTURES / "foreign"
+
+
+def _kineto_seeds() -> dict[str, bytes]:
+    """Each Kineto fixture cut to its first events (metadata, steps, ops, frames, memory and flows
+    among them), plain and gzipped, and a small trace of B/E pairs and counters."""
+    import gzip
+    import json
+
+    out = {}
+    for name in ("torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"):
+        raw = (FOREIGN / name).read_bytes()
+        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        events = doc["traceEvents"]
+        keep = [e for e in events if e.get("ph") == "M" or e.get("name", "").startswith("ProfilerStep#")]
+        keep += [e for e in events if e.get("cat") in ("cpu_op", "python_function", "fwdbwd")][:KEEP * 2]
+        keep += [e for e in events if e.get("name") == "[memory]"][:KEEP // 4]
+        doc["traceEvents"] = keep
+        text = json.dumps(doc).encode()
+        out[name.split(".")[0]] = gzip.compress(text, mtime=0) if name.endswith(".gz") else text
+    be = [{"ph": "B", "name": "aten::outer", "cat": "cpu_op", "ts": 0, "pid": 1, "tid": 1},
+          {"ph": "B", "name": "aten::inner", "cat": "cpu_op", "ts": 1, "pid": 1, "tid": 1},
+          {"ph": "E", "ts": 2, "pid": 1, "tid": 1}, {"ph": "E", "ts": 4, "pid": 1, "tid": 1},
+          {"ph": "C", "name": "mem", "ts": 3, "pid": 1, "args": {"a": 1, "b": 2.5}}]
+    out["begin_end"] = json.dumps(be).encode()
+    return out
+
+
+def _xspace_cut(name: str) -> bytes:
+    from tfprof.schema.proto import xplane_pb2
+
+    space = xplane_pb2.XSpace.FromString((FOREIGN / name).read_bytes())
+    for plane in space.planes:
+        for line in plane.lines:
+            del line.events[KEEP * 2:]
+    return space.SerializeToString()
+
+
 def seeds(reader: str) -> dict[str, bytes]:
     """The seeds of ``reader``: name -> bytes."""
     out: dict[str, bytes] = {}
@@ -86,6 +124,11 @@ def seeds(reader: str) -> dict[str, bytes]:
     elif reader == "store":
         _, files = store_template()
         out.update({name.replace("/", "_"): store_seed(name) for name in files})
+    elif reader == "kineto":
+        out.update(_kineto_seeds())
+    elif reader == "xspace":
+        out["jax_mlp"] = (FOREIGN / "jax_mlp.xplane.pb").read_bytes()
+        out["tf2_keras_cut"] = _xspace_cut("tf2_keras.xplane.pb")
     else:
         raise KeyError(reader)
     return out

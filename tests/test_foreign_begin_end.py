@@ -33,6 +33,7 @@ TRACE = [
     _ev("E", "", 24.5),
     _ev("E", "", 30.0),
     _ev("B", "aten::never_closed", 40.0),
+    {"ph": "C", "name": "queue", "ts": 3.0, "pid": 7, "args": {"depth": 2, "bytes": 2.5}},  # a counter
 ]
 # (name, start µs, duration µs) of every span, read off the trace above
 WANT_SPANS = {("aten::outer", 0, 10), ("aten::inner", 2, 3), ("aten::other", 1, 3.5), ("aten::x", 12, 3),
@@ -56,3 +57,5 @@ def test_begin_end_pairs_are_spans(tmp_path, engine):
     self_us = dict(zip(execs["node_id"].to_list(), execs["duration_micros"].to_list()))
     assert self_us[nodes["aten::outer"]] == 10 - 3  # less aten::inner
     assert self_us[nodes["aten::other"]] == 4  # 3.5 µs, to even
+    counters = prof.frame("counters")
+    assert sorted(zip(counters["series"].cast(str), counters["value"])) == [("bytes", 2.5), ("depth", 2.0)]

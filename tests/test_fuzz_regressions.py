@@ -48,6 +48,9 @@ EXPECT = {
     # a valid Parquet file of another table in a table's place (the manifest made to agree)
     "store/another_tables_parquet_file": "does not hold the store's `output_shapes` table",
     "store/parquet_footer_text_not_utf8": "node_types.parquet` is damaged ('utf-8' codec can't decode",
+    # Chrome-trace counter events: without a time stamp (a null in counters.time_ns), without a name
+    "kineto/counter_event_without_ts": "has no `ts`",
+    "kineto/counter_event_without_name": "loaded",
     "profile/map_entry_with_extra_field_bad_utf8_name":
         "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }

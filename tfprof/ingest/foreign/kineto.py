@@ -17,21 +17,31 @@ import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.foreign import build, torch_flops, trace_json
+from tfprof.ingest.sources import one_line
 
 ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 OP_CATEGORIES = ("cpu_op", *ACCELERATOR_CATEGORIES)
 STEP_PREFIX = "ProfilerStep#"
 MODULE_PREFIX = "nn.Module: "
 MEMORY_EVENT = "[memory]"
+TIMED_PHASES = ("X", "B", "E", "i", "I", "s", "f", "t", "C")  # the phases read, each needs a time
 
 
 def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     """The tables of the Kineto trace ``data`` (read from ``path``)."""
     top, rows = trace_json.read_events(path, data)
-    raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64))
+    raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64),
+                                                                      pl.col("name").fill_null(""))
     if raw.height == 0:
         raise ProfileFormatError(f"`{path}` is a Chrome trace without events; nothing to profile")
-    base = int(top.get("baseTimeNanoseconds") or 0)
+    timed = raw.filter(pl.col("ph").is_in(list(TIMED_PHASES)) & pl.col("ts").is_null())
+    if timed.height:
+        bad = timed.row(0, named=True)
+        raise ProfileFormatError(f"`{path}`: event `{bad['name']}` (ph `{bad['ph']}`) has no `ts`")
+    try:
+        base = int(top.get("baseTimeNanoseconds") or 0)
+    except (TypeError, ValueError):
+        raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` is not a number of nanoseconds") from None
     ev = _classify(_begin_end_spans(_named(raw)), base)
     if ev.filter(pl.col("role") == "op").height == 0:
         raise ProfileFormatError(
@@ -40,7 +50,7 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     tables = build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
-                         counters=_counters(raw, ev, base))
+                         counters=_counters(path, raw, ev, base))
     return {**tables, "nodes": _with_float_ops(tables)}
 
 
@@ -129,7 +139,7 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     )
 
 
-def _counters(raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:
+def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:
     """``C`` events (one series per arg) and the allocator totals of ``[memory]`` events."""
     parts = []
     for series in ("Total Allocated", "Total Reserved"):
@@ -138,12 +148,20 @@ def _counters(raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:
             pl.col("args").str.json_path_match(f'$["{series}"]').cast(pl.Float64, strict=False).alias("value")))
     counters = raw.filter(pl.col("ph") == "C")
     if counters.height:
+        try:  # every key of every counter (the Series method reads them all; the expression does not)
+            values = counters["args"].str.json_decode(infer_schema_length=None)
+        except pl.exceptions.PolarsError as exc:
+            raise ProfileFormatError(f"`{path}`: the args of its counter (`C`) events are not one JSON object of "
+                                     f"numbers each ({one_line(str(exc))})") from None
         decoded = counters.select(
             pl.col("pid").fill_null("").alias("process"), "name",
             (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("time_ns"),
-            pl.col("args").str.json_decode(infer_schema_length=None).alias("_a"))
+        ).with_columns(values.alias("_a"))
         if isinstance(decoded.schema["_a"], pl.Struct):
-            long = decoded.unnest("_a").unpivot(index=["process", "name", "time_ns"], variable_name="series")
-            parts.append(long.select("process", "name", "series", "time_ns",
-                                     pl.col("value").cast(pl.Float64, strict=False)))
+            fields = [f.name for f in decoded.schema["_a"].fields if f.dtype.is_numeric()]  # a series is a number
+            if fields:
+                long = decoded.select("process", "name", "time_ns", *(
+                    pl.col("_a").struct.field(f).cast(pl.Float64).alias(f) for f in fields)).unpivot(
+                    index=["process", "name", "time_ns"], variable_name="series")
+                parts.append(long.select("process", "name", "series", "time_ns", "value"))
     return pl.concat(parts).filter(pl.col("value").is_not_null())
