@@ -12,7 +12,9 @@ side goes first (A/B, B/A, ...):
 * ours, each step in a fresh Python process that reports its own time (after imports) and its
   peak RSS (``ru_maxrss``): cold ``ingest_to_store`` of the ProfileProto; reopen of the store
   (``Profile.open``, row counts, the ``nodes`` table); each of the four views on a freshly
-  opened store (``run_view``: query and text report); a SQL aggregate through DuckDB;
+  opened store (``run_view``: query and text report); a SQL aggregate through DuckDB; then each
+  view as the whole ``tfprof VIEW STORE ...`` command a user types, timed from launch to exit,
+  through the resident server (``served.py``): a first run, then the median of three;
 * the real tool (``../shared/tools/tfprof-reference python compare_reference.py``), in one
   process: ``ProfilerFromFile``, then the same four views with the same options.
 
@@ -94,7 +96,8 @@ LABELS = {
     "reopen": "reopen (`Profile.open`, row counts, `nodes`) vs load",
     **{v: f"{v} view (fresh store; query + text) vs {v}" for v in VIEWS},
     "sql": "SQL aggregate (exec time by op type, DuckDB)",
-    **{c: f"`tfprof {v} STORE ...` command (whole process, through the server) vs {v}" for c, v in COMMANDS.items()},
+    **{c: f"`tfprof {v} STORE ...` command (whole process through the server, median of 3 after a first) vs {v}"
+       for c, v in COMMANDS.items()},
 }
 
 
@@ -344,8 +347,10 @@ def _commands(store: Path, out: Path, timeout: float) -> dict:
     try:
         with Commands(served=True, timeout=timeout) as run:
             for step, view in COMMANDS.items():
-                seconds, text = run([view, str(store), *flags(VIEW_OPTIONS[view])])
-                results[step] = {"own": seconds, "process": seconds, "rss_mb": 0}
+                args = [view, str(store), *flags(VIEW_OPTIONS[view])]
+                first, text = run(args)  # the server's first command on this store and view
+                seconds = statistics.median(run(args)[0] for _ in range(3))
+                results[step] = {"own": seconds, "process": seconds, "first": first, "rss_mb": 0}
                 mine = out / f"{view}.txt"
                 if mine.is_file() and _body(text) != _body(mine.read_text()):
                     results[step] = {"error": f"the command's report differs from the {view} view's"}
@@ -450,6 +455,10 @@ def render(info: dict, when: str = "") -> str:
     if numba is not None:
         extra.append(f"in the ingest process {numba:.2f} s (the decoder's kernels; not in the ingest time, "
                      "in its process time)")
+    first = [_median(ours, c, "first") for c in COMMANDS]
+    if all(f is not None for f in first):
+        extra.append("each command's first run through a just-started server "
+                     + ", ".join(f"{v} {f:.2f} s" for v, f in zip(VIEWS, first)))
     imp = _median(ours, "scope", "import")
     if imp is not None:
         extra.append(f"our imports {imp:.2f} s")
