@@ -21,7 +21,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_the_notebooks_are_there():
-    assert {p.name for p in NOTEBOOKS} >= {"model_architecture.ipynb", "time_and_memory.ipynb"}
+    assert {p.name for p in NOTEBOOKS} >= {"model_architecture.ipynb", "time_and_memory.ipynb", "foreign_profiles.ipynb"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

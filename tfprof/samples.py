@@ -7,16 +7,21 @@ from pathlib import Path
 
 from tfprof.errors import OptionError
 
-# Sample ProfileProtos bundled with the package: copies of test fixtures' profile.pb
-# (tests/fixtures/README.md says how they were made).
+# Sample profiles bundled with the package: copies of test fixtures (tests/fixtures/README.md and
+# tests/fixtures/foreign/README.md say how they were made). tfprof's own ProfileProtos, then
+# real captures by other profilers (docs/FOREIGN.md).
 SAMPLES = {
     "cnn": "cnn_profile.pb",  # a ResNet-like CNN, one training step
     "multistep": "multistep_profile.pb",  # an MLP, three training steps (step 1 also computes accuracy)
+    "torch": "torch_transformer.pt.trace.json.gz",  # torch.profiler: a transformer block, two steps
+    "jax": "jax_mlp.xplane.pb",  # jax.profiler: a jitted MLP train step with named scopes, three steps
+    "tf2": "tf2_keras.xplane.pb",  # tf.profiler (TensorFlow 2): a small Keras model's fit
 }
 
 
 def sample_path(name: str = "cnn") -> Path:
-    """Path of a sample ProfileProto bundled with the package: ``cnn`` or ``multistep``.
+    """Path of a sample profile bundled with the package: ``cnn`` or ``multistep`` (ProfileProtos),
+    ``torch`` (a Kineto trace), ``jax`` or ``tf2`` (XSpaces).
 
     >>> import tfprof
     >>> tfprof.load(tfprof.sample_path("multistep")).row_counts()["steps"]

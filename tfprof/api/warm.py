@@ -46,6 +46,11 @@ def compile_all(work: Path) -> None:
             if output == "pprof":
                 opts = {**opts, "select": ["micros"]}
             write_output(prof, run_view(prof, cmd, opts, full_rows=True))
+    for name in ("torch", "jax", "tf2"):  # the foreign readers' kernels (docs/FOREIGN.md)
+        prof = load(sample_path(name))
+        for cmd in ("scope", "op"):
+            with contextlib.redirect_stdout(io.StringIO()):
+                run_view(prof, cmd, {})
     from tfprof.views.profile_proto import profile_proto_bytes
 
     profile_proto_bytes(load(sample_path()).tables())
