@@ -49,6 +49,17 @@ _ESTIMATED_KINETO = ("params (no graph), output bytes and temp/persistent bytes 
                      "float_ops are estimated from recorded input shapes, except for op types with no rule: {}")
 
 
+_LISTED = 8  # op types named in the header; the rest are counted (SQL on nodes lists them all)
+
+
+def _some(names: list[str]) -> str:
+    """``names`` for one header line: the first few, then how many more."""
+    if not names:
+        return "none"
+    shown = ", ".join(names[:_LISTED])
+    return shown if len(names) <= _LISTED else f"{shown} and {len(names) - _LISTED} more"
+
+
 def no_source(prof) -> str | None:
     """The fields of ``prof`` (a ``Profile``) that its input has no source for, as the views' header
     names them (None: one of tfprof's own profiles). A Kineto trace whose ops recorded their input
@@ -66,5 +77,5 @@ def no_source(prof) -> str | None:
         nodes = prof.table("nodes")
         if pc.max(nodes["float_ops"]).as_py() or 0:
             ops = sorted(set(pc.unique(nodes["op"].cast(pa.string())).to_pylist()) - set(RULES))
-            return _ESTIMATED_KINETO.format(", ".join(ops) or "none")
+            return _ESTIMATED_KINETO.format(_some(ops))
     return FOREIGN_NO_SOURCE[prof.source]
