@@ -63,7 +63,9 @@ LAYERS = {
     "queries": ALL_BASE,
     "views": ALL_BASE | {"queries"},
     "api": ALL_BASE | {"ingest", "queries", "views"},
-    "cli": ALL_BASE | {"api"},
+    # The web UI: a shell like the CLI (an ASGI app over the api); the CLI starts it.
+    "ui": ALL_BASE | {"api"},
+    "cli": ALL_BASE | {"api", "ui"},
     # tf.profiler's Python API: a shell like the CLI, which also turns a tf.Graph into inputs.
     "tf_api": ALL_BASE | {"api", "ingest", "queries", "views"},
 }

@@ -1,0 +1,218 @@
+"""The web UI's JSON endpoints (tfprof.ui.app) through Starlette's test client: each endpoint
+answers from the same functions as the CLI (a tree's rows are the rows `--format json` prints,
+its lines the report's lines), and every bad parameter answers 4xx with a one-line message."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+import tfprof
+from conftest import FIXTURES
+from tfprof.cli.main import main as cli_main
+from tfprof.ui.app import make_app
+from tfprof.ui.profiles import Profiles
+
+SAMPLE = str(tfprof.sample_path())
+MULTISTEP = str(FIXTURES / "multistep" / "profile.pb")
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(make_app(Profiles.load([SAMPLE, MULTISTEP])))
+
+
+def cli_json(capsysbinary, *args: str) -> list[dict]:
+    assert cli_main([*args, "--format", "json"]) == 0
+    return json.loads(capsysbinary.readouterr().out)
+
+
+def cli_text(capsysbinary, *args: str) -> list[str]:
+    assert cli_main(list(args)) == 0
+    text = capsysbinary.readouterr().out.decode()
+    return text.partition("\nnode name |")[2].split("\n")[1:-1]
+
+
+def all_rows(client: TestClient, pid: str, cmd: str, query: str) -> list[dict]:
+    """Every row of a view, unfolded through /children as a person clicking would, in display order."""
+    view = client.get(f"/api/view/{pid}/{cmd}?{query}&open=0").json()
+    columns = [c["name"] for c in view["columns"]]
+
+    def below(node: int) -> list[dict]:
+        out, offset = [], 0
+        while True:
+            page = client.get(f"/api/children/{pid}/{cmd}?{query}&node={node}&offset={offset}&limit=50").json()
+            for row in page["rows"]:
+                out.append(row)
+                if row["children"]:
+                    out += below(row["i"])
+            offset += len(page["rows"])
+            if offset >= page["total"]:
+                return [{**r, "columns": columns} for r in out]
+
+    return below(-1)
+
+
+CASES = [
+    ("scope", ["--max_depth", "4", "--select", "micros,params"]),
+    ("scope", ["--show_name_regexes", ".*conv.*", "--select", "bytes,peak_bytes,occurrence", "--order_by", "bytes"]),
+    ("graph", ["--max_depth", "3", "--min_micros", "5", "--account_displayed_op_only"]),
+    ("op", ["--select", "micros,occurrence,float_ops", "--order_by", "micros", "--max_depth", "20"]),
+    ("code", ["--max_depth", "6", "--select", "micros,params", "--order_by", "micros", "--hide_name_regexes", ".*<module>.*"]),
+]
+
+
+def _query(flags: list[str]) -> str:
+    pairs, i = [], 0
+    while i < len(flags):
+        name = flags[i].lstrip("-")
+        if name == "account_displayed_op_only":
+            pairs.append(f"{name}=true")
+            i += 1
+        else:
+            pairs.append(f"{name}={flags[i + 1]}")
+            i += 2
+    return "&".join(pairs)
+
+
+@pytest.mark.parametrize("path,pid", [(SAMPLE, "0"), (MULTISTEP, "1")], ids=["sample", "multistep"])
+@pytest.mark.parametrize("cmd,flags", CASES, ids=[f"{c}{i}" for i, (c, _) in enumerate(CASES)])
+def test_tree_rows_are_the_cli_rows(client, capsysbinary, cmd, flags, path, pid):
+    rows = all_rows(client, pid, cmd, _query(flags))
+    expected = cli_json(capsysbinary, cmd, path, *flags)
+    lines = cli_text(capsysbinary, cmd, path, *flags)
+    assert len(rows) == len(expected) == len(lines) > 0
+    for row, want, line in zip(rows, expected, lines):
+        got = {"name": row["name"], "accounted": row["accounted"], **dict(zip(row["columns"], row["values"]))}
+        assert got == {k: v for k, v in want.items() if k not in ("depth", "node_id")}
+        assert row["line"] == line
+        if cmd != "op":
+            assert row["level"] == want["depth"]
+
+
+def test_view_opens_first_levels_and_gives_the_command(client):
+    view = client.get("/api/view/0/scope?max_depth=3&select=params,micros&order_by=params").json()
+    assert view["command"] == f"tfprof scope {SAMPLE} --max_depth 3 --order_by params --select micros,params"
+    levels = [r["level"] for r in view["rows"]]
+    assert levels[0] == 0 and max(levels) == 1 and view["total_rows"] > len(view["rows"])
+    assert [c["name"] for c in view["columns"]][:2] == ["exec_micros", "total_exec_micros"]
+    assert {c["kind"] for c in view["columns"]} == {"time", "number"}
+
+
+def test_children_pages(client):
+    whole = client.get("/api/children/0/graph?node=0&limit=2000").json()
+    assert whole["total"] == len(whole["rows"]) > 10
+    page = client.get("/api/children/0/graph?node=0&offset=5&limit=3").json()
+    assert page["rows"] == whole["rows"][5:8]
+    assert all(r["parent"] == 0 for r in whole["rows"])
+
+
+def test_search_gives_rows_and_their_ancestors(client):
+    found = client.get("/api/search/0/scope?max_depth=100&q=Conv2D").json()
+    assert found["total"] >= len(found["hits"]) > 0
+    for hit, row in zip(found["hits"], found["rows"]):
+        assert "conv2d" in row["name"].lower() and hit["i"] == row["i"]
+        assert hit["path"][0] == 0 and len(hit["path"]) == row["level"]
+
+
+def test_flame_boxes_nest_inside_their_parents(client):
+    flame = client.get("/api/flame/0/scope?max_depth=100&metric=micros").json()
+    assert flame["total"] == client.get("/api/view/0/scope").json()["rows"][0]["values"][1]
+    box = {i: (x, w, lv) for i, x, w, lv in zip(flame["i"], flame["x"], flame["w"], flame["level"])}
+    parents = {r["i"]: r["parent"] for r in all_rows(client, "0", "scope", "max_depth=100")}
+    for i, (x, w, level) in box.items():
+        if level:
+            px, pw, plevel = box[parents[i]]
+            assert plevel == level - 1 and px <= x and x + w <= px + pw + 1e-6
+    zoomed = client.get(f"/api/flame/0/scope?max_depth=100&metric=params&node={flame['i'][1]}").json()
+    assert zoomed["root"] == flame["i"][1] and zoomed["level"][0] == 0 and zoomed["path"] == [0]
+
+
+def test_advice_names_nodes(client, capsysbinary):
+    advice = client.get("/api/advice/0").json()
+    assert cli_main(["advise", SAMPLE]) == 0
+    assert advice["text"] == capsysbinary.readouterr().out.decode()
+    expensive = next(c for c in advice["checkers"] if c["name"] == "ExpensiveOperationChecker")
+    assert expensive["reports"] and {link["view"] for link in expensive["links"]} == {"op", "scope", "code"}
+    assert "Conv2D" in [link["name"] for link in expensive["links"] if link["view"] == "op"]
+
+
+def test_sql_limits_rows_and_downloads_csv(client):
+    answer = client.get("/api/sql/1", params={"q": "select node_id, name from nodes order by node_id", "limit": 7}).json()
+    assert answer["columns"] == ["node_id", "name"] and len(answer["rows"]) == 7 and answer["truncated"]
+    full = client.get("/api/sql/1/csv", params={"q": "select node_id, name from nodes order by node_id"})
+    assert full.headers["content-disposition"].startswith("attachment")
+    rows = list(csv.DictReader(io.StringIO(full.text)))
+    assert len(rows) == answer["total"] and rows[:7] == [{k: str(v) for k, v in r.items()} for r in answer["rows"]]
+
+
+def test_timeline_columns_match_the_chrome_trace(client):
+    data = client.get("/api/timeline/1?step=1").json()
+    trace = json.loads(client.get("/api/trace/1?step=1").content)["traceEvents"]
+    ops = sorted((e["ts"] - data["origin"], e["dur"], e["name"]) for e in trace if e.get("ph") == "X")
+    mine = sorted(zip(data["ts"], data["dur"], (data["names"][n] for n in data["name"])))
+    assert mine == ops and len(ops) > 10
+    for lane in range(len(data["lanes"])):  # sorted, non-overlapping bars per lane
+        bars = [(t, d) for t, d, k in zip(data["ts"], data["dur"], data["lane"]) if k == lane]
+        assert all(a[0] + a[1] <= b[0] for a, b in zip(bars, bars[1:]))
+    assert client.get("/api/timeline/1").json()["step"] == 2  # the last step by default
+
+
+def test_page_and_static_files(client):
+    page = client.get("/")
+    assert page.status_code == 200 and "tfprof" in page.text and "http" not in page.text.replace("http-equiv", "")
+    for name in ("app.js", "app.css", "tree.js", "charts.js", "timeline.js"):
+        body = client.get(f"/static/{name}")
+        assert body.status_code == 200 and len(body.content) > 100
+        assert "http://" not in body.text and "https://" not in body.text  # nothing fetched from elsewhere
+
+
+BAD = [
+    ("/api/view/0/nope", 404, "unknown view `nope`"),
+    ("/api/view/7/scope", 404, "no profile `7`"),
+    ("/api/view/..%2F..%2Fetc%2Fpasswd/scope", 404, ""),
+    ("/api/advice/..", 404, ""),
+    ("/api/advice/%2E%2E", 404, "no profile `..`"),
+    ("/static/..%2F__init__.py", 404, ""),
+    ("/static/%2Fetc%2Fpasswd", 404, ""),
+    ("/api/view/0/scope?show_name_regexes=a(b", 400, "Bad regex `a(b` in show_name_regexes"),
+    ("/api/view/0/scope?max_depth=1000000000000", 400, "`max_depth` takes 0 to 100000"),
+    ("/api/view/0/scope?max_depth=-4", 400, "`max_depth` takes 0"),
+    ("/api/view/0/scope?min_bytes=lots", 400, "`min_bytes` takes an integer"),
+    ("/api/view/0/scope?select=microsecs", 400, "Unknown select field `microsecs`"),
+    ("/api/view/0/scope?order_by=size", 400, "Unknown order_by value `size`"),
+    ("/api/view/0/scope?profile_path=/etc/passwd", 400, "Unknown parameter `profile_path`"),
+    ("/api/view/0/scope?output=file:outfile=/tmp/x", 400, "Unknown parameter `output`"),
+    ("/api/view/0/scope?account_displayed_op_only=maybe", 400, "takes true or false"),
+    ("/api/view/0/scope?step=9", 400, "Option `step` 9 not found"),
+    ("/api/children/0/scope?node=100000", 400, "`node` takes -1 to"),
+    ("/api/search/0/scope?q=", 400, "`q` is empty"),
+    ("/api/flame/0/scope?metric=joules", 400, "Unknown metric `joules`"),
+    ("/api/sql/0?q=copy%20nodes%20to%20%27/tmp/x%27", 400, "`COPY` statements cannot run here"),
+    ("/api/sql/0?q=select%20*%20from%20read_csv(%27/etc/passwd%27)", 400, "read_csv"),
+    ("/api/sql/0?q=", 400, "`q` is empty"),
+    ("/api/sql/0?q=select%201&limit=0", 400, "`limit` takes 1 to"),
+    ("/api/timeline/0?step=3", 400, "Option `step` 3 not found"),
+    ("/api/trace/0?step=../../x", 400, "`step` takes an integer"),
+    ("/nothing/here", 404, "no such page"),
+]
+
+
+@pytest.mark.parametrize("url,status,message", BAD, ids=[b[0][:48] for b in BAD])
+def test_bad_requests_answer_one_line(client, url, status, message):
+    answer = client.get(url)
+    assert answer.status_code == status
+    error = answer.json()["error"]
+    assert message in error and "\n" not in error and "Traceback" not in error
+
+
+def test_files_are_read_only_from_the_given_profiles(client, tmp_path):
+    target = tmp_path / "out.parquet"
+    answer = client.get("/api/sql/0", params={"q": f"copy (select 1) to '{target}'"})
+    assert answer.status_code == 400 and not target.exists()
+    answer = client.get("/api/sql/0", params={"q": "select * from glob('/etc/*')"})
+    assert answer.status_code == 400

@@ -1,0 +1,228 @@
+"""A view's displayed rows as a tree to browse piece by piece (the web UI's core, ``tfprof.ui``).
+
+``browse(prof, cmd, options)`` runs the view as the CLI does (``run_view``) and keeps its rows
+(``view_table``: the rows ``--format json`` prints for the same options) with the links a
+reader needs to unfold them a level at a time: each row's parent, its children in display
+order and the end of its subtree, all numpy arrays built with a loop over depth, never over
+rows. A 705k-row view is built once; a shell then sends only the rows a person opens
+(``rows_of``), the rows matching a search with their ancestors (``search``), or the rows wide
+enough to draw in a flame graph of one subtree (``flame``).
+
+The tree views (scope, graph, code) nest by printed depth; the op view is a flat list (its
+``depth`` is a position), so every op row is a top-level row.
+
+>>> import tfprof
+>>> tree = browse(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 1})
+>>> tree.rows_of(-1)[0]["name"], tree.rows_of(-1)[0]["children"] > 0
+('_TFProfRoot', True)
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tfprof.api.run import run_view
+from tfprof.profile import Profile
+from tfprof.queries.options import Options
+from tfprof.views.table import view_table
+
+# order_by's name for the column a reader sorts by (tfprof sorts by one metric, descending).
+ORDER_OF_COLUMN = {
+    "name": "name",
+    "exec_micros": "micros",
+    "accelerator_exec_micros": "accelerator_micros",
+    "cpu_exec_micros": "cpu_micros",
+    "requested_bytes": "bytes",
+    "peak_bytes": "peak_bytes",
+    "residual_bytes": "residual_bytes",
+    "output_bytes": "output_bytes",
+    "params": "params",
+    "float_ops": "float_ops",
+    "run_count": "occurrence",
+}
+# The flame graph's metrics: each select field's column (a subtree total in the tree views).
+FLAME_METRICS = {"micros": "exec_micros", "bytes": "requested_bytes", "params": "params", "float_ops": "float_ops"}
+
+
+def column_kind(column: str) -> str:
+    """The number format of a public metric column: ``time`` (µs), ``memory`` (bytes) or ``number``."""
+    if column.endswith("micros"):
+        return "time"
+    if column.endswith("bytes"):
+        return "memory"
+    return "number"
+
+
+@dataclass
+class Tree:
+    """One view's displayed rows (``table``, display order) and their links (module docstring)."""
+
+    cmd: str
+    options: Options
+    table: pl.DataFrame  # the rows `--format json` prints: the columns of the selected fields
+    full: pl.DataFrame  # the same rows with every metric column (a flame graph of any metric)
+    lines: list[str] | None  # each row's line of the text report, where the report has one per row
+    notes: list[str]
+    level: np.ndarray  # nesting level as shown (0: top level)
+    parent: np.ndarray  # parent row, -1 at the top level
+    end: np.ndarray  # one past the last row of each row's subtree
+    order: np.ndarray  # rows grouped by parent (-1 first), display order within a parent
+    first: np.ndarray  # order[first[p + 1]:first[p + 2]] are the children of row p (p = -1: top level)
+    _before: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The metric columns of the rows, self and total side by side."""
+        return [c for c in self.table.columns if c not in ("name", "depth", "node_id", "accounted")]
+
+    def children(self, row: int) -> np.ndarray:
+        return self.order[self.first[row + 1]:self.first[row + 2]]
+
+    def rows_of(self, row: int, offset: int = 0, limit: int = 200) -> list[dict[str, Any]]:
+        """Rows ``offset`` to ``offset + limit`` of ``row``'s children (-1: the top-level rows)."""
+        return self.rows(self.children(row)[offset:offset + limit])
+
+    def rows(self, index: np.ndarray | list[int]) -> list[dict[str, Any]]:
+        """Rows by position: ``i``, ``name``, ``level``, ``parent``, ``children`` (how many),
+        ``accounted``, ``values`` (the metric columns in ``metrics`` order) and ``line``."""
+        index = np.asarray(index, dtype=np.int64)
+        part = self.table[index]
+        values = part.select(self.metrics).rows() if self.metrics else [()] * len(index)
+        counts = self.first[index + 2] - self.first[index + 1]
+        out = []
+        for k, i in enumerate(index.tolist()):
+            out.append({
+                "i": i,
+                "name": part["name"][k],
+                "level": int(self.level[i]),
+                "parent": int(self.parent[i]),
+                "children": int(counts[k]),
+                "accounted": bool(part["accounted"][k]),
+                "values": list(values[k]),
+                "line": self.lines[i] if self.lines is not None else None,
+            })
+        return out
+
+    def ancestors(self, row: int) -> list[int]:
+        """``row``'s ancestors, the top-level one first."""
+        chain = []
+        while (row := int(self.parent[row])) >= 0:
+            chain.append(row)
+        return chain[::-1]
+
+    def search(self, text: str, limit: int = 100) -> tuple[list[int], int]:
+        """Rows whose name contains ``text`` (case-insensitive, literal), in display order: the
+        first ``limit`` and how many there are."""
+        hits = np.flatnonzero(self.table["name"].str.to_lowercase().str.contains(text.lower(), literal=True).to_numpy())
+        return hits[:limit].tolist(), len(hits)
+
+    def flame(self, metric: str, row: int = -1, fraction: float = 1 / 4000, limit: int = 20000) -> dict[str, Any]:
+        """The subtree of ``row`` (-1: everything) as flame-graph boxes: each row's ``x`` (its
+        start) and ``w`` (its ``metric``: subtree totals in the tree views, the self value in
+        the op view) in the metric's unit, children laid back to back from their parent's start
+        in display order; rows narrower than ``fraction`` of the whole are left out (and so is
+        what is below them), at most ``limit`` rows."""
+        column = FLAME_METRICS[metric]
+        flat = self.cmd == "op"
+        values = self.full[column if flat else "total_" + column].to_numpy().astype(np.float64)
+        lo, hi = (0, len(values)) if row < 0 else (row, int(self.end[row]))
+        span = np.arange(lo, hi)
+        width = values[lo:hi]
+        parent = self.parent[lo:hi]
+        before = self._offsets(metric, values)[lo:hi]
+        level = self.level[lo:hi] - (0 if row < 0 else self.level[row])
+        top = float(width[level == 0].sum())
+        x = np.where(level == 0, before, 0.0) if row < 0 else np.zeros(hi - lo)
+        for d in range(1, int(level.max(initial=0)) + 1):  # a parent's start is known before its children's
+            here = np.flatnonzero(level == d)
+            x[here] = x[parent[here] - lo] + before[here]
+        keep = width >= top * fraction
+        if not flat:  # what is below a dropped row is dropped too
+            for d in range(1, int(level.max(initial=0)) + 1):
+                here = np.flatnonzero((level == d) & keep)
+                keep[here] = keep[parent[here] - lo]
+        kept = np.flatnonzero(keep)[:limit]
+        names = self.table["name"][span[kept]].to_list()
+        return {
+            "metric": metric, "kind": column_kind(column), "total": float(top), "root": row,
+            "i": span[kept].tolist(), "level": level[kept].tolist(), "x": x[kept].tolist(), "w": width[kept].tolist(),
+            "name": names, "dropped": int(len(span) - len(kept)),
+        }
+
+
+    def _offsets(self, metric: str, values: np.ndarray) -> np.ndarray:
+        """Each row's offset within its parent: the widths of its earlier siblings (made once per metric)."""
+        if metric not in self._before:
+            frame = pl.DataFrame({"p": self.parent, "w": values})
+            self._before[metric] = frame.select(pl.col("w").cum_sum().over("p") - pl.col("w")).to_series().to_numpy()
+        return self._before[metric]
+
+
+def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tree:
+    """View ``cmd`` of ``prof`` with ``options`` as a ``Tree`` (module docstring)."""
+    result = run_view(prof, cmd, options, full_rows=True)
+    full = view_table(cmd, result.frame)
+    table = full.select(view_table(cmd, result.frame.head(0), result.options.select).columns)
+    n = table.height
+    if cmd == "op":
+        level = np.zeros(n, dtype=np.int64)
+    else:
+        level = table["depth"].to_numpy().astype(np.int64)
+        level = level - (level.min() if n else 0)
+    parent = _parents(level)
+    order = np.argsort(parent, kind="stable")
+    first = np.concatenate([[0], np.cumsum(np.bincount(parent + 1, minlength=n + 1))])
+    return Tree(cmd=cmd, options=result.options, table=table, full=full, lines=_lines(result.text, n), notes=result.notes,
+                level=level, parent=parent, end=_ends(level, parent), order=order, first=first)
+
+
+def _parents(level: np.ndarray) -> np.ndarray:
+    """Each row's parent in a pre-order listing with nesting ``level``: the last row before it
+    one level up (one searchsorted per level)."""
+    parent = np.full(len(level), -1, dtype=np.int64)
+    index = np.arange(len(level))
+    for d in range(1, int(level.max(initial=0)) + 1):
+        here, above = index[level == d], index[level == d - 1]
+        parent[here] = above[np.searchsorted(above, here) - 1]
+    return parent
+
+
+def _ends(level: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """One past the last row of each subtree: the row plus the sizes of its descendants,
+    summed from the deepest level up."""
+    size = np.ones(len(level), dtype=np.int64)
+    for d in range(int(level.max(initial=0)), 0, -1):
+        here = np.flatnonzero(level == d)
+        np.add.at(size, parent[here], size[here])
+    return np.arange(len(level)) + size
+
+
+def _lines(text: str, rows: int) -> list[str] | None:
+    """The report's row lines (after the legend line), when there is one per row."""
+    head, sep, body = text.partition("\nnode name |")
+    if not sep:
+        return None
+    lines = body.split("\n")[1:]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines if len(lines) == rows else None
+
+
+def command_line(cmd: str, path: str, options: Options) -> str:
+    """The ``tfprof`` command that prints this view: the options that differ from the defaults."""
+    default = Options().to_tfprof()
+    words = ["tfprof", cmd, shlex.quote(path)]
+    for name, value in options.to_tfprof().items():
+        if name in ("output", "dump_to_file") or value == default.get(name):
+            continue
+        if isinstance(value, list):
+            value = ",".join(value)
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        words += [f"--{name}", shlex.quote(str(value)) if value != "" else "''"]
+    return " ".join(words)

@@ -1,0 +1,106 @@
+"""``tfprof ui``: the profiles in a browser — the four views as tree-tables, a flame graph, one
+step's timeline, the advisor and a SQL console — served on this machine only.
+
+The server is an ASGI app on Starlette, run by uvicorn. Why these: Starlette is a small
+routing layer over the standard ASGI interface (no ORM, no templating, no build step), its
+test client drives the app in-process for the API tests, and uvicorn is the reference ASGI
+server. The page is our own HTML, CSS and JavaScript shipped as package data
+(``tfprof/ui/static``): nothing to build, nothing fetched from a CDN, no request leaves the
+server.
+
+``serve(items, host, port)`` runs it in this thread until Ctrl-C; ``start(items)`` runs it in a
+background thread and returns a ``Running`` server (its ``url``; ``stop()``), which is what
+``tfprof.ui(...)`` does (in a notebook it shows the page in an IFrame). It binds 127.0.0.1
+unless told otherwise; the requests name profiles only by id (``tfprof.ui.profiles``).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfprof.profile import Profile
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+@dataclass
+class Running:
+    """A UI server running in a background thread."""
+
+    url: str
+    server: Any
+    thread: threading.Thread
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe src="{self.url}" width="100%" height="720" style="border:1px solid #ccd"></iframe>'
+                f'<p><a href="{self.url}" target="_blank">{self.url}</a></p>')
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def _items(profile_or_paths: Any) -> list[str | Path | Profile]:
+    if isinstance(profile_or_paths, (str, Path, Profile)):
+        return [profile_or_paths]
+    return list(profile_or_paths)
+
+
+def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                warm: bool = True):
+    """A uvicorn server for the UI over ``items`` (profile paths or loaded profiles) and the URL
+    it serves. ``port`` 0 picks a free port. With ``warm`` the first profile's scope view is
+    built before the server answers, so the page's first paint does not wait for it."""
+    import uvicorn
+
+    from tfprof.api.options import Options
+    from tfprof.ui.app import make_app
+    from tfprof.ui.profiles import Profiles
+
+    profiles = Profiles.load(_items(items))
+    if warm:
+        profiles.tree("0", "scope", Options())
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        from tfprof.errors import OptionError
+
+        raise OptionError(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from None
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(make_app(profiles), log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    shown = f"[{host}]" if ":" in host else host
+    return server, sock, f"http://{shown}:{port}/"
+
+
+def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0) -> Running:
+    """Serve the UI in a background thread; returns once it answers (``Running.url``)."""
+    server, sock, url = make_server(_items(profile_or_paths), host, port)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="tfprof-ui")
+    thread.start()
+    while not server.started and thread.is_alive():
+        time.sleep(0.02)
+    return Running(url, server, thread)
+
+
+def serve_until_interrupted(running: Running) -> None:
+    """Wait in this (main) thread until Ctrl-C, then stop the server and let the interrupt go on."""
+    try:
+        while running.thread.is_alive():
+            running.thread.join(0.2)
+    except KeyboardInterrupt:
+        running.stop()
+        raise

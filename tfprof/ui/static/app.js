@@ -1,0 +1,241 @@
+// tfprof web UI: the page's state (profile, view, options), its tabs and what each tab loads.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SELECT = ["micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes",
+  "params", "float_ops", "occurrence", "device", "op_types", "input_shapes", "tensor_value"];
+const ORDER = ["name", "depth", "micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes",
+  "output_bytes", "params", "float_ops", "occurrence"];
+const MINS = ["min_micros", "min_accelerator_micros", "min_cpu_micros", "min_bytes", "min_peak_bytes", "min_residual_bytes",
+  "min_output_bytes", "min_params", "min_float_ops", "min_occurrence"];
+const REGEXES = ["account_type_regexes", "start_name_regexes", "trim_name_regexes", "show_name_regexes", "hide_name_regexes"];
+// the command line's defaults: only options that differ are sent (and shown in the command)
+const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", select: "micros", account_displayed_op_only: false,
+  account_type_regexes: ".*", start_name_regexes: ".*", trim_name_regexes: "", show_name_regexes: ".*", hide_name_regexes: "" };
+for (const m of MINS) DEFAULTS[m] = 0;
+
+const state = { profiles: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "tree", metric: "micros", loaded: {} };
+
+function showError(e) { const b = $("error"); b.textContent = e ? String(e.message || e) : ""; b.classList.toggle("on", !!e); }
+
+function query() {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(state.opts)) if (String(v) !== String(DEFAULTS[k])) q.set(k, String(v));
+  return q.toString();
+}
+
+function base(pid = state.pid) { return { pid, cmd: state.cmd, query: query() }; }
+
+function buildPanel() {
+  const sel = $("select");
+  for (const f of SELECT) {
+    const l = el("label"), c = el("input");
+    c.type = "checkbox"; c.value = f; c.name = "select";
+    l.append(c, document.createTextNode(" " + f.replace("_micros", " time").replace(/_/g, " ")));
+    sel.appendChild(l);
+  }
+  const order = document.querySelector("select[name=order_by]");
+  for (const o of ORDER) order.appendChild(new Option(o, o));
+  for (const m of MINS) {
+    const l = el("label", null, m.replace("min_", "").replace("_micros", " time (us)").replace("_bytes", " bytes").replace(/_/g, " ") + " ≥");
+    const i = el("input"); i.type = "number"; i.min = 0; i.name = m;
+    l.appendChild(i); $("mins").appendChild(l);
+  }
+  $("options").addEventListener("change", () => { readPanel(); refresh(); });
+  $("options").addEventListener("submit", (e) => { e.preventDefault(); readPanel(); refresh(); });
+  $("reset").addEventListener("click", () => { state.opts = { ...DEFAULTS }; fillPanel(); refresh(); });
+}
+
+function fillPanel() {
+  const f = $("options");
+  for (const c of f.querySelectorAll("input[name=select]")) c.checked = state.opts.select.split(",").includes(c.value);
+  for (const k of ["order_by", "max_depth", ...REGEXES, ...MINS]) f.elements[k].value = state.opts[k];
+  f.elements.account_displayed_op_only.checked = !!state.opts.account_displayed_op_only;
+  const step = f.elements.step, prof = current();
+  step.replaceChildren(new Option("mean of steps (-1)", "-1"), ...prof.steps.map((s) => new Option(`step ${s}`, s)));
+  step.value = String(state.opts.step);
+}
+
+function readPanel() {
+  const f = $("options"), o = state.opts;
+  o.select = [...f.querySelectorAll("input[name=select]:checked")].map((c) => c.value).join(",");
+  for (const k of ["order_by", ...REGEXES]) o[k] = f.elements[k].value;
+  for (const k of ["max_depth", "step", ...MINS]) o[k] = f.elements[k].value === "" ? DEFAULTS[k] : Number(f.elements[k].value);
+  o.account_displayed_op_only = f.elements.account_displayed_op_only.checked;
+}
+
+function current() { return state.profiles.find((p) => p.id === state.pid); }
+
+function setTab(tab) {
+  state.tab = tab;
+  for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("on", b.dataset.tab === tab);
+  for (const s of document.querySelectorAll(".tab")) s.classList.toggle("on", s.id === `tab-${tab}`);
+  $("panel").classList.toggle("hidden", !["tree", "flame", "compare"].includes(tab));
+  refresh();
+}
+
+async function refresh() {
+  showError(null);
+  const key = `${state.pid}|${state.cmd}|${query()}|${state.metric}`;
+  try {
+    if (state.tab === "tree" && state.loaded.tree !== key) { await loadTree(); state.loaded.tree = key; }
+    if (state.tab === "flame" && state.loaded.flame !== key) { await ui.flame.load(base(), state.metric); state.loaded.flame = key; }
+    if (state.tab === "timeline" && state.loaded.timeline !== state.pid) { await loadTimeline(); state.loaded.timeline = state.pid; }
+    if (state.tab === "advisor" && state.loaded.advisor !== state.pid) { await loadAdvice(); state.loaded.advisor = state.pid; }
+    if (state.tab === "compare" && state.loaded.compare !== key + $("cmp-a").value + $("cmp-b").value) {
+      await Promise.all([ui.left.load($("cmp-a").value, state.cmd, query()), ui.right.load($("cmp-b").value, state.cmd, query())]);
+      state.loaded.compare = key + $("cmp-a").value + $("cmp-b").value;
+    }
+    if (state.tab === "sql") $("sql-csv").href = `/api/sql/${state.pid}/csv?q=${encodeURIComponent($("sql").value)}`;
+  } catch (e) { showError(e); }
+}
+
+async function loadTree() {
+  const view = await ui.tree.load(state.pid, state.cmd, query());
+  $("command").querySelector("code").textContent = view.command;
+  $("line").textContent = "";
+  $("hits").classList.remove("on");
+}
+
+async function search(text) {
+  const hits = $("hits");
+  if (!text) { hits.classList.remove("on"); return; }
+  try {
+    const found = await getJSON(ui.tree.url("search", `q=${encodeURIComponent(text)}`));
+    const items = found.rows.map((r, k) => {
+      const d = el("div", null, r.name);
+      d.addEventListener("click", () => ui.tree.reveal(r.i, found.hits[k].path));
+      return d;
+    });
+    if (!items.length) items.push(el("div", "more", `no node name contains “${text}” in this view`));
+    else if (found.total > found.rows.length) items.push(el("div", "more", `${found.total - found.rows.length} more matches`));
+    hits.replaceChildren(...items); hits.classList.add("on");
+    if (found.rows.length) await ui.tree.reveal(found.rows[0].i, found.hits[0].path);
+  } catch (e) { showError(e); }
+}
+
+async function reveal(view, name) {
+  // select the node (or op type, or code path) `name` in the tree of `view`
+  state.cmd = view;
+  markViews();
+  setTab("tree");
+  await refresh();
+  const found = await getJSON(ui.tree.url("search", `q=${encodeURIComponent(name)}&limit=500`));
+  const k = found.rows.findIndex((r) => r.name === name);
+  if (k < 0) { showError(`\`${name}\` is not shown in the ${view} view with these options`); return; }
+  await ui.tree.reveal(found.rows[k].i, found.hits[k].path);
+}
+
+async function loadTimeline() {
+  const prof = current(), stepSel = $("tl-step");
+  if (!prof.steps.length) { showError("this profile has no steps: no timeline"); return; }
+  if (!stepSel.options.length || stepSel.dataset.pid !== state.pid) {
+    stepSel.replaceChildren(...prof.steps.map((s) => new Option(`step ${s}`, s)));
+    stepSel.value = String(prof.steps[prof.steps.length - 1]); stepSel.dataset.pid = state.pid;
+  }
+  const data = await getJSON(`/api/timeline/${state.pid}?step=${stepSel.value}`);
+  ui.timeline.set(data);
+  $("tl-info").textContent = `${data.ts.length.toLocaleString()} ops on ${data.lanes.length} lanes`;
+  $("trace").href = `/api/trace/${state.pid}?step=${stepSel.value}`;
+  $("trace").download = `tfprof-step${stepSel.value}.trace.json`;
+}
+
+function table(columns, rows, link) {
+  const t = el("table", "grid"), head = el("tr");
+  const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => r[c] === null || typeof r[c] === "number"));
+  columns.forEach((c, j) => head.appendChild(el("th", numeric[j] ? "r" : null, c)));
+  const body = el("tbody");
+  rows.forEach((r, k) => {
+    const tr = el("tr");
+    columns.forEach((c, j) => {
+      const v = r[c], td = el("td", numeric[j] ? "r" : null);
+      const text = v === null ? "NULL" : typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(6) : typeof v === "object" ? JSON.stringify(v) : String(v);
+      if (link && link[k] && v === link[k].name) {
+        const a = el("a", null, text); a.title = `show in the ${link[k].view} view`;
+        a.addEventListener("click", () => reveal(link[k].view, link[k].name));
+        td.appendChild(a);
+      } else td.textContent = text;
+      td.title = text;
+      tr.appendChild(td);
+    });
+    body.appendChild(tr);
+  });
+  const thead = el("thead"); thead.appendChild(head);
+  t.append(thead, body);
+  return t;
+}
+
+async function loadAdvice() {
+  const advice = await getJSON(`/api/advice/${state.pid}`);
+  const cards = advice.checkers.map((c) => {
+    const card = el("div", "card"), h = el("h3", null, c.name);
+    h.appendChild(el("small", null, c.reports.length ? `${c.reports.length} report${c.reports.length > 1 ? "s" : ""}` : "nothing to report"));
+    card.appendChild(h);
+    if (c.reports.length) card.appendChild(el("div", "reports", c.reports.join("\n")));
+    if (c.rows.length) card.appendChild(table(c.columns, c.rows, c.links));
+    else if (!c.reports.length) card.appendChild(el("div", "none", "No findings."));
+    return card;
+  });
+  for (const n of advice.notes) cards.push(el("div", "notes", n));
+  $("advice").replaceChildren(...cards);
+}
+
+async function runSQL() {
+  const q = $("sql").value, limit = $("sql-limit").value || 1000;
+  $("sql-csv").href = `/api/sql/${state.pid}/csv?q=${encodeURIComponent(q)}`;
+  const t0 = performance.now();
+  try {
+    showError(null);
+    const res = await getJSON(`/api/sql/${state.pid}?q=${encodeURIComponent(q)}&limit=${limit}`);
+    $("sql-result").replaceChildren(table(res.columns, res.rows));
+    $("sql-info").textContent = `${res.total.toLocaleString()} rows${res.truncated ? `, first ${res.rows.length} shown` : ""} · ${Math.round(performance.now() - t0)} ms`;
+  } catch (e) { $("sql-result").replaceChildren(); $("sql-info").textContent = ""; showError(e); }
+}
+
+function markViews() { for (const b of document.querySelectorAll("#views button")) b.classList.toggle("on", b.dataset.cmd === state.cmd); }
+
+function sortBy(order) { state.opts.order_by = order; fillPanel(); refresh(); }
+
+const ui = {};
+
+async function init() {
+  buildPanel();
+  ui.tree = new TreeTable($("tree"), { onSort: sortBy, onSelect: (r) => { $("line").textContent = r.line || r.name; } });
+  ui.left = new TreeTable($("cmp-left"), { onSort: sortBy });
+  ui.right = new TreeTable($("cmp-right"), { onSort: sortBy });
+  ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
+  ui.timeline = new Timeline($("timeline"), $("tl-tip"));
+  const { profiles } = await getJSON("/api/profiles");
+  state.profiles = profiles;
+  for (const s of [$("profile"), $("cmp-a"), $("cmp-b")]) s.replaceChildren(...profiles.map((p) => new Option(`${p.id}: ${p.label}`, p.id)));
+  $("cmp-b").value = profiles.length > 1 ? profiles[1].id : profiles[0].id;
+  const facts = () => { const p = current(); $("facts").textContent = `${p.source} · ${p.nodes.toLocaleString()} nodes · ${p.steps.length} step${p.steps.length === 1 ? "" : "s"}`; $("facts").title = p.path; };
+  $("profile").addEventListener("change", () => {
+    state.pid = $("profile").value;
+    if (state.opts.step !== -1 && !current().steps.includes(state.opts.step)) state.opts.step = -1;
+    fillPanel(); facts(); refresh();
+  });
+  for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => setTab(b.dataset.tab));
+  for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => { state.cmd = b.dataset.cmd; markViews(); refresh(); });
+  for (const b of document.querySelectorAll("#metrics button")) b.addEventListener("click", () => {
+    state.metric = b.dataset.metric;
+    for (const x of document.querySelectorAll("#metrics button")) x.classList.toggle("on", x === b);
+    refresh();
+  });
+  $("search").addEventListener("keydown", (e) => { if (e.key === "Enter") search($("search").value.trim()); });
+  $("copy").addEventListener("click", async () => {
+    const text = $("command").querySelector("code").textContent;
+    try { await navigator.clipboard.writeText(text); $("copy").textContent = "Copied"; } catch (e) { window.prompt("Copy the command:", text); }
+    setTimeout(() => { $("copy").textContent = "Copy"; }, 1200);
+  });
+  $("tl-step").addEventListener("change", () => { state.loaded.timeline = null; refresh(); });
+  $("run-sql").addEventListener("click", runSQL);
+  $("sql").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runSQL(); } });
+  for (const s of [$("cmp-a"), $("cmp-b")]) s.addEventListener("change", refresh);
+  facts(); fillPanel();
+  await refresh();
+  window.tfprofReady = true;
+}
+
+window.tfprofUI = { state, ui, reveal, refresh, setTab };
+init().catch(showError);

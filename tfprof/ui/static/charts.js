@@ -1,0 +1,115 @@
+// tfprof web UI: the icicle (flame graph) of the current view, on a canvas, click to zoom.
+"use strict";
+
+function hue(name) {
+  // a stable colour per name: warm hues for the flame graph, spread over the whole wheel for the timeline
+  let h = 2166136261;
+  for (let k = 0; k < name.length; k++) { h ^= name.charCodeAt(k); h = Math.imul(h, 16777619); }
+  return (h >>> 0) / 4294967296;
+}
+
+function fitCanvas(canvas) {
+  const r = canvas.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
+  const w = Math.max(1, Math.round(r.width * dpr)), h = Math.max(1, Math.round(r.height * dpr));
+  if (canvas.width !== w || canvas.height !== h) { canvas.width = w; canvas.height = h; }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  return { ctx, w: r.width, h: r.height };
+}
+
+class Flame {
+  constructor(canvas, tip, crumbs, { onPick } = {}) {
+    this.canvas = canvas; this.tip = tip; this.crumbs = crumbs; this.onPick = onPick;
+    this.H = 20; this.data = null; this.boxes = [];
+    canvas.addEventListener("mousemove", (e) => this.hover(e));
+    canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    canvas.addEventListener("click", (e) => this.click(e));
+    new ResizeObserver(() => this.draw()).observe(canvas);
+  }
+
+  async load(base, metric, node = -1) {
+    this.base = base; this.metric = metric;
+    const { pid, cmd, query } = base;
+    this.data = await getJSON(`/api/flame/${pid}/${cmd}?${query}${query ? "&" : ""}metric=${metric}&node=${node}`);
+    this.draw();
+    this.crumb();
+    return this.data;
+  }
+
+  crumb() {
+    const d = this.data, parts = [];
+    const all = el("a", null, "all");
+    all.addEventListener("click", () => this.load(this.base, this.metric, -1));
+    parts.push(all);
+    d.path.forEach((i, k) => {
+      const a = el("a", null, d.path_names[k].split("/").pop() || d.path_names[k]);
+      a.title = d.path_names[k];
+      a.addEventListener("click", () => this.load(this.base, this.metric, i));
+      parts.push(document.createTextNode(" › "), a);
+    });
+    if (d.root >= 0) parts.push(document.createTextNode(" › "), el("b", null, d.name[0]));
+    parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped ? ` · ${d.dropped} rows under 1/4000 of it not drawn` : ""}`));
+    this.crumbs.replaceChildren(...parts);
+  }
+
+  draw() {
+    const t0 = performance.now();
+    const { ctx, w, h } = fitCanvas(this.canvas);
+    ctx.clearRect(0, 0, w, h);
+    const d = this.data;
+    this.boxes = [];
+    if (!d) return;
+    if (!d.total) { ctx.fillStyle = "#6b7383"; ctx.font = "13px system-ui"; ctx.fillText(`no ${d.metric} in this view`, 16, 28); return; }
+    const scale = (w - 2) / d.total, H = this.H;
+    ctx.font = "11.5px system-ui, sans-serif";
+    ctx.textBaseline = "middle";
+    for (let k = 0; k < d.i.length; k++) {
+      const x = 1 + d.x[k] * scale, bw = d.w[k] * scale, y = 4 + d.level[k] * H;
+      if (bw < 0.5 || y > h) continue;
+      const t = hue(d.name[k]);
+      ctx.fillStyle = `hsl(${Math.round(8 + t * 44)}, ${Math.round(72 + t * 18)}%, ${Math.round(60 + (1 - t) * 12)}%)`;
+      ctx.fillRect(x, y, Math.max(bw - 1, 0.5), H - 1);
+      this.boxes.push([x, y, bw, k]);
+      if (bw > 36) {
+        ctx.save(); ctx.beginPath(); ctx.rect(x, y, bw - 2, H); ctx.clip();
+        ctx.fillStyle = "#2a1a0c";
+        const label = d.name[k].split("/").pop() || d.name[k];
+        ctx.fillText(bw > 160 ? `${label}  ${Fmt.value(d.kind, d.w[k])}` : label, x + 4, y + H / 2);
+        ctx.restore();
+      }
+    }
+    this.lastDraw = performance.now() - t0;
+  }
+
+  at(e) {
+    const r = this.canvas.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
+    for (const [x, y, w, k] of this.boxes) if (mx >= x && mx < x + w && my >= y && my < y + this.H) return [k, mx, my];
+    return null;
+  }
+
+  hover(e) {
+    const hit = this.at(e);
+    if (!hit) { this.tip.style.display = "none"; return; }
+    const [k, mx, my] = hit, d = this.data;
+    this.tip.replaceChildren(el("b", null, d.name[k]), el("br"),
+      document.createTextNode(`${Fmt.value(d.kind, d.w[k])} · ${((100 * d.w[k]) / d.total).toFixed(2)}% of ${d.root >= 0 ? "zoom" : "view"}`));
+    this.tip.style.display = "block";
+    this.tip.style.left = `${Math.min(mx + 14, this.canvas.clientWidth - 300)}px`;
+    this.tip.style.top = `${my + 14}px`;
+  }
+
+  click(e) {
+    const hit = this.at(e);
+    if (!hit) return;
+    const k = hit[0], d = this.data;
+    const i = d.i[k];
+    if (this.onPick) this.onPick(d.name[k], i);
+    if (k === 0 && d.root === i) { // the zoomed box itself: one level out
+      this.load(this.base, this.metric, d.path.length ? d.path[d.path.length - 1] : -1);
+    } else {
+      this.load(this.base, this.metric, i);
+    }
+  }
+}
+
+window.Flame = Flame; window.hue = hue; window.fitCanvas = fitCanvas;

@@ -1,0 +1,227 @@
+// tfprof web UI: number formats (tfprof's own) and the lazy tree-table of a view.
+"use strict";
+
+const Fmt = {
+  // tfprof's FormatTime / FormatMemory / FormatNumber (docs/TFPROF_BEHAVIOUR.md, 'Number formats').
+  time(us) { return us < 1e3 ? `${Math.trunc(us)}us` : us < 1e6 ? `${(us / 1e3).toFixed(2)}ms` : `${(us / 1e6).toFixed(2)}sec`; },
+  memory(b) { return b < 1e3 ? `${Math.trunc(b)}B` : b < 1e6 ? `${(b / 1e3).toFixed(2)}KB` : `${(b / 1e6).toFixed(2)}MB`; },
+  number(n) { return n < 1e3 ? `${Math.trunc(n)}` : n < 1e6 ? `${(n / 1e3).toFixed(2)}k` : n < 1e9 ? `${(n / 1e6).toFixed(2)}m` : `${(n / 1e9).toFixed(2)}b`; },
+  value(kind, v) { return (Fmt[kind] || Fmt.number)(v); },
+};
+
+const LABELS = {
+  exec_micros: "time", accelerator_exec_micros: "accel time", cpu_exec_micros: "cpu time",
+  requested_bytes: "bytes", peak_bytes: "peak bytes", residual_bytes: "residual", output_bytes: "output bytes",
+  params: "params", float_ops: "flops", run_count: "runs", definition_count: "defined",
+};
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+async function getJSON(url) {
+  const res = await fetch(url);
+  let body;
+  try { body = await res.json(); } catch (e) { throw new Error(`${res.status} ${res.statusText}`); }
+  if (!res.ok) throw new Error(body.error || `${res.status}`);
+  return body;
+}
+
+class TreeTable {
+  // A view's rows, fetched a level (and a page of 200 children) at a time; drawn with virtual
+  // scrolling, so only the rows on screen are in the DOM.
+  constructor(host, { onSort, onSelect } = {}) {
+    this.host = host; this.onSort = onSort; this.onSelect = onSelect;
+    this.head = el("div", "tt-head"); this.scroll = el("div", "tt-scroll"); this.rowsEl = el("div", "tt-rows");
+    this.notesEl = el("div", "notes");
+    this.scroll.appendChild(this.rowsEl);
+    host.replaceChildren(this.head, this.notesEl, this.scroll);
+    this.scroll.addEventListener("scroll", () => this.draw());
+    new ResizeObserver(() => this.draw()).observe(this.scroll);
+    this.ROW = 24; this.visible = []; this.sel = null;
+  }
+
+  async load(pid, cmd, query) {
+    const view = await getJSON(`/api/view/${pid}/${cmd}?${query}`);
+    this.base = { pid, cmd, query }; this.view = view;
+    this.nodes = new Map();
+    this.root = { row: { i: -1, children: view.top }, kids: [], open: true };
+    this.nodes.set(-1, this.root);
+    for (const row of view.rows) this.add(row);
+    this.sel = null;
+    this.notesEl.textContent = view.notes.join("  ");
+    this.header();
+    this.flatten();
+    this.scroll.scrollTop = 0;
+    this.draw();
+    return view;
+  }
+
+  add(row) {
+    if (this.nodes.has(row.i)) return this.nodes.get(row.i);
+    const node = { row, kids: null, open: false };
+    this.nodes.set(row.i, node);
+    const parent = this.nodes.get(row.parent);
+    if (parent) { (parent.kids = parent.kids || []).push(node); parent.open = true; }
+    return node;
+  }
+
+  header() {
+    const cols = this.view.columns, op = this.view.cmd === "op";
+    this.cols = cols;
+    const name = el("div", "tt-name", op ? "op type" : this.view.cmd === "code" ? "code path" : "node name");
+    name.addEventListener("click", () => this.onSort && this.onSort("name"));
+    const cells = [name];
+    for (const c of cols) {
+      const total = c.name.startsWith("total_");
+      const base = c.name.replace(/^total_/, "");
+      const d = el("div", "num" + (total ? " total" : ""), LABELS[base] || base);
+      d.appendChild(el("small", null, total ? (op ? "cumulative" : "total") : "self"));
+      d.title = `${c.name} — click to order by ${c.order_by}`;
+      if (c.order_by && c.order_by === this.view.options.order_by) d.classList.add("sorted");
+      if (c.order_by) d.addEventListener("click", () => this.onSort && this.onSort(c.order_by));
+      cells.push(d);
+    }
+    if (this.view.options.order_by === "name") name.classList.add("sorted");
+    this.head.replaceChildren(...cells);
+    // bars behind the first total column, relative to the largest top-level value
+    this.barCol = op ? -1 : cols.findIndex((c) => c.name.startsWith("total_"));
+    this.barMax = 0;
+    if (this.barCol >= 0) for (const n of this.root.kids) this.barMax = Math.max(this.barMax, n.row.values[this.barCol]);
+  }
+
+  flatten() {
+    const out = [];
+    const walk = (node) => {
+      for (const kid of node.kids || []) {
+        out.push(kid);
+        if (kid.open && kid.kids) walk(kid);
+      }
+      const left = node.row.children - (node.kids ? node.kids.length : 0);
+      if (node.open && node.kids && left > 0) out.push({ more: node, left });
+    };
+    walk(this.root);
+    this.visible = out;
+    this.rowsEl.style.height = `${out.length * this.ROW}px`;
+  }
+
+  draw() {
+    if (!this.view) return;
+    const top = this.scroll.scrollTop, h = this.scroll.clientHeight || 600;
+    const first = Math.max(0, Math.floor(top / this.ROW) - 5), last = Math.min(this.visible.length, first + Math.ceil(h / this.ROW) + 10);
+    const frag = document.createDocumentFragment();
+    for (let k = first; k < last; k++) frag.appendChild(this.rowEl(this.visible[k], k));
+    this.rowsEl.replaceChildren(frag);
+  }
+
+  rowEl(item, k) {
+    const d = el("div", "tt-row");
+    d.style.top = `${k * this.ROW}px`;
+    if (item.more) {
+      d.classList.add("more");
+      const pad = item.more.row.i < 0 ? 0 : item.more.row.level + 1;
+      d.textContent = `${"\u2003".repeat(pad)}    ▸ show ${Math.min(item.left, 200)} more of ${item.left} remaining`;
+      d.addEventListener("click", () => this.more(item.more));
+      return d;
+    }
+    const r = item.row;
+    d.dataset.i = r.i;
+    if (this.sel === r.i) d.classList.add("sel");
+    const name = el("div", "tt-name");
+    name.style.paddingLeft = `${6 + r.level * 16}px`;
+    const tw = el("span", "tw", r.children ? (item.open && item.kids ? "▼" : "▶") : "");
+    tw.addEventListener("click", (e) => { e.stopPropagation(); this.toggle(item); });
+    const nm = el("span", "nm", r.name);
+    nm.title = r.name;
+    name.append(tw, nm);
+    if (r.children) name.appendChild(el("span", "n", `${r.children}`));
+    d.appendChild(name);
+    this.cols.forEach((c, j) => {
+      const total = c.name.startsWith("total_");
+      const v = r.values[j];
+      const cell = el("div", "num" + (total ? " total" : "") + (!total && !r.accounted ? " dim" : ""));
+      if (j === this.barCol && this.barMax > 0 && v > 0) {
+        const fill = el("div", "fill");
+        fill.style.width = `${Math.min(100, (100 * v) / this.barMax)}%`;
+        cell.appendChild(fill);
+      }
+      cell.appendChild(el("span", null, !total && !r.accounted ? "--" : Fmt.value(c.kind, v)));
+      d.appendChild(cell);
+    });
+    d.addEventListener("click", () => this.select(r.i));
+    d.addEventListener("dblclick", () => this.toggle(item));
+    return d;
+  }
+
+  select(i) {
+    this.sel = i;
+    const node = this.nodes.get(i);
+    this.draw();
+    if (this.onSelect && node) this.onSelect(node.row);
+  }
+
+  url(kind, extra) {
+    const { pid, cmd, query } = this.base;
+    return `/api/${kind}/${pid}/${cmd}?${query}${query ? "&" : ""}${extra}`;
+  }
+
+  async fetchKids(node, limit = 200) {
+    const offset = node.kids ? node.kids.length : 0;
+    const page = await getJSON(this.url("children", `node=${node.row.i}&offset=${offset}&limit=${limit}`));
+    node.kids = node.kids || [];
+    for (const row of page.rows) this.add(row);
+    node.open = true;
+  }
+
+  async toggle(node) {
+    if (!node.row.children) return;
+    if (node.open && node.kids) node.open = false;
+    else if (node.kids) node.open = true;
+    else await this.fetchKids(node);
+    this.flatten(); this.draw();
+  }
+
+  async more(node) { await this.fetchKids(node); this.flatten(); this.draw(); }
+
+  async expandAll(budget = 5000) {
+    // open every loaded node, level by level, until about `budget` rows are shown
+    let level = [this.root], shown = this.root.kids.length;
+    while (level.length && shown < budget) {
+      const next = [];
+      for (const node of level) {
+        for (const kid of node.kids || []) {
+          if (!kid.row.children || shown >= budget) continue;
+          if (!kid.kids) { await this.fetchKids(kid, 2000); shown += kid.kids.length; }
+          kid.open = true;
+          next.push(kid);
+        }
+      }
+      level = next;
+    }
+    this.flatten(); this.draw();
+  }
+
+  async reveal(i, path) {
+    // open the ancestors of row i (top-level first), loading pages until each is there
+    let parent = this.root;
+    for (const step of [...path, i]) {
+      while (!this.nodes.has(step) && parent.kids.length < parent.row.children) await this.fetchKids(parent, 2000);
+      const node = this.nodes.get(step);
+      if (!node) break;
+      parent.open = true;
+      parent = node;
+      if (step !== i && !node.kids) await this.fetchKids(node, 2000);
+    }
+    this.flatten();
+    const k = this.visible.findIndex((n) => n.row && n.row.i === i);
+    if (k >= 0) this.scroll.scrollTop = Math.max(0, k * this.ROW - this.scroll.clientHeight / 3);
+    this.select(i);
+  }
+
+  rows() { return this.visible.filter((n) => n.row).map((n) => n.row); }
+}
+
+window.Fmt = Fmt; window.TreeTable = TreeTable; window.getJSON = getJSON; window.el = el;
