@@ -216,3 +216,38 @@ def test_files_are_read_only_from_the_given_profiles(client, tmp_path):
     assert answer.status_code == 400 and not target.exists()
     answer = client.get("/api/sql/0", params={"q": "select * from glob('/etc/*')"})
     assert answer.status_code == 400
+
+
+def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", SAMPLE, MULTISTEP, "--port", "0", "--no-browser"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TFPROF_SERVER": "0"})
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("tfprof ui: serving 2 profiles at http://127.0.0.1:")
+        url = line.split(" at ")[1].split()[0]
+        listed = json.loads(urllib.request.urlopen(url + "api/profiles", timeout=30).read())["profiles"]
+        assert [p["path"] for p in listed] == [SAMPLE, MULTISTEP]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err == "Interrupted.\n"
+
+
+def test_python_entry_serves_in_the_background():
+    import urllib.request
+
+    running = tfprof.ui(tfprof.load(SAMPLE))
+    try:
+        assert str(running).startswith("http://127.0.0.1:") and "<iframe" in running._repr_html_()
+        page = urllib.request.urlopen(str(running), timeout=30).read().decode()
+        assert "/static/app.js" in page
+    finally:
+        running.stop()
+    assert not running.thread.is_alive()
+    assert callable(tfprof.ui) and __import__("tfprof.ui.app").ui is tfprof.ui  # the submodule did not replace it

@@ -42,6 +42,7 @@ __all__ = [
     "sample_path",
     "save",
     "summarize",
+    "ui",
     "view",
 ]
 
@@ -137,13 +138,23 @@ def summarize(prof: Profile):
     return run(prof)
 
 
+def ui(profile_or_paths, *, host: str = "127.0.0.1", port: int = 0):
+    """Serve the web UI on a profile, a path, or a list of them, in a background thread
+    (``tfprof.ui.start``); returns the running server: ``str()`` is its URL, ``.stop()`` ends
+    it, and a notebook shows the page in an IFrame. ``port`` 0 picks a free port."""
+    from tfprof.ui import start
+
+    return start(profile_or_paths, host=host, port=port)
+
+
 class _Package(types.ModuleType):
-    """The package's module type. ``tfprof.profile`` is the function above, and stays so: importing
-    the submodule of the same name (which Python records as an attribute of its package) must not
-    replace it. The module itself is ``sys.modules["tfprof.profile"]``."""
+    """The package's module type. ``tfprof.profile`` and ``tfprof.ui`` are the functions above,
+    and stay so: importing the submodule of the same name (which Python records as an attribute
+    of its package) must not replace them. The modules themselves are ``sys.modules["tfprof.profile"]``
+    and ``sys.modules["tfprof.ui"]``."""
 
     def __setattr__(self, name: str, value: object) -> None:
-        if name == "profile" and isinstance(value, types.ModuleType):
+        if name in ("profile", "ui") and isinstance(value, types.ModuleType):
             return
         super().__setattr__(name, value)
 

@@ -8,9 +8,9 @@ server. The page is our own HTML, CSS and JavaScript shipped as package data
 (``tfprof/ui/static``): nothing to build, nothing fetched from a CDN, no request leaves the
 server.
 
-``serve(items, host, port)`` runs it in this thread until Ctrl-C; ``start(items)`` runs it in a
-background thread and returns a ``Running`` server (its ``url``; ``stop()``), which is what
-``tfprof.ui(...)`` does (in a notebook it shows the page in an IFrame). It binds 127.0.0.1
+``start(items)`` runs it in a background thread and returns a ``Running`` server (its ``url``;
+``stop()``), which is what ``tfprof.ui(...)`` does (in a notebook it shows the page in an
+IFrame); ``tfprof ui`` then waits for Ctrl-C (``serve_until_interrupted``). It binds 127.0.0.1
 unless told otherwise; the requests name profiles only by id (``tfprof.ui.profiles``).
 """
 
@@ -57,7 +57,7 @@ def _items(profile_or_paths: Any) -> list[str | Path | Profile]:
 
 
 def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                warm: bool = True):
+                warm: bool = True, labels: list[str] | None = None):
     """A uvicorn server for the UI over ``items`` (profile paths or loaded profiles) and the URL
     it serves. ``port`` 0 picks a free port. With ``warm`` the first profile's scope view is
     built before the server answers, so the page's first paint does not wait for it."""
@@ -67,7 +67,7 @@ def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST,
     from tfprof.ui.app import make_app
     from tfprof.ui.profiles import Profiles
 
-    profiles = Profiles.load(_items(items))
+    profiles = Profiles.load(_items(items), labels)
     if warm:
         profiles.tree("0", "scope", Options())
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -86,9 +86,9 @@ def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST,
     return server, sock, f"http://{shown}:{port}/"
 
 
-def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0) -> Running:
+def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0, labels: list[str] | None = None) -> Running:
     """Serve the UI in a background thread; returns once it answers (``Running.url``)."""
-    server, sock, url = make_server(_items(profile_or_paths), host, port)
+    server, sock, url = make_server(_items(profile_or_paths), host, port, labels=labels)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="tfprof-ui")
     thread.start()
     while not server.started and thread.is_alive():

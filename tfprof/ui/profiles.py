@@ -44,18 +44,22 @@ class Profiles:
         self._views: OrderedDict[tuple, Tree] = OrderedDict()
 
     @classmethod
-    def load(cls, items: Iterable[str | Path | Profile], loader: Callable[[str], Profile] | None = None) -> Profiles:
+    def load(cls, items: Iterable[str | Path | Profile], labels: list[str] | None = None,
+             loader: Callable[[str], Profile] | None = None) -> Profiles:
         """Profiles from paths (loaded with ``loader``, ``tfprof.api.load`` by default) or
-        loaded ``Profile`` objects."""
+        loaded ``Profile`` objects; ``labels``: the paths as the user gave them (the command
+        lines the page shows use them)."""
         if loader is None:
             from tfprof.api import load as loader
         entries = []
         for k, item in enumerate(items):
             if isinstance(item, Profile):
                 path = str(item.store) if item.store is not None else f"profile{k}"
-                entries.append(Entry(str(k), Path(path).name, path, item))
+                prof = item
             else:
-                entries.append(Entry(str(k), Path(item).name, str(item), loader(str(item))))
+                path, prof = str(item), loader(str(item))
+            path = labels[k] if labels else path
+            entries.append(Entry(str(k), Path(path).name, path, prof))
         if not entries:
             raise BadRequest("give at least one profile")
         return cls(entries)

@@ -1,0 +1,51 @@
+"""``tfprof ui``: serve the web UI (``tfprof.ui``) on the profiles given, until Ctrl-C."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tfprof.cli.app import _load, app
+
+
+@app.command()
+def ui(
+    profiles: Annotated[
+        list[Path], typer.Argument(metavar="PROFILE", help="Store directories or ProfileProto files (one or more).")
+    ],
+    port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on; the default serves this machine only.")
+    ] = "127.0.0.1",
+    no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser.")] = False,
+) -> None:
+    """Explore profiles in the browser: the four views as tree-tables with every option, a flame
+    graph, one step's timeline, the advisor and a SQL console; side by side for two profiles.
+
+    Prints the URL and serves until Ctrl-C. Nothing is fetched from outside this server.
+
+    Examples:
+
+      tfprof ui run.tfprof
+
+      tfprof ui before.tfprof after.tfprof --port 9000 --no-browser
+    """
+    from tfprof.errors import OptionError
+    from tfprof.ui import serve_until_interrupted, start
+
+    if not 0 <= port <= 65535:
+        raise OptionError(f"--port takes 0 to 65535, not `{port}`")
+    loaded = [_load(profile_path=p) for p in profiles]
+    running = start(loaded, host=host, port=port, labels=[str(p) for p in profiles])
+    print(f"tfprof ui: serving {len(loaded)} profile{'s' if len(loaded) > 1 else ''} at {running.url}  (Ctrl-C stops)",
+          flush=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"Warning: listening on {host}: anyone who can reach it can read these profiles", file=sys.stderr)
+    if not no_browser:
+        import webbrowser
+
+        webbrowser.open(running.url)
+    serve_until_interrupted(running)
