@@ -65,7 +65,9 @@ LAYERS = {
     "api": ALL_BASE | {"ingest", "queries", "views"},
     # The web UI: a shell like the CLI (an ASGI app over the api); the CLI starts it.
     "ui": ALL_BASE | {"api"},
-    "cli": ALL_BASE | {"api", "ui"},
+    # Many runs: a catalog of them, views and SQL across them, the reference backend on Spark.
+    "catalog": ALL_BASE | {"ingest", "queries", "views", "api"},
+    "cli": ALL_BASE | {"api", "ui", "catalog"},
     # tf.profiler's Python API: a shell like the CLI, which also turns a tf.Graph into inputs.
     "tf_api": ALL_BASE | {"api", "ingest", "queries", "views"},
 }

@@ -103,25 +103,29 @@ def first_line(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- the connection
 
 
-def connect(tables: Mapping[str, pa.Table | Path]) -> duckdb.DuckDBPyConnection:
+def connect(tables: Mapping[str, pa.Table | Path | list[Path]]) -> duckdb.DuckDBPyConnection:
     """A locked-down in-memory DuckDB connection where each of ``tables`` is a view of its name:
-    an Arrow table (registered, nothing copied) or a Parquet file (read by DuckDB's own reader
-    when a query runs, only the columns and row groups it needs)."""
+    an Arrow table (registered, nothing copied), a Parquet file (read by DuckDB's own reader
+    when a query runs, only the columns and row groups it needs), or a non-empty list of Parquet
+    files of one hive-partitioned dataset (a catalog's: ``.../run=<name>/part-*.parquet``), read
+    together with a string column per partition key."""
     con = duckdb.connect(config=SETTINGS)
     try:
         con.execute("SET secret_directory = ''")  # '' given to connect() means "the default"
-        files = {name: Path(src).absolute() for name, src in tables.items() if not isinstance(src, pa.Table)}
+        files = {name: [Path(p).absolute() for p in (src if isinstance(src, list) else [src])]
+                 for name, src in tables.items() if not isinstance(src, pa.Table)}
         # allowed_paths can only be set while external access is on; it lets the engine read
         # these files (and only these) once it is off
-        con.execute("SET allowed_paths = $paths", {"paths": [str(p) for p in files.values()]})
+        con.execute("SET allowed_paths = $paths", {"paths": [str(p) for ps in files.values() for p in ps]})
         for name, src in tables.items():
             if name in files:
-                path = str(files[name]).replace("'", "''")
+                quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files[name])
+                hive = ", hive_partitioning = true, hive_types_autocast = false" if isinstance(src, list) else ""
                 try:
-                    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet(\'{path}\')')
+                    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet([{quoted}]{hive})')
                 except duckdb.Error as exc:
                     raise ProfileFormatError(
-                        f"Cannot read table `{name}` of the store at `{files[name]}`: {first_line(exc)}; "
+                        f"Cannot read table `{name}` of the store at `{files[name][0]}`: {first_line(exc)}; "
                         "write the store again from its inputs"
                     ) from None
             else:

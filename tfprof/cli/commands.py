@@ -25,6 +25,7 @@ from tfprof.cli.app import (
     app,
     takes_inputs,
 )
+from tfprof.cli.catalog_command import CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption
 
 
 def _version(value: bool) -> None:
@@ -73,11 +74,12 @@ def _root(
 @app.command()
 @takes_inputs()
 def ingest(
-    out: Annotated[
-        Path,
-        typer.Option("--out", "-o", help="Store directory to write; an existing store is replaced only with --force."),
-    ],
     inputs: dict,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Store directory to write; an existing store is replaced only with --force."),
+    ] = None,
+    catalog: CatalogOption = None, run: RunOption = None, tag: TagOption = None,
     force: Force = False,
 ) -> None:
     """Ingest tfprof inputs into a Parquet store that later commands open without re-parsing.
@@ -90,6 +92,9 @@ def ingest(
     """
     from tfprof.api import ingest_to_store
 
+    if catalog is not None or out is None:  # a run of a catalog (docs/SCALE.md)
+        from tfprof.cli.catalog_command import add_to_catalog
+        return add_to_catalog(catalog, run, tag, inputs, force)
     dest, counts = ingest_to_store(out, progress=_progress(), force=force, inputs=_protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
     if counts.get("validation"):  # what the ingest found, said as every command that loads it will
@@ -125,6 +130,7 @@ def sql(
     fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "table",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the result to this file, not stdout.")] = None,
     force: Force = False,
+    catalog: CatalogOption = None, engine: EngineOption = "local", master: MasterOption = None,
 ) -> None:
     """Run a SQL query (DuckDB) over a profile's tables; every table is a view of the same name.
 
@@ -139,6 +145,9 @@ def sql(
     The tables and their columns are listed in docs/SCHEMA.md.
     """
     protect = _protected(inputs)
+    if catalog is not None or engine != "local":  # every run of a catalog, each table with a `run` column
+        from tfprof.cli.catalog_command import catalog_sql
+        return catalog_sql(catalog, query, engine, master, fmt=fmt, out=out, force=force, inputs=protect)
     if out is not None:
         from tfprof.output import check_target
 
@@ -295,6 +304,7 @@ Examples:
   tfprof op --profile_path profile_100 -order_by micros -max_depth 10
   tfprof code --graph_path graph.pbtxt --op_log_path tfprof_log --run_meta_path rm.pb
 """
+_VIEW_EPILOG += CATALOG_HELP
 
 
 
@@ -310,7 +320,11 @@ def _view_command(cmd: str, summary: str):
     ) -> None:
         from tfprof.cli.viewopts import parse_view_args
 
-        opts, rest = parse_view_args(list(ctx.args))
+        from tfprof.cli.catalog_command import take_view_flags, view_engine, view_profile
+
+        many, view_args = take_view_flags(list(ctx.args))
+
+        opts, rest = parse_view_args(view_args)
         if len(rest) > 1:
             raise typer.BadParameter(f"unexpected arguments {' '.join(rest[1:])}; options look like --max_depth 3")
         if rest:
@@ -319,7 +333,9 @@ def _view_command(cmd: str, summary: str):
             from tfprof.api import check_output
 
             check_output(cmd, opts, force=force, inputs=_protected(inputs))  # before the profile loads
-        _run_view(cmd, _load(**inputs), opts, fmt=fmt, force=force, inputs=_protected(inputs))
+        prof = view_profile(many, opts, inputs) or _load(**inputs)
+        with view_engine(many):
+            _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=_protected(inputs))
 
     command.__doc__ = summary
     return command

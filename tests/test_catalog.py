@@ -1,0 +1,231 @@
+"""A catalog of runs (tfprof.catalog): add, list and remove with the output trust rules, concurrent
+adds from several processes, every golden case through a catalog's run, aggregates over runs
+against per-run views, and SQL across runs through the sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import tfprof
+from tfprof.api import run_view
+from tfprof.catalog import add_run, aggregate_profile, match_runs, remove_run, run_profile, runs, sql
+from tfprof.catalog.layout import RUNS, STAGING, listed_files
+from tfprof.errors import OptionError, OutputError, ProfileFormatError, QueryError
+from tfprof.schema import TABLES
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN_FIXTURES = sorted(p.parent.name for p in GOLDEN.glob("*/cases.json"))
+
+
+@pytest.fixture(scope="module")
+def golden_catalog(tmp_path_factory) -> Path:
+    """One run per golden fixture, tagged with its name."""
+    root = tmp_path_factory.mktemp("golden") / "cat"
+    for name in GOLDEN_FIXTURES:
+        add_run(root, name, tags={"fixture": name}, profile_path=FIXTURES / name / "profile.pb")
+    return root
+
+
+def _body(text: str) -> str:
+    return text[text.find("node name |"):]
+
+
+def _golden_cases():
+    for name in GOLDEN_FIXTURES:
+        for case in json.loads((GOLDEN / name / "cases.json").read_text()):
+            if (GOLDEN / name / f"{case['id']}.txt").read_text():
+                yield pytest.param(name, case, id=f"{name}-{case['id']}")
+
+
+_RUNS: dict[str, tfprof.Profile] = {}
+
+
+@pytest.mark.parametrize("fixture,case", list(_golden_cases()))
+def test_every_golden_case_through_a_run_of_the_catalog(golden_catalog, fixture, case):
+    """The run's report equals the profile's own, byte for byte (header included)."""
+    if fixture not in _RUNS:
+        _RUNS[fixture] = run_profile(golden_catalog, fixture)
+    options = {k: v for k, v in case["options"].items() if k != "output"}
+    try:
+        alone = run_view(tfprof.load(FIXTURES / fixture / "profile.pb"), case["cmd"], options).text
+    except OptionError:
+        with pytest.raises(OptionError):
+            run_view(_RUNS[fixture], case["cmd"], options)
+        return
+    got = run_view(_RUNS[fixture], case["cmd"], options).text
+    assert got == alone
+    if case["id"] not in ("op_account_double", "code_account_double"):  # decided divergences (test_golden)
+        assert _body(got) == _body((GOLDEN / fixture / f"{case['id']}.txt").read_text())
+
+
+def test_runs_table_lists_what_was_added(golden_catalog):
+    table = runs(golden_catalog)
+    assert table.column("run").to_pylist() == GOLDEN_FIXTURES
+    for row in table.to_pylist():
+        prof = tfprof.load(FIXTURES / row["run"] / "profile.pb")
+        assert dict(row["tags"]) == {"fixture": row["run"]}
+        assert row["format"] == "profile" and row["source_file"] == str((FIXTURES / row["run"] / "profile.pb"))
+        assert row["nodes"] == prof.row_counts()["nodes"] and row["steps"] == prof.row_counts()["steps"]
+        assert {f["table"] for f in row["files"]} == set(TABLES)
+        for f in row["files"]:
+            assert (golden_catalog / f["path"]).stat().st_size == f["bytes"]
+            assert f["path"].startswith(f"{f['table']}/run={row['run']}/part-")
+            assert pq.ParquetFile(golden_catalog / f["path"]).metadata.num_rows == f["rows"]
+
+
+def test_sql_across_runs_has_a_run_column(golden_catalog):
+    counts = sql(golden_catalog, "select run, count(*) n from nodes group by run order by run").to_pylist()
+    assert counts == [{"run": n, "n": tfprof.load(FIXTURES / n / "profile.pb").row_counts()["nodes"]}
+                      for n in GOLDEN_FIXTURES]
+    joined = sql(golden_catalog, "select r.run, r.tags['fixture'] f from runs r order by 1").to_pylist()
+    assert [row["f"] for row in joined] == GOLDEN_FIXTURES
+    for bad in ("select * from read_parquet('/etc/passwd')", "copy nodes to '/tmp/x.csv'", "drop view nodes"):
+        with pytest.raises(QueryError):
+            sql(golden_catalog, bad)
+
+
+def _add(root: Path, run: str, **kw) -> dict:
+    return add_run(root, run, profile_path=tfprof.sample_path(), **kw)
+
+
+def test_add_refuses_an_existing_run_and_force_replaces_it(tmp_path):
+    root = tmp_path / "cat"
+    _add(root, "a")
+    before = listed_files(runs(root))
+    with pytest.raises(OutputError, match="already in the catalog"):
+        _add(root, "a")
+    assert listed_files(runs(root)) == before
+    _add(root, "a", force=True, tags=["k=v"])
+    after = listed_files(runs(root))
+    assert len(after) == len(before) and not (after & before)  # new files, the old ones gone
+    assert all(not (root / rel).exists() for rel in before)
+    assert dict(runs(root).to_pylist()[0]["tags"]) == {"k": "v"}
+
+
+def test_remove_takes_only_that_runs_partitions(tmp_path):
+    root = tmp_path / "cat"
+    _add(root, "a")
+    _add(root, "b")
+    keep = listed_files(runs(root).filter(runs(root).column("run").to_numpy(zero_copy_only=False) == "a"))
+    remove_run(root, "b")
+    assert runs(root).column("run").to_pylist() == ["a"]
+    assert listed_files(runs(root)) == keep and all((root / rel).exists() for rel in keep)
+    assert not any(root.glob("*/run=b"))
+    with pytest.raises(OptionError, match="no run `b`"):
+        remove_run(root, "b")
+
+
+def test_trust_rules(tmp_path):
+    with pytest.raises(OptionError, match="bad run name"):
+        _add(tmp_path / "cat", "../x")
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "mine.txt").write_text("keep")
+    with pytest.raises(OutputError, match="not a tfprof catalog"):
+        _add(other, "a")
+    assert [p.name for p in other.iterdir()] == ["mine.txt"]
+    with pytest.raises(OutputError, match="catalog"):  # never into the input
+        add_run(tfprof.sample_path().parent, "a", profile_path=tfprof.sample_path())
+    with pytest.raises(ProfileFormatError, match="not a tfprof catalog"):
+        runs(other)
+
+
+def test_damaged_partition_is_named(tmp_path):
+    root = tmp_path / "cat"
+    _add(root, "a")
+    nodes = root / next(f["path"] for f in runs(root).to_pylist()[0]["files"] if f["table"] == "nodes")
+    nodes.write_bytes(nodes.read_bytes()[:-10])
+    with pytest.raises(ProfileFormatError, match="damaged"):
+        run_profile(root, "a")
+
+
+def test_leftovers_of_a_dead_writer_are_invisible_and_cleaned(tmp_path):
+    root = tmp_path / "cat"
+    _add(root, "a")
+    orphan = root / "nodes" / "run=ghost" / "part-dead.parquet"
+    orphan.parent.mkdir()
+    orphan.write_bytes(b"half")
+    stale = root / STAGING / "ghost-abc123"
+    stale.mkdir(parents=True)
+    (root / STAGING / "abc123.lock").write_bytes(b"")
+    assert runs(root).column("run").to_pylist() == ["a"]
+    assert sql(root, "select count(distinct run) n from nodes").to_pylist() == [{"n": 1}]
+    _add(root, "b")
+    assert not orphan.exists() and not stale.exists() and not (root / STAGING / "abc123.lock").exists()
+
+
+_ADDER = """
+import sys, tfprof
+from tfprof.catalog import add_run
+add_run(sys.argv[1], sys.argv[2], profile_path=tfprof.sample_path(sys.argv[3]))
+"""
+
+
+def test_concurrent_adds_from_two_processes(tmp_path):
+    """Two processes add different runs at the same moment, five times over: every run is
+    listed, each reads back whole, and no file is left that the runs table does not list."""
+    root = tmp_path / "cat"
+    env = {**os.environ, "TFPROF_SERVER": "0"}
+    for round_ in range(5):
+        procs = [subprocess.Popen([sys.executable, "-c", _ADDER, str(root), f"r{round_}-{i}", kind], env=env,
+                                  stderr=subprocess.PIPE) for i, kind in enumerate(("cnn", "multistep"))]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err.decode()
+    names = runs(root).column("run").to_pylist()
+    assert names == sorted(f"r{r}-{i}" for r in range(5) for i in range(2))
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.parquet") if p.name != RUNS}
+    assert on_disk == listed_files(runs(root))
+    assert not [p for p in (root / STAGING).iterdir()]
+    for name in names:
+        kind = "cnn" if name.endswith("-0") else "multistep"
+        want = run_view(tfprof.load(tfprof.sample_path(kind)), "scope", {"max_depth": 3}).text
+        assert run_view(run_profile(root, name), "scope", {"max_depth": 3}).text == want
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("mixed") / "cat"
+    for run, kind in (("n-1", "cnn"), ("n-2", "multistep"), ("n-3", "cnn"), ("other", "cnn")):
+        add_run(root, run, profile_path=tfprof.sample_path(kind))
+    return root
+
+
+def _per_node(prof, cmd: str) -> dict[str, dict]:
+    frame = tfprof.view(prof, cmd, select=["micros", "bytes", "params"], max_depth=100)
+    return {row["name"]: row for row in frame.iter_rows(named=True)}
+
+
+@pytest.mark.parametrize("cmd,how", [("scope", "sum"), ("scope", "mean"), ("scope", "max"), ("op", "sum")])
+def test_aggregate_is_the_per_node_aggregate_of_the_runs(mixed, how, cmd):
+    names = match_runs(mixed, "n-*")
+    assert names == ["n-1", "n-2", "n-3"]
+    each = [_per_node(run_profile(mixed, n), cmd) for n in names]
+    got = _per_node(aggregate_profile(mixed, names, how), cmd)
+    assert set(got) == set().union(*each)
+    # a node's own numbers are aggregated; totals (and an op type's sums over its nodes) are sums
+    # of those, so they equal the aggregate of the runs' totals for `sum` only
+    # (the op view's total_ columns are cumulative over the ops shown above: not per row)
+    cols = ("exec_micros", "requested_bytes", "params") if cmd == "scope" or how == "sum" else ()
+    if how == "sum" and cmd == "scope":
+        cols += ("total_exec_micros", "total_requested_bytes", "total_params")
+    agg = {"sum": sum, "max": max, "mean": lambda v: sum(v) // len(v)}[how]
+    for name, row in got.items():
+        for col in cols:
+            assert row[col] == agg([e[name][col] if name in e else 0 for e in each]), (name, col)
+
+
+def test_aggregate_of_one_run_is_the_run(mixed):
+    for cmd in ("scope", "graph", "op", "code"):
+        for how in ("sum", "mean", "max"):
+            opts = {"max_depth": 6, "select": ["micros", "bytes", "params", "occurrence"]}
+            alone = run_view(run_profile(mixed, "n-2"), cmd, opts).text
+            assert run_view(aggregate_profile(mixed, ["n-2"], how), cmd, opts).text == alone

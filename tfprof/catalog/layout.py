@@ -1,0 +1,167 @@
+"""A catalog's files on disk: where each run's partitions live, the ``runs`` table that lists
+them, and the lock that serialises writers.
+
+::
+
+    DIR/
+      runs.parquet                          one row per run (RUNS_SCHEMA); the commit point
+      nodes/run=<name>/part-<token>.parquet  one Parquet dataset per table, hive-partitioned by run
+      execs/run=<name>/part-<token>.parquet
+      ...
+      .lock                                 flock: writers exclusive, readers shared
+      .staging/                             runs being ingested (each with a flocked <token>.lock)
+
+What a catalog holds is exactly what ``runs.parquet`` lists: every reader takes the file names
+from it (never from a directory listing), so a partition written but not yet listed, or one
+left behind by a writer that died, is invisible. ``runs.parquet`` is replaced atomically
+(temporary sibling and rename), so an add or a remove becomes visible at once or not at all.
+Each partition's file name carries a random token, so a run replaced with ``--force`` gets new
+files beside the old ones and the old ones are deleted only after the new list is in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tfprof.errors import InputNotFoundError, OptionError, ProfileFormatError
+from tfprof.output import PathLike, write_file
+
+RUNS = "runs.parquet"
+LOCK = ".lock"
+STAGING = ".staging"
+PARTITION = "run"  # the hive partition key, and the column every cross-run table gains
+
+RUNS_SCHEMA = pa.schema([
+    pa.field("run", pa.string(), False, metadata={"doc": "the run's name (unique in the catalog)"}),
+    pa.field("tags", pa.map_(pa.string(), pa.string()), metadata={"doc": "the --tag k=v pairs given when it was added"}),
+    pa.field("source_file", pa.string(), metadata={"doc": "the input paths it was ingested from, comma-separated"}),
+    pa.field("format", pa.string(), metadata={"doc": "profile, run_metadata, kineto or xspace"}),
+    pa.field("ingested_at", pa.timestamp("us", tz="UTC"), metadata={"doc": "when it was added"}),
+    pa.field("nodes", pa.int64(), metadata={"doc": "rows of its nodes table"}),
+    pa.field("steps", pa.int64(), metadata={"doc": "rows of its steps table"}),
+    pa.field("errors", pa.int64(), metadata={"doc": "validation findings of severity error"}),
+    pa.field("warnings", pa.int64(), metadata={"doc": "validation findings of severity warning"}),
+    pa.field("files", pa.list_(pa.struct([
+        pa.field("table", pa.string()), pa.field("path", pa.string()),
+        pa.field("bytes", pa.int64()), pa.field("crc32", pa.string()), pa.field("rows", pa.int64()),
+    ])), metadata={"doc": "its partitions: table, path relative to the catalog, size, CRC-32, row count"}),
+])
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name a run (a hive partition directory), else an ``OptionError``."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise OptionError(f"bad run name `{name}`: use letters, digits, `.`, `_` and `-` (at most 128, "
+                          "not starting with `.`, `_` or `-`)")
+    return name
+
+
+def partition_dir(root: Path, table: str, run: str) -> Path:
+    return root / table / f"{PARTITION}={run}"
+
+
+def is_catalog(root: Path) -> bool:
+    return (root / RUNS).is_file()
+
+
+def require_catalog(root: PathLike) -> Path:
+    """``root`` as a Path if it is a catalog, else a one-line error saying how to make one."""
+    root = Path(root)
+    if not root.exists():
+        raise InputNotFoundError(f"`{root}` does not exist; add a run with `tfprof ingest --catalog {root} --run NAME P`")
+    if not is_catalog(root):
+        raise ProfileFormatError(f"`{root}` is not a tfprof catalog (no {RUNS}); add a run with "
+                                 f"`tfprof ingest --catalog {root} --run NAME PROFILE`")
+    return root
+
+
+def read_runs(root: Path) -> pa.Table:
+    """The runs table (empty with its schema where the catalog has none yet)."""
+    file = root / RUNS
+    if not file.exists():
+        return RUNS_SCHEMA.empty_table()
+    try:
+        table = pq.ParquetFile(file).read()
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ProfileFormatError(f"`{file}` is damaged ({exc}); the catalog's run list cannot be read") from None
+    if not table.schema.equals(RUNS_SCHEMA, check_metadata=False):
+        raise ProfileFormatError(f"`{file}` is not a tfprof runs table")
+    return table
+
+
+def write_runs(root: Path, table: pa.Table) -> None:
+    """Replace the runs table atomically (a temporary sibling renamed over it)."""
+    buffer = io.BytesIO()
+    pq.write_table(table.cast(RUNS_SCHEMA).sort_by("run"), buffer, compression="zstd")
+    write_file(root / RUNS, buffer.getvalue(), force=True, what="runs table")
+
+
+@contextlib.contextmanager
+def locked(root: Path, *, shared: bool = False) -> Iterator[None]:
+    """Hold the catalog's lock: exclusive for a writer, shared for a reader (a reader then
+    never sees a partition removed under it)."""
+    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666) if not shared or (root / LOCK).exists() else None
+    if fd is None:  # a catalog nobody has written yet through this version: nothing to wait for
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def listed_files(runs: pa.Table) -> set[str]:
+    """Every partition path (relative) that ``runs`` lists."""
+    return {f["path"] for files in runs.column("files").to_pylist() for f in files}
+
+
+def remove_unlisted(root: Path, runs: pa.Table, tables: list[str]) -> None:
+    """Delete partition files that ``runs`` does not list (a writer died after placing them) and
+    empty partition directories; only ``run=*`` directories of the table folders are looked at,
+    only ``part-*.parquet`` files in them removed. Called with the exclusive lock held."""
+    keep = listed_files(runs)
+    for table in tables:
+        folder = root / table
+        if not folder.is_dir():
+            continue
+        for part_dir in folder.glob(f"{PARTITION}=*"):
+            for file in part_dir.glob("part-*.parquet"):
+                if file.relative_to(root).as_posix() not in keep:
+                    file.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                part_dir.rmdir()  # only if empty
+
+
+def remove_stale_staging(root: Path) -> None:
+    """Delete what writers that died left in ``.staging``: a writer holds ``<token>.lock`` while
+    it ingests, so a lock that can be taken at once belongs to nobody."""
+    staging = root / STAGING
+    if not staging.is_dir():
+        return
+    import shutil
+
+    for lock in staging.glob("*.lock"):
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        token = lock.stem
+        for leftover in staging.iterdir():
+            if token in leftover.name and leftover != lock:
+                shutil.rmtree(leftover, ignore_errors=True)
+        lock.unlink(missing_ok=True)
+        os.close(fd)

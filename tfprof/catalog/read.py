@@ -1,0 +1,154 @@
+"""Reading a catalog: its runs, one run as a ``Profile``, and every run at once for SQL.
+
+Partition files are named by the runs table (``tfprof.catalog.layout``), never found by listing
+folders, and each is checked against it before it is read (its size, that it ends as a
+Parquet file, its schema); readers hold the catalog's shared lock meanwhile, so a concurrent
+remove cannot take a file from under them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tfprof.catalog.layout import PARTITION, locked, read_runs, require_catalog
+from tfprof.errors import OptionError, ProfileFormatError
+from tfprof.output import PathLike, input_paths
+from tfprof.profile import Profile
+from tfprof.schema import TABLES
+
+
+def runs(catalog: PathLike) -> pa.Table:
+    """The catalog's runs table (``tfprof.catalog.layout.RUNS_SCHEMA``), one row per run by name.
+
+    >>> import tempfile, tfprof
+    >>> from tfprof.catalog import add_run, runs
+    >>> cat = tempfile.mkdtemp() + "/cat"
+    >>> _ = add_run(cat, "a", tags=["host=h1"], profile_path=tfprof.sample_path())
+    >>> runs(cat).select(["run", "format", "nodes"]).to_pylist()
+    [{'run': 'a', 'format': 'profile', 'nodes': 467}]
+    """
+    root = require_catalog(catalog)
+    with locked(root, shared=True):
+        return read_runs(root)
+
+
+def match_runs(catalog: PathLike, pattern: str) -> list[str]:
+    """The names of the runs matching glob ``pattern`` (``*``, ``?``, ``[...]``), sorted; an
+    ``OptionError`` when none does."""
+    names = runs(catalog).column("run").to_pylist()
+    hit = sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+    if not hit:
+        raise OptionError(f"no run of the catalog `{catalog}` matches `{pattern}`; runs: {', '.join(names) or 'none'}")
+    return hit
+
+
+def _entries(root: Path, table: pa.Table, run: str) -> tuple[dict, dict[str, dict]]:
+    rows = [r for r in table.to_pylist() if r["run"] == run]
+    if not rows:
+        names = table.column("run").to_pylist()
+        raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
+    return rows[0], {f["table"]: f for f in rows[0]["files"]}
+
+
+def _checked(root: Path, entry: dict) -> Path:
+    """The partition file of ``entry``, its size and tail checked against the runs table."""
+    file = root / entry["path"]
+    hint = f"remove the run (`tfprof runs {root} --remove NAME`) and add it again"
+    try:
+        size = os.stat(file).st_size
+    except FileNotFoundError:
+        raise ProfileFormatError(f"`{file}` is missing from the catalog `{root}`; {hint}") from None
+    if size != entry["bytes"]:
+        raise ProfileFormatError(f"`{file}` is damaged ({size:,} bytes where the catalog wrote {entry['bytes']:,}); "
+                                 f"{hint}")
+    with open(file, "rb") as f:
+        f.seek(max(size - 4, 0))
+        if f.read(4) != b"PAR1":
+            raise ProfileFormatError(f"`{file}` is damaged (not a complete Parquet file); {hint}")
+    return file
+
+
+def _read(root: Path, name: str, entry: dict) -> pa.Table:
+    file = _checked(root, entry)
+    try:
+        table = pq.ParquetFile(file, memory_map=True).read()  # the file alone: no partition column
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ProfileFormatError(f"`{file}` is damaged ({exc})") from None
+    if not table.schema.equals(TABLES[name].schema, check_metadata=False) or table.num_rows != entry["rows"]:
+        raise ProfileFormatError(f"`{file}` does not hold the run's `{name}` table")
+    return table
+
+
+def run_profile(catalog: PathLike, run: str) -> Profile:
+    """Run ``run`` of ``catalog`` as a ``Profile``: the same tables, hence the same views, as
+    the profile it was ingested from.
+
+    >>> import tempfile, tfprof
+    >>> from tfprof.catalog import add_run, run_profile
+    >>> cat = tempfile.mkdtemp() + "/cat"
+    >>> _ = add_run(cat, "a", profile_path=tfprof.sample_path())
+    >>> run_profile(cat, "a").row_counts()["nodes"]
+    467
+    """
+    root = require_catalog(catalog)
+    with locked(root, shared=True):
+        row, entries = _entries(root, read_runs(root), run)
+        tables = {name: _read(root, name, entries[name]) for name in TABLES if name in entries}
+    prof = Profile(tables, source=row["format"])
+    prof.inputs = input_paths(profile_path=root)  # no output may land in the catalog
+    return prof
+
+
+def partition_files(catalog: PathLike, names: list[str] | None = None) -> dict[str, list[Path]]:
+    """Per table, the partition files of runs ``names`` (every run when None), checked; the
+    caller holds the shared lock while it reads them."""
+    root = require_catalog(catalog)
+    table = read_runs(root)
+    chosen = table.column("run").to_pylist() if names is None else names
+    out: dict[str, list[Path]] = {name: [] for name in TABLES}
+    for run in chosen:
+        _row, entries = _entries(root, table, run)
+        for name in TABLES:
+            if name in entries:
+                out[name].append(_checked(root, entries[name]))
+    return out
+
+
+def with_run_column(name: str) -> pa.Schema:
+    """Table ``name``'s schema with the partition column last, as a dataset of runs reads."""
+    return TABLES[name].schema.append(pa.field(PARTITION, pa.string()))
+
+
+def sql(catalog: PathLike, query: str) -> pa.Table:
+    """Run one read-only DuckDB query over every run of ``catalog``: each table is a view of its
+    name over all runs' partitions with a ``run`` column, and ``runs`` is the runs table. The
+    query goes through the SQL sandbox (``tfprof.sqlbox``): one statement, no file functions,
+    and the connection reads only the catalog's listed files.
+
+    >>> import tempfile, tfprof
+    >>> from tfprof.catalog import add_run, sql
+    >>> cat = tempfile.mkdtemp() + "/cat"
+    >>> for r in ("a", "b"): _ = add_run(cat, r, profile_path=tfprof.sample_path())
+    >>> sql(cat, "select run, count(*) n from nodes group by run order by run").to_pylist()
+    [{'run': 'a', 'n': 467}, {'run': 'b', 'n': 467}]
+    """
+    from tfprof import sqlbox
+
+    root = require_catalog(catalog)
+    with locked(root, shared=True):
+        files = partition_files(root)
+        sources: dict[str, object] = {
+            name: files[name] if files[name] else with_run_column(name).empty_table() for name in TABLES
+        }
+        sources["runs"] = read_runs(root)
+        con = sqlbox.connect(sources)
+        try:
+            rows = sqlbox.query(con, query)
+        finally:
+            con.close()
+    return rows if rows is not None else pa.table({})

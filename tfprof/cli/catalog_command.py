@@ -1,0 +1,192 @@
+"""Catalogs on the command line: ``tfprof runs DIR`` (list, ``--remove``), and what ``ingest``,
+``sql`` and the views take to work on a catalog (``--catalog DIR`` with ``--run NAME``, or
+``--runs PATTERN --aggregate sum|mean|max``, and ``--engine spark``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tfprof.cli.app import _progress, app
+
+CatalogOption = Annotated[
+    Optional[Path], typer.Option("--catalog", help="A catalog directory of runs (tfprof runs DIR lists them).")
+]
+RunOption = Annotated[Optional[str], typer.Option("--run", help="The run's name in the catalog (with --catalog).")]
+TagOption = Annotated[
+    Optional[list[str]], typer.Option("--tag", help="KEY=VALUE recorded with the run (repeatable; with --catalog).")
+]
+EngineOption = Annotated[
+    str, typer.Option("--engine", help="local (DuckDB, the default) or spark (pip install 'tfprof[spark]').")
+]
+MasterOption = Annotated[
+    Optional[str], typer.Option("--master", help="Spark master URL (default local[*]; SPARK_REMOTE for Spark Connect).")
+]
+
+# The flags a view takes besides tfprof's options, each with a value.
+VIEW_FLAGS = ("--catalog", "--run", "--runs", "--aggregate", "--engine", "--master")
+CATALOG_HELP = """\b
+Many runs (docs/SCALE.md):
+  --catalog DIR --run NAME       one run of a catalog (the same report as its profile alone)
+  --catalog DIR --runs PATTERN   runs matching a glob, aggregated per node: --aggregate sum|mean|max
+  --engine spark [--master URL]  run the view's reference SQL on Spark (tfprof[spark])
+"""
+
+
+def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None, inputs: dict, force: bool) -> None:
+    """``tfprof ingest --catalog DIR --run NAME [--tag k=v] PROFILE``."""
+    from tfprof.catalog import add_run
+    from tfprof.errors import OptionError
+
+    if catalog is None:
+        raise typer.BadParameter("give --out DIR (a store) or --catalog DIR --run NAME (a run of a catalog)")
+    if not run:
+        raise OptionError("--catalog needs --run NAME: the name the profile gets in the catalog")
+    row = add_run(catalog, run, tags=tags, force=force, progress=_progress(), **inputs)
+    typer.echo(f"added run {run} to {catalog} ({row['nodes']:,} nodes, {row['steps']:,} steps)")
+    if row["errors"] or row["warnings"]:
+        typer.echo(f"Warning: run {run} has {row['errors']} errors and {row['warnings']} warnings in its data; "
+                   f"tfprof sql \"select * from validation where run = '{run}'\" --catalog {catalog} lists them",
+                   err=True)
+
+
+def catalog_sql(catalog: Path | None, query: str, engine: str, master: str | None, *, fmt: str, out: Path | None,
+                force: bool, inputs) -> None:
+    """``tfprof sql QUERY --catalog DIR [--engine spark]``: the rows written as ``tfprof sql``
+    writes them; no output may land on the catalog (or the command's inputs)."""
+    from tfprof.cli.app import _emit
+    from tfprof.errors import OptionError
+    from tfprof.output import check_target, input_paths
+
+    _check_engine(engine)
+    if catalog is None:
+        raise OptionError("--engine spark runs SQL over a catalog: give --catalog DIR")
+    inputs = inputs + input_paths(profile_path=catalog)
+    if out is not None:
+        check_target(out, force=force, inputs=inputs, what="--out")  # before the query runs
+    if engine == "spark":
+        from tfprof.catalog.spark import spark_sql
+
+        rows = spark_sql(catalog, query, master=master)
+    else:
+        from tfprof.catalog import sql
+
+        rows = sql(catalog, query)
+    _emit(rows, fmt, out, force=force, inputs=inputs)
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ("local", "spark"):
+        from tfprof.errors import OptionError
+
+        raise OptionError(f"unknown --engine `{engine}`; valid: local, spark")
+
+
+def take_view_flags(tokens: list[str]) -> tuple[dict, list[str]]:
+    """Split a view's extra arguments into the many-runs flags ({name: value}) and the rest."""
+    flags: dict[str, str] = {}
+    rest: list[str] = []
+    it = iter(tokens)
+    for tok in it:
+        name, eq, value = tok.partition("=")
+        if name in VIEW_FLAGS:
+            if not eq:
+                value = next(it, None)
+                if value is None:
+                    raise typer.BadParameter(f"{name} needs a value")
+            flags[name[2:]] = value
+        else:
+            rest.append(tok)
+    return flags, rest
+
+
+def view_profile(flags: dict, opts, inputs: dict):
+    """The profile a view with ``flags`` runs on: one run, or runs aggregated (None: no catalog,
+    the view's inputs say which profile)."""
+    from tfprof.errors import OptionError
+
+    _check_engine(flags.get("engine", "local"))
+    if "catalog" not in flags:
+        if {"run", "runs", "aggregate"} & flags.keys():
+            raise OptionError("--run, --runs and --aggregate need --catalog DIR")
+        return None
+    if any(v is not None for v in inputs.values()):
+        raise OptionError("give either a profile or --catalog DIR, not both")
+    catalog = Path(flags["catalog"])
+    if ("run" in flags) == ("runs" in flags):
+        raise OptionError("with --catalog give one of --run NAME or --runs PATTERN")
+    from tfprof.catalog import aggregate_profile, match_runs, run_profile
+
+    if "run" in flags:
+        if "aggregate" in flags:
+            raise OptionError("--aggregate goes with --runs PATTERN, not --run")
+        return run_profile(catalog, flags["run"])
+    if opts.step >= 0 or opts.output.kind == "timeline":
+        raise OptionError("runs aggregated with --runs have no steps: drop -step and -output timeline "
+                          "(or look at one run with --run NAME)")
+    return aggregate_profile(catalog, match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum"))
+
+
+def view_engine(flags: dict):
+    """Where a view's work runs: here (the default), or with ``--engine spark`` its reference
+    SQL on Spark (``tfprof.catalog.spark``)."""
+    import contextlib
+
+    if flags.get("engine", "local") != "spark":
+        return contextlib.nullcontext()
+    from tfprof.catalog.spark import on_spark
+
+    return on_spark(flags.get("master"))
+
+
+@app.command()
+def runs(
+    catalog: Annotated[Path, typer.Argument(metavar="CATALOG", help="A catalog directory.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text (the default) or json.")] = "text",
+    remove: Annotated[Optional[str], typer.Option("--remove", help="Remove this run (its partitions and row).")] = None,
+) -> None:
+    """List the runs of a catalog (name, format, size, validation, tags, source), or remove one.
+
+    Examples:
+
+      tfprof ingest --catalog runs/ --run nightly-0412 --tag host=w3 profile_100
+
+      tfprof runs runs/ --format json
+
+      tfprof runs runs/ --remove nightly-0412
+    """
+    from tfprof.catalog import remove_run
+    from tfprof.catalog import runs as list_runs
+    from tfprof.errors import OptionError
+
+    if fmt not in ("text", "json"):
+        raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
+    if remove is not None:
+        remove_run(catalog, remove)
+        typer.echo(f"removed run {remove} from {catalog}")
+        return
+    rows = list_runs(catalog).to_pylist()
+    for row in rows:
+        row["tags"] = dict(row["tags"])
+        row["ingested_at"] = row["ingested_at"].isoformat(timespec="seconds")
+    if fmt == "json":
+        typer.echo(json.dumps(rows, indent=1))
+        return
+    typer.echo(runs_text(rows), nl=False)
+
+
+def runs_text(rows: list[dict]) -> str:
+    """The runs as an aligned text table, one line per run."""
+    head = ("run", "format", "nodes", "steps", "errors", "warnings", "ingested_at", "tags", "source_file")
+    cells = [head] + [
+        (r["run"], r["format"], f"{r['nodes']:,}", f"{r['steps']:,}", str(r["errors"]), str(r["warnings"]),
+         r["ingested_at"], ",".join(f"{k}={v}" for k, v in r["tags"].items()) or "-", r["source_file"])
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
+    return "\n".join(lines) + "\n" + f"{len(rows)} runs\n"
