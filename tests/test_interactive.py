@@ -343,7 +343,7 @@ def test_completions():
     assert completions("op -order_by ", "mi") == ["micros "]
     assert completions("op -select ", "params,mi") == ["params,micros"]
     assert completions("op -select ", "micros,") == ["micros," + f for f in SELECT_FIELDS if f != "micros"]
-    assert completions("code -output ", "f") == ["file:outfile="]
+    assert completions("code -output ", "f") == ["file:outfile=", "folded:outfile="]
     assert completions("scope -account_displayed_op_only ", "") == ["true ", "false "]
     assert completions("help ", "-") == []
 

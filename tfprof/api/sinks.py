@@ -1,7 +1,8 @@
 """Where a view's result goes: the ``SINKS`` registry of ``-output`` kinds and their writers.
 
 ``stdout`` and ``none`` print or drop the report; ``file``, ``timeline`` and ``pprof`` write
-files, each atomically and never over an input (``tfprof.output``). ``check_output`` refuses a
+tfprof's files, and ``trace``, ``folded``, ``pprof_tree`` and ``html`` ours for every view
+(``tfprof.api.view_files``), each atomically and never over an input (``tfprof.output``). ``check_output`` refuses a
 sink the view cannot feed before any work is done.
 """
 
@@ -17,7 +18,8 @@ from tfprof.api.run import ViewResult
 from tfprof.errors import OptionError, OutputError
 from tfprof.output import Inputs, check_target, write_files
 from tfprof.profile import Profile
-from tfprof.queries.options import Options
+from tfprof.api.view_files import FILE_KINDS, check_view_file
+from tfprof.queries.options import FILE_OUTPUTS, Options
 
 @dataclass
 class Written:
@@ -35,7 +37,7 @@ def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[P
     list is empty then). A scope or code timeline with no step (the mean over steps) is
     ``outfile`` itself, where tfprof writes ``<outfile>_-1`` (docs/COMPATIBILITY.md)."""
     kind, outfile = opts.output.kind, opts.output.outfile
-    if kind in ("file", "pprof"):
+    if kind in ("file", "pprof") or kind in FILE_KINDS:
         return [Path(outfile)]
     if kind != "timeline":
         return []
@@ -58,7 +60,8 @@ def check_output(
         raise OptionError("op view doesn't support timeline yet. Consider graph/scope/code view.")
     if kind == "pprof":
         check_pprof(cmd, opts)
-    if kind in ("timeline", "pprof", "file"):
+    check_view_file(kind, opts)
+    if kind in FILE_OUTPUTS:
         protect = _protected(prof, inputs)
         for path in output_paths(cmd, opts, prof):
             check_target(path, force=force, inputs=protect, what="outfile")
@@ -155,6 +158,13 @@ def _write_pprof(prof: Profile, result: ViewResult, force: bool, inputs: Inputs)
     return Written(paths=_write_files({path: data}, force, inputs), stdout=written_message(path))
 
 
+def _write_view_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
+    """One of our files for any view (``view_files.FILE_KINDS``) at ``outfile``; nothing on stdout."""
+    path = Path(result.options.output.outfile)
+    data = lambda: FILE_KINDS[result.options.output.kind](prof, result)  # noqa: E731 - made once checked
+    return Written(paths=_write_files({path: data}, force, inputs))
+
+
 def _write_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
     path = Path(result.options.output.outfile)
     return Written(paths=_write_files({path: result.text.encode()}, force, inputs))
@@ -166,6 +176,7 @@ SINKS: dict[str, Callable[[Profile, ViewResult, bool, Inputs], Written]] = {
     "file": _write_file,
     "timeline": _write_timeline,
     "pprof": _write_pprof,
+    **{kind: _write_view_file for kind in FILE_KINDS},
     "none": lambda prof, result, force, inputs: Written(),
 }
 

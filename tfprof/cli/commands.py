@@ -329,7 +329,7 @@ def _view_command(cmd: str, summary: str):
             raise typer.BadParameter(f"unexpected arguments {' '.join(rest[1:])}; options look like --max_depth 3")
         if rest:
             inputs = _inputs(Path(rest[0]), **inputs)
-        if opts.output.kind in ("timeline", "pprof", "file"):
+        if opts.output.outfile is not None:  # a kind that writes a file
             from tfprof.api import check_output
 
             check_output(cmd, opts, force=force, inputs=_protected(inputs))  # before the profile loads
@@ -355,7 +355,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
 
             raise OptionError(f"unknown --format `{fmt}`; valid: text, {', '.join(FORMATS)}")
     kind = opts.output.kind
-    if kind in ("timeline", "pprof", "file"):
+    if opts.output.outfile is not None:
         from tfprof.api import check_output
 
         check_output(cmd, opts, prof, force=force, inputs=inputs)  # fail before the work, as tfprof's pre-checks

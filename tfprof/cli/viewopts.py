@@ -42,7 +42,9 @@ OPTION_HELP = {
     "select": "what to print: bytes, peak_bytes, residual_bytes, output_bytes, micros, "
     "accelerator_micros, cpu_micros, params, float_ops, occurrence, tensor_value, device, op_types, input_shapes",
     "output": "stdout, none, file:outfile=PATH (the report), timeline:outfile=PATH (Chrome trace, one file "
-    "per step: PATH_<step>; not the op view) or pprof:outfile=PATH (gzipped pprof; code view, one select)",
+    "per step: PATH_<step>; not the op view), pprof:outfile=PATH (gzipped pprof; code view, one select); ours, "
+    "any view: trace:outfile=PATH (Chrome trace of the rows), folded:outfile=PATH (flame graph stacks), "
+    "pprof_tree:outfile=PATH (pprof of name stacks), html:outfile=PATH (offline report)",
 }
 
 NAMES = tuple(f.name for f in fields(Options))

@@ -50,9 +50,13 @@ ORDER_BY = (
     "float_ops",
     "occurrence",
 )
-OUTPUT_TYPES = ("file", "none", "pprof", "stdout", "timeline")
+OUTPUT_TYPES = ("file", "none", "pprof", "stdout", "timeline", "trace", "folded", "pprof_tree", "html")
 # Keys each output type takes (all required).
-OUTPUT_KEYS = {"timeline": ("outfile",), "file": ("outfile",), "pprof": ("outfile",), "stdout": (), "none": ()}
+# tfprof's kinds, then ours (any view; docs/COMPATIBILITY.md): trace, folded, pprof_tree, html
+OUTPUT_KEYS = {"timeline": ("outfile",), "file": ("outfile",), "pprof": ("outfile",), "stdout": (), "none": (),
+               "trace": ("outfile",), "folded": ("outfile",), "pprof_tree": ("outfile",), "html": ("outfile",)}
+# The kinds that write files (each checked before any work: no clobber without force, never an input).
+FILE_OUTPUTS = ("file", "timeline", "pprof", "trace", "folded", "pprof_tree", "html")
 
 INT_OPTIONS = (
     "max_depth",

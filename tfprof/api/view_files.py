@@ -1,0 +1,82 @@
+"""Our file outputs for every view: a Chrome trace, folded stacks, a name-stack pprof and an HTML report.
+
+tfprof's own ``-output`` kinds keep its rules (``timeline`` refuses the op view, ``pprof`` every
+view but code; docs/COMPATIBILITY.md). These kinds are ours and take any view:
+
+* ``trace:outfile=F`` — the displayed rows as nested bars in Chrome trace JSON, as the scope
+  and code timelines draw them (the op view: its op types side by side under the root);
+* ``folded:outfile=F`` — folded stacks of the first selected metric (flamegraph.pl, speedscope);
+* ``pprof_tree:outfile=F`` — a gzipped pprof profile of the displayed names, one sample type per
+  selected metric;
+* ``html:outfile=F`` — one offline page: the report, a flame graph and the advisor's findings.
+
+``FILE_KINDS`` maps each kind to ``(profile, result) -> bytes``; ``api.sinks`` writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tfprof.api.run import ViewResult
+from tfprof.errors import TfprofError
+from tfprof.profile import Profile
+from tfprof.queries.options import Options
+from tfprof.queries.stacks import as_tree, stack_metrics, unit_of, view_stacks
+
+
+def check_view_file(kind: str, opts: Options) -> None:
+    """Refuse, before any work, a kind whose file the options cannot fill (no metric selected)."""
+    if kind in ("folded", "pprof_tree", "html"):
+        stack_metrics(opts, kind)
+
+
+def _trace(prof: Profile, result: ViewResult) -> bytes:
+    from tfprof.queries.timeline import tree_events
+    from tfprof.views.timeline import render_trace
+
+    return render_trace(tree_events(as_tree(result.cmd, result.frame)))
+
+
+def _folded(prof: Profile, result: ViewResult) -> bytes:
+    from tfprof.views.stacks import render_folded
+
+    select = stack_metrics(result.options, "folded")
+    return render_folded(view_stacks(result.cmd, result.frame, select[:1]), select[0])
+
+
+def _pprof_tree(prof: Profile, result: ViewResult) -> bytes:
+    from tfprof.views.stacks import render_pprof_stacks
+
+    select = stack_metrics(result.options, "pprof_tree")
+    comment = f"tfprof {result.cmd} view: the displayed rows as stacks of names"
+    return render_pprof_stacks(view_stacks(result.cmd, result.frame, select), select, comment)
+
+
+def _html(prof: Profile, result: ViewResult) -> bytes:
+    from tfprof.api.advice import advise
+    from tfprof.views.html_report import render_html
+
+    opts = result.options
+    select = stack_metrics(opts, "html")
+    try:
+        advice = advise(prof).text.strip("\n") or "No findings."
+    except TfprofError as e:  # a profile the advisor cannot read: the page says why
+        advice = f"The advisor could not run on this profile: {e}"
+    subtitle = (
+        f"{result.cmd} view · select {','.join(opts.select)} · order_by {opts.order_by} · "
+        f"max_depth {opts.max_depth} · step {opts.step}"
+    )
+    return render_html(
+        title=f"tfprof {result.cmd} view", subtitle=subtitle, report=result.text,
+        stacks=view_stacks(result.cmd, result.frame, select[:1]), metric=select[0], unit=unit_of(select[0]),
+        advice=advice,
+    )
+
+
+# -output kind -> the bytes of its one file
+FILE_KINDS: dict[str, Callable[[Profile, ViewResult], bytes]] = {
+    "trace": _trace,
+    "folded": _folded,
+    "pprof_tree": _pprof_tree,
+    "html": _html,
+}

@@ -1,0 +1,122 @@
+"""A view's displayed rows as stacks of names with values: what flame graphs and name-stack pprof draw.
+
+Every view prints a tree (scope, graph, code: the rows' indentation) or a list (op). Here each
+displayed row becomes one stack, the names from the top of the tree down to it, and per metric
+the row's *exclusive* value: for a tree, its displayed total less the displayed totals of its
+shown children; for the op view's list, the row's own value (one frame per op type). A flame
+graph adds a frame's value to those of the stacks below it, so each frame then measures what the
+view prints as that row's total (op view: its self value), wherever shown children add up to no
+more than their parent; where they add up to more (a quirk of hidden levels in the graph view),
+the exclusive value is 0 rather than negative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from tfprof.errors import OptionError
+from tfprof.queries.options import Options
+
+# select name -> the frame's self column (its subtree is total_<column>); the metrics a stack
+# can carry, in tfprof's select vocabulary.
+STACK_METRICS = {
+    "micros": "exec_micros",
+    "accelerator_micros": "accelerator_exec_micros",
+    "cpu_micros": "cpu_exec_micros",
+    "bytes": "requested_bytes",
+    "peak_bytes": "peak_bytes",
+    "residual_bytes": "residual_bytes",
+    "output_bytes": "output_bytes",
+    "params": "parameters",
+    "float_ops": "float_ops",
+}
+UNITS = {"micros": "microseconds", "bytes": "bytes", "params": "count", "float_ops": "count"}
+
+
+def unit_of(select: str) -> str:
+    """The pprof unit of a stack metric: microseconds, bytes or count."""
+    return next((u for suffix, u in UNITS.items() if select.endswith(suffix)), "count")
+
+
+def stack_metrics(opts: Options, kind: str) -> tuple[str, ...]:
+    """The selected fields a stack output carries, in ``STACK_METRICS`` order (times first: a
+    one-metric file takes the first), or an error naming the valid ones when none is a metric."""
+    picked = tuple(s for s in STACK_METRICS if s in opts.select)
+    if not picked:
+        raise OptionError(
+            f"-output {kind} needs a numeric select field (got `{','.join(opts.select)}`); "
+            f"valid: {', '.join(STACK_METRICS)}"
+        )
+    return picked
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """Displayed rows as stacks: ``names`` (each row's own name), ``parent`` (the row of its
+    displayed parent, -1 at the top), and per select name the exclusive ``values`` (int64)."""
+
+    names: list[str]
+    parent: np.ndarray
+    values: dict[str, np.ndarray]
+
+    def paths(self) -> list[list[str]]:
+        """Each row's stack, top first (rows come in pre-order, so a parent precedes its children)."""
+        out: list[list[str]] = []
+        for i, name in enumerate(self.names):
+            p = int(self.parent[i])
+            out.append([*out[p], name] if p >= 0 else [name])
+        return out
+
+
+def tree_parents(indent: np.ndarray) -> np.ndarray:
+    """The displayed parent row of each row of a pre-order tree given by its indentation (two
+    spaces a level); -1 for the top."""
+    level = (indent // 2).astype(np.int64)
+    n = level.shape[0]
+    rows = np.arange(n)
+    parent = np.full(n, -1, np.int64)
+    for depth in range(1, int(level.max(initial=0)) + 1):  # one pass per tree level
+        last_above = np.maximum.accumulate(np.where(level == depth - 1, rows, -1))
+        here = np.flatnonzero(level == depth)
+        parent[here] = last_above[here]
+    return parent
+
+
+def view_stacks(cmd: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stacks:
+    """The stacks of view ``cmd``'s displayed ``frame`` (``ViewResult.frame``) for the select
+    names ``select`` (keys of ``STACK_METRICS``)."""
+    names = frame["name"].cast(pl.String).to_list()
+    values: dict[str, np.ndarray] = {}
+    if cmd == "op" or "indent" not in frame.columns:  # a list: every row at the top, its own value
+        parent = np.full(frame.height, -1, np.int64)
+        for s in select:
+            values[s] = frame[STACK_METRICS[s]].fill_null(0).cast(pl.Int64).to_numpy().clip(0)
+        return Stacks(names, parent, values)
+    parent = tree_parents(frame["indent"].to_numpy())
+    has = parent >= 0
+    for s in select:
+        total = frame["total_" + STACK_METRICS[s]].fill_null(0).cast(pl.Int64).to_numpy()
+        children = np.zeros(frame.height, np.int64)
+        np.add.at(children, parent[has], total[has])
+        values[s] = np.maximum(total - children, 0)
+    return Stacks(names, parent, values)
+
+
+def as_tree(cmd: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """A tree frame (``name``, ``indent``, ``total_exec_micros``) of any view's rows: the tree
+    views' rows as they are; the op view's list under a root (``_TFProfRoot``, the root its
+    proto returns) holding the sum, each op type a child timed by its own time."""
+    if cmd != "op" and "indent" in frame.columns:
+        return frame
+    own = frame["exec_micros"].fill_null(0).cast(pl.Int64).clip(0)
+    return pl.DataFrame(
+        {
+            "name": ["_TFProfRoot", *frame["name"].cast(pl.String).to_list()],
+            "indent": [0] + [2] * frame.height,
+            "total_exec_micros": [int(own.sum() or 0), *own.to_list()],
+        },
+        schema={"name": pl.String, "indent": pl.Int64, "total_exec_micros": pl.Int64},
+    )
