@@ -25,6 +25,7 @@ from tfprof.catalog.layout import (RUNS_SCHEMA, STAGING, check_name, is_catalog,
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
 from tfprof.output import PathLike, input_paths
+from tfprof.profile import Profile
 from tfprof.schema import TABLES
 from tfprof.store import read_manifest, write_store
 
@@ -55,10 +56,11 @@ def _open_catalog(root: Path) -> None:
 
 def add_run(
     catalog: PathLike, run: str, *, tags: list[str] | dict[str, str] | None = None, force: bool = False,
-    progress: Progress | None = None, **given,
+    progress: Progress | None = None, profile: Profile | None = None, **given,
 ) -> dict:
-    """Add the profile given by tfprof's input options (``profile_path=...``, ``graph_path=...``)
-    to ``catalog`` as run ``run``; returns its row of the runs table as a dict.
+    """Add the profile given by tfprof's input options (``profile_path=...``, ``graph_path=...``),
+    or a ``Profile`` in memory (``profile``), to ``catalog`` as run ``run``; returns its row of
+    the runs table as a dict.
 
     >>> import tempfile, tfprof
     >>> from tfprof.catalog import add_run
@@ -82,7 +84,7 @@ def add_run(
     fcntl.flock(lock_fd, fcntl.LOCK_EX)
     store = staging / f"{run}-{token}"
     try:
-        source = _ingest(store, progress, given)
+        source = _ingest(store, progress, given, profile)
         manifest = read_manifest(store)
         with locked(root):
             runs = read_runs(root)
@@ -112,12 +114,14 @@ def _refuse_existing(root: Path, run: str, force: bool, runs: pa.Table | None = 
     return [f["path"] for r in rows for f in r["files"]]
 
 
-def _ingest(store: Path, progress: Progress | None, given: dict) -> str:
+def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
     """Write the inputs as a store without indexes at ``store``; returns the source format."""
     from tfprof.api.inputs import _source, load
 
     src = given.get("profile_path")
-    if src and Path(src).is_dir():
+    if profile is not None:
+        batches, source = [profile.tables()], profile.source
+    elif src and Path(src).is_dir():
         prof = load(**given)
         batches, source = [prof.tables()], prof.source
     else:
