@@ -372,7 +372,7 @@ def test_check_text_and_json(tmp_path, capsys):
         assert f"{r['code']} ({r['severity']}, " in out and r["detail"] in out
     code, out, err = cli(capsys, "check", *flags, "--format", "json")
     data = json.loads(out)
-    assert list(data) == ["profile", "counts", "entries"] and code == 0
+    assert list(data) == ["profile", "counts", "entries", "ops_without_flops_rule"] and code == 0
     assert data["counts"] == {"error": errors, "warning": warnings, "info": 0}
     assert data["entries"] == table
     code, out, err = cli(capsys, "check", *flags, "--format", "yaml")

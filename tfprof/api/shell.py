@@ -13,6 +13,7 @@ _WHERE = {
     "FORMATS": ("tfprof.views.export", "FORMATS"),
     "export": ("tfprof.views.export", "render"),
     "view_table": ("tfprof.views.table", "view_table"),
+    "ops_without_flops_rule": ("tfprof.queries.flops", "ops_without_formula"),
     "render_json": ("tfprof.views.validation", "render_json"),
     "render_text": ("tfprof.views.validation", "render_text"),
     "report": ("tfprof.views.validation", "report"),

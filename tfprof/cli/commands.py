@@ -182,7 +182,7 @@ def check(
       tfprof check --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --format json
     """
     from tfprof.errors import OptionError
-    from tfprof.api.shell import render_json, render_text, report
+    from tfprof.api.shell import ops_without_flops_rule, render_json, render_text, report
 
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
@@ -195,7 +195,7 @@ def check(
             print(f"Warning: `{profile_path}` was written before tfprof validated the data it ingests, so "
                   f"its checks are not in it; {recreate_hint(Path(profile_path))}", file=sys.stderr)
     prof = _load(warn=False, **inputs)
-    data = report(prof.table("validation"), _spelled(inputs))
+    data = report(prof.table("validation"), _spelled(inputs), ops_without_flops_rule(prof))
     typer.echo(render_json(data) if fmt == "json" else render_text(data), nl=False)
 
 

@@ -12,16 +12,21 @@ from tfprof.schema.checks import CHECKS, SEVERITIES, INFO
 _PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
 
 
-def report(table: pa.Table, profile: str) -> dict:
+def report(table: pa.Table, profile: str, without_flops_rule=None) -> dict:
     """The report as data: ``{"profile", "counts", "entries"}``. ``counts`` adds up each
-    severity's findings (a counting row stands for several); ``entries`` are the table's rows."""
+    severity's findings (a counting row stands for several); ``entries`` are the table's rows.
+    With ``without_flops_rule`` (a frame of ``op``, ``nodes``: ``queries.flops.ops_without_formula``)
+    also ``ops_without_flops_rule``: the graph's op types no shape rule covers, most nodes first."""
     entries = [
         {k: row[k] for k in ("severity", "code", "node", "step", "count", "detail")} for row in table.to_pylist()
     ]
     counts = dict.fromkeys(SEVERITIES, 0)
     for e in entries:
         counts[e["severity"]] += e["count"]
-    return {"profile": profile, "counts": counts, "entries": entries}
+    data = {"profile": profile, "counts": counts, "entries": entries}
+    if without_flops_rule is not None:
+        data["ops_without_flops_rule"] = [{"op": op, "nodes": n} for op, n in without_flops_rule.iter_rows()]
+    return data
 
 
 def render_json(data: dict) -> str:
@@ -48,6 +53,12 @@ def render_text(data: dict) -> str:
         for e in rows:
             where = ", ".join(w for w in (e["node"], None if e["step"] is None else f"step {e['step']}") if w)
             lines.append(f"  {where}: {e['detail']}" if where else f"  {e['detail']}")
+    missing = data.get("ops_without_flops_rule")
+    if missing:
+        nodes = sum(m["nodes"] for m in missing)
+        lines += ["", f"op types with no FLOPs rule ({len(missing):,} types, {nodes:,} nodes): float_ops and macs "
+                      "from shapes (tfprof.queries.flops) leave them at 0"]
+        lines += [f"  {m['op']}: {m['nodes']:,} node{'s' if m['nodes'] != 1 else ''}" for m in missing]
     return "\n".join(lines) + "\n"
 
 
