@@ -38,6 +38,7 @@ __all__ = [
     "Profile",
     "ProfileFormatError",
     "TfprofError",
+    "diff",
     "load",
     "sample_path",
     "save",
@@ -120,6 +121,21 @@ def view(prof: Profile, cmd: str, **options: object):
     from tfprof.api.run import view as run
 
     return run(prof, cmd, **options)
+
+
+def diff(a: Profile, b: Profile | None = None, cmd: str = "scope", *, against: int | None = None,
+         order_by: str = "delta", **options: object):
+    """View ``cmd`` of ``b`` against ``a`` as a polars DataFrame, one row per path: per selected
+    field its A, B, Δ and Δ% columns, ``status`` and the noise band's ``significant``
+    (``tfprof.api.diff.run_diff``; docs/DIFF.md). Options take tfprof's names.
+
+    >>> prof = tfprof.load(tfprof.sample_path())
+    >>> tfprof.diff(prof, prof, "op")["exec_micros_delta"].abs().max()
+    0
+    """
+    from tfprof.api.diff import run_diff
+
+    return run_diff(a, b, cmd, options, against=against, order_by=order_by).frame
 
 
 def save(prof: Profile, path: str | Path, *, force: bool = False) -> Path:

@@ -105,3 +105,17 @@ def _sql_checker(path: Path):
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"Cannot read checker file `{path}`: {exc}") from None
     return sql_check(path.stem, text, source=str(path))
+
+
+def advice_output(result: AdviceResult, fmt: str = "text") -> str:
+    """What ``tfprof advise --format FMT`` prints: tfprof's text, or with ``json`` the document of
+    ``tfprof.views.advice_json`` (docs/schemas/advise.schema.json)."""
+    from tfprof.views.advice_json import render_json
+
+    if fmt not in ("text", "json"):
+        raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
+    if fmt == "text":
+        return result.text
+    # the checkers in the order they ran: the evidence's (the proto's map has no order)
+    reports = {name: list(result.proto.checkers[name].reports) for name in result.evidence}
+    return render_json(reports, result.evidence, result.notes)

@@ -261,17 +261,18 @@ def advise(
         Optional[list[str]],
         typer.Option("--checker_option", "--checker-option", help="CHECKER:NAME=VALUE, an option of one checker (repeatable)."),
     ] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text (the default) or json (docs/schemas/advise.schema.json).")] = "text",
 ) -> None:
     """Auto-profile and advise, as tfprof's `advise`: GPU utilization, op choices, the most expensive ops."""
     from tfprof.api import advise as run_advice
     from tfprof.api import print_notes
+    from tfprof.api.advice import advice_output
 
     selected = _checker_options(checkers, checker_option or [])
     prof = _load(**inputs)
     result = run_advice(prof, selected, checker_dir=checker_dir)
     print_notes(result)
-    typer.echo(result.text, nl=False)
-
+    typer.echo(advice_output(result, fmt), nl=False)
 
 
 def _checker_options(checkers: str | None, options: list[str]) -> dict | None:
@@ -317,6 +318,7 @@ def _view_command(cmd: str, summary: str):
             str, typer.Option("--format", help="text (tfprof's report, the default), or the shown rows as " + FORMAT_HELP[15:])
         ] = "text",
         force: Force = False,
+        fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="A gate, repeatable (docs/DIFF.md).")] = None,
     ) -> None:
         from tfprof.cli.viewopts import parse_view_args
 
@@ -335,17 +337,18 @@ def _view_command(cmd: str, summary: str):
             check_output(cmd, opts, force=force, inputs=_protected(inputs))  # before the profile loads
         prof = view_profile(many, opts, inputs) or _load(**inputs)
         with view_engine(many):
-            _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=_protected(inputs))
+            _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=_protected(inputs), gates=fail_if or ())
 
     command.__doc__ = summary
     return command
 
 
-
-def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, inputs=None) -> None:
+def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, inputs=None, gates=()) -> None:
     """Run a view and carry out its -output (or --format): an existing output file is replaced
-    only with ``force``; ``inputs`` (and the profile's own) are never written over."""
+    only with ``force``; ``inputs`` (and the profile's own) are never written over; ``gates``: --fail-if texts."""
     from tfprof.api import emit_output, print_notes, run_view
+    from tfprof.cli.diff_command import view_gates
+    check_gates = view_gates(cmd, gates)  # parsed now: a bad one fails before the work
 
     if fmt != "text":
         from tfprof.api.shell import FORMATS
@@ -359,7 +362,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
         from tfprof.api import check_output
 
         check_output(cmd, opts, prof, force=force, inputs=inputs)  # fail before the work, as tfprof's pre-checks
-    result = run_view(prof, cmd, opts, full_rows=fmt != "text")
+    result = run_view(prof, cmd, opts, full_rows=fmt != "text" or bool(gates))
     print_notes(result)
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.api.shell import view_table
@@ -368,6 +371,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
               out_hint="give --output file:outfile=FILE", force=force, inputs=prof.inputs + inputs)
     else:
         emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False), force=force, inputs=inputs)
+    check_gates(result)  # exit code 3 when one trips
 
 
 

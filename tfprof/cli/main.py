@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import typer
 
 import tfprof.cli.commands  # noqa: F401 - registers the commands on the app
+import tfprof.cli.diff_command  # noqa: F401 - and `tfprof diff`
 import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
 from tfprof.cli.app import _STORES, app

@@ -1,0 +1,201 @@
+"""One core for ``tfprof diff``: a view of profile B against the same view of profile A.
+
+``run_diff(a, b, cmd, options)`` runs the view's spec on both profiles (thresholds lifted: the
+diff applies them to either side, ``tfprof.queries.diff``), matches the rows by path, and when
+both profiles have several steps runs the spec once per step to give each row its noise band
+(``tfprof.queries.noise``). With ``against`` it compares two steps of one profile (or step
+``options.step`` of A with step ``against`` of B). The CLI, ``tfprof.diff`` and notebooks call it.
+
+>>> import tfprof
+>>> prof = tfprof.load(tfprof.sample_path())
+>>> d = run_diff(prof, prof, "scope", {"max_depth": 1})
+>>> d.frame["total_exec_micros_delta"].abs().sum()
+0
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import polars as pl
+
+from tfprof.errors import OptionError
+from tfprof.profile import Profile
+from tfprof.queries import diff as rules
+from tfprof.queries import noise
+from tfprof.queries.options import Options
+from tfprof.queries.spec import tree_spec
+from tfprof.views.fields import METRICS
+from tfprof.views.table import view_table
+
+from tfprof.api.run import VIEWS, check_step, run_view
+
+_THRESHOLDS = tuple(f"min_{m}" for m in (
+    "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
+    "params", "float_ops", "occurrence"))
+_PUBLIC = {"parameters": "params"}
+
+
+@dataclass
+class DiffResult:
+    """A diff's rows (``frame``, ordered) and what they came from. ``fields``: the select names
+    diffed; ``columns``: their diffed columns (each gives ``_a``, ``_b``, ``_delta``,
+    ``_delta_pct``); ``value_columns``: the column of each field the view prints and sorts on
+    (its total in the tree views, its own value in the op view), which the noise band and the
+    text use; ``steps``: the sample sizes of the noise band, or None without one."""
+
+    cmd: str
+    options: Options
+    frame: pl.DataFrame
+    fields: tuple[str, ...]
+    columns: tuple[str, ...]
+    value_columns: tuple[str, ...]
+    labels: tuple[str, str]
+    order: str
+    order_field: str
+    steps: tuple[int, int] | None = None
+    compared_steps: tuple[int, int] = (-1, -1)
+    notes: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def text(self) -> str:
+        from tfprof.views.diff_text import render_text
+
+        return render_text(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def document(self) -> dict[str, Any]:
+        """The diff as the JSON document ``--format json`` prints (docs/schemas/diff.schema.json)."""
+        from tfprof.views.diff_text import document
+
+        return document(self)
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run one read-only DuckDB query over the rows as table ``diff`` (``sql`` below)."""
+        return sql(self.frame, query)
+
+
+def sql(frame: pl.DataFrame, query: str) -> pl.DataFrame:
+    """A DuckDB query over a diff's rows, seen as the table ``diff``, in the SQL sandbox
+    (``tfprof.sqlbox``: one read-only query, no files)."""
+    from tfprof import sqlbox
+
+    con = sqlbox.connect({"diff": frame.to_arrow()})
+    rows = sqlbox.query(con, query)
+    return pl.from_arrow(rows) if rows is not None else pl.DataFrame()
+
+
+def diff_fields(select: tuple[str, ...]) -> tuple[str, ...]:
+    """The select names a diff compares: those with a metric column, in the select's order."""
+    chosen = tuple(s for s in select if s in METRICS)
+    if not chosen:
+        raise OptionError(
+            f"diff compares numbers: select at least one of {', '.join(METRICS)} (select is `{','.join(select)}`)"
+        )
+    return chosen
+
+
+def public_column(select_name: str) -> str:
+    """The public table's self column of a select field (``micros`` -> ``exec_micros``)."""
+    column = METRICS[select_name].column
+    return _PUBLIC.get(column, column)
+
+
+def run_diff(
+    a: Profile,
+    b: Profile | None,
+    cmd: str = "scope",
+    options: Options | dict | None = None,
+    *,
+    against: int | None = None,
+    order_by: str = "delta",
+    labels: tuple[str, str] = ("A", "B"),
+    noise_band: bool = True,
+) -> DiffResult:
+    """View ``cmd`` of ``b`` against ``a`` (module docstring). ``order_by``: one of
+    ``tfprof.queries.diff.ORDERS``, optionally ``:FIELD`` (``delta_pct:bytes``); the field
+    defaults to ``micros`` when selected, else the first selected."""
+    if cmd not in VIEWS:
+        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
+    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    if opts.output.kind != "stdout":
+        raise OptionError("diff prints its own report: drop `output` (use --format for csv, json or parquet)")
+    fields_ = diff_fields(opts.select)
+    order, order_field = parse_order(order_by, fields_)
+    layout = VIEWS[cmd].layout
+    tree = layout != "groups"
+    value_columns = tuple(("total_" if tree else "") + public_column(f) for f in fields_)
+    columns = tuple(c for f in fields_ for c in (("total_" + public_column(f), public_column(f)) if tree
+                                                   else (public_column(f),)))
+    if b is None and against is None:
+        raise OptionError("diff needs two profiles, or one profile with --step S --against T")
+    if against is not None and opts.step < 0:
+        raise OptionError("`against` compares two steps: give the first with --step S")
+    b = a if b is None else b
+    steps = (opts.step, against if against is not None else opts.step)
+    check_step(a, steps[0])
+    check_step(b, steps[1])
+    # the views' shape without value thresholds (applied to either side below); the op view's
+    # list cut after the diff's order
+    run_opts = replace(opts, **{t: 0 for t in _THRESHOLDS}, select=fields_,
+                       max_depth=1_000_000 if not tree else opts.max_depth)
+    side_a = _rows(a, cmd, replace(run_opts, step=steps[0]))
+    side_b = _rows(b, cmd, replace(run_opts, step=steps[1]))
+    spec = tree_spec(VIEWS[cmd], opts)
+    frame = rules.diff_tables(
+        side_a, side_b, columns, thresholds=spec.thresholds, order=order,
+        order_column=value_columns[fields_.index(order_field)],
+        limit=opts.max_depth + 1 if not tree else None,  # the op view prints rows 0..max_depth
+    )
+    sizes = None
+    if noise_band and against is None and opts.step < 0:
+        steps_a, steps_b = _steps(a), _steps(b)
+        if len(steps_a) >= 2 and len(steps_b) >= 2:
+            frame = _with_band(frame, a, b, cmd, run_opts, steps_a, steps_b, value_columns)
+            sizes = (len(steps_a), len(steps_b))
+    if sizes is None:
+        frame = frame.with_columns(
+            *(pl.lit(None, pl.Float64).alias(f"{c}_noise") for c in value_columns),
+            *(pl.lit(None, pl.Boolean).alias(f"{c}_significant") for c in value_columns),
+        )
+    frame = frame.with_columns(
+        pl.any_horizontal(pl.col(f"{c}_significant") for c in value_columns).alias("significant")
+    ).drop("pos_a", "pos_b")
+    return DiffResult(
+        cmd=cmd, options=opts, frame=frame, fields=fields_, columns=columns, value_columns=value_columns,
+        labels=labels, order=order, order_field=order_field, steps=sizes, compared_steps=steps,
+    )
+
+
+def parse_order(order_by: str, fields_: tuple[str, ...]) -> tuple[str, str]:
+    """``delta``, ``delta_pct:bytes``, ... as (order, field)."""
+    order, _, name = order_by.partition(":")
+    if order not in rules.ORDERS:
+        raise OptionError(f"Unknown diff order_by `{order_by}`; valid: {', '.join(rules.ORDERS)} (each also as ORDER:FIELD)")
+    if name and name not in fields_:
+        raise OptionError(f"diff order_by field `{name}` is not selected; selected: {', '.join(fields_)}")
+    return order, name or ("micros" if "micros" in fields_ else fields_[0])
+
+
+def _rows(prof: Profile, cmd: str, opts: Options) -> pl.DataFrame:
+    """The view's displayed rows as a public table with paths."""
+    result = run_view(prof, cmd, opts, full_rows=True)
+    return rules.with_paths(view_table(cmd, result.frame), VIEWS[cmd].layout)
+
+
+def _steps(prof: Profile) -> list[int]:
+    return prof.frame("steps")["step"].to_list()
+
+
+def _with_band(frame, a, b, cmd, opts, steps_a, steps_b, value_columns) -> pl.DataFrame:
+    """``frame`` with each value column's noise band and significance from per-step runs."""
+    sums_a = rules.step_sums([_rows(a, cmd, replace(opts, step=s)) for s in steps_a], value_columns, "a_")
+    sums_b = rules.step_sums([_rows(b, cmd, replace(opts, step=s)) for s in steps_b], value_columns, "b_")
+    joined = frame.join(sums_a, on=list(rules.KEYS), how="left").join(sums_b, on=list(rules.KEYS), how="left")
+    for c in value_columns:
+        joined = noise.band(joined, f"a_{c}_", f"b_{c}_", len(steps_a), len(steps_b), c)
+    return joined
