@@ -74,7 +74,13 @@ function setTab(tab) {
   refresh();
 }
 
-async function refresh() {
+function refresh() {
+  // one at a time, in order: a refresh asked for while one runs starts when it ends
+  state.pending = (state.pending || Promise.resolve()).then(doRefresh);
+  return state.pending;
+}
+
+async function doRefresh() {
   showError(null);
   const key = `${state.pid}|${state.cmd}|${query()}|${state.metric}`;
   try {
@@ -110,7 +116,8 @@ async function search(text) {
     if (!items.length) items.push(el("div", "more", `no node name contains “${text}” in this view`));
     else if (found.total > found.rows.length) items.push(el("div", "more", `${found.total - found.rows.length} more matches`));
     hits.replaceChildren(...items); hits.classList.add("on");
-    if (found.rows.length) await ui.tree.reveal(found.rows[0].i, found.hits[0].path);
+    const best = Math.max(0, found.rows.findIndex((r) => r.name === text)); // an exact name first
+    if (found.rows.length) await ui.tree.reveal(found.rows[best].i, found.hits[best].path);
   } catch (e) { showError(e); }
 }
 
@@ -120,10 +127,16 @@ async function reveal(view, name) {
   markViews();
   setTab("tree");
   await refresh();
-  const found = await getJSON(ui.tree.url("search", `q=${encodeURIComponent(name)}&limit=500`));
-  const k = found.rows.findIndex((r) => r.name === name);
-  if (k < 0) { showError(`\`${name}\` is not shown in the ${view} view with these options`); return; }
-  await ui.tree.reveal(found.rows[k].i, found.hits[k].path);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const found = await getJSON(ui.tree.url("search", `q=${encodeURIComponent(name)}&limit=500`));
+    const k = found.rows.findIndex((r) => r.name === name);
+    if (k >= 0) { await ui.tree.reveal(found.rows[k].i, found.hits[k].path); return; }
+    if (attempt || state.opts.max_depth >= 100000) break;
+    state.opts.max_depth = 100000; // deeper than max_depth shows: show every level, then look again
+    fillPanel();
+    await refresh();
+  }
+  showError(`\`${name}\` is not shown in the ${view} view with these options`);
 }
 
 async function loadTimeline() {
@@ -222,6 +235,8 @@ async function init() {
     for (const x of document.querySelectorAll("#metrics button")) x.classList.toggle("on", x === b);
     refresh();
   });
+  $("expand").addEventListener("click", () => ui.tree.expandAll().catch(showError));
+  $("collapse").addEventListener("click", () => ui.tree.collapseAll());
   $("search").addEventListener("keydown", (e) => { if (e.key === "Enter") search($("search").value.trim()); });
   $("copy").addEventListener("click", async () => {
     const text = $("command").querySelector("code").textContent;
@@ -237,5 +252,5 @@ async function init() {
   window.tfprofReady = true;
 }
 
-window.tfprofUI = { state, ui, reveal, refresh, setTab };
+window.tfprofUI = { state, ui, reveal, refresh, setTab, idle: () => state.pending };
 init().catch(showError);

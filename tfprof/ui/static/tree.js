@@ -204,6 +204,11 @@ class TreeTable {
     this.flatten(); this.draw();
   }
 
+  collapseAll() {
+    for (const node of this.nodes.values()) if (node !== this.root) node.open = false;
+    this.flatten(); this.draw();
+  }
+
   async reveal(i, path) {
     // open the ancestors of row i (top-level first), loading pages until each is there
     let parent = this.root;

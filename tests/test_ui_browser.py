@@ -1,0 +1,217 @@
+"""The web UI in a real browser: Debian's chromium driven by playwright, on the bundled sample and
+the multistep fixture. What the page shows is checked against the CLI run with the same options;
+each tab is saved as a screenshot under build/ui-screenshots (CI keeps them as artefacts)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+import tfprof
+from conftest import FIXTURES
+from tfprof.cli.main import main as cli_main
+
+SAMPLE = str(tfprof.sample_path())
+MULTISTEP = str(FIXTURES / "multistep" / "profile.pb")
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it); playwright's download is not used
+SHOTS = Path(__file__).resolve().parent.parent / "build" / "ui-screenshots"
+
+
+@pytest.fixture(scope="module")
+def server():
+    running = tfprof.ui([SAMPLE, MULTISTEP])
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(server, browser):
+    # bypass_csp: playwright's wait_for_function evaluates strings, which the page's CSP forbids
+    pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(str(server))
+    pg.wait_for_function("window.tfprofReady === true")
+    yield pg
+    pg.close()
+    assert not errors, errors
+
+
+def shot(pg, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def settle(pg) -> None:
+    pg.evaluate("tfprofUI.idle()")  # the page's refreshes run one after another: wait for the last
+    pg.wait_for_load_state("networkidle")
+
+
+def set_option(pg, name: str, value: str) -> None:
+    pg.fill(f"#options [name={name}]", value)
+    pg.dispatch_event(f"#options [name={name}]", "change")
+    settle(pg)
+
+
+def cli_rows(capsysbinary, command: str) -> list[dict]:
+    assert cli_main([*shlex.split(command)[1:], "--format", "json"]) == 0
+    return json.loads(capsysbinary.readouterr().out)
+
+
+def cli_lines(capsysbinary, command: str) -> list[str]:
+    assert cli_main(shlex.split(command)[1:]) == 0
+    return capsysbinary.readouterr().out.decode().partition("\nnode name |")[2].split("\n")[1:-1]
+
+
+def shown(pg) -> list[dict]:
+    return pg.evaluate("tfprofUI.ui.tree.rows().map(r => ({name: r.name, level: r.level, values: r.values, line: r.line}))")
+
+
+def test_tree_equals_the_cli_for_the_same_options(page, capsysbinary):
+    set_option(page, "max_depth", "4")
+    page.check("#options input[name=select][value=params]")
+    page.dispatch_event("#options input[name=select][value=params]", "change")
+    set_option(page, "hide_name_regexes", ".*Initializer.*")
+    page.click("#expand")
+    page.wait_for_function("tfprofUI.ui.tree.rows().some(r => r.level === 3)")
+    settle(page)
+    command = page.inner_text("#command code")
+    assert command == f"tfprof scope {SAMPLE} --max_depth 4 --hide_name_regexes '.*Initializer.*' --select micros,params"
+    expected, lines = cli_rows(capsysbinary, command), cli_lines(capsysbinary, command)
+    rows = shown(page)
+    assert [(r["name"], r["level"]) for r in rows] == [(e["name"], e["depth"]) for e in expected]
+    columns = page.evaluate("tfprofUI.ui.tree.cols.map(c => c.name)")
+    assert [dict(zip(columns, r["values"])) for r in rows] == [{c: e[c] for c in columns} for e in expected]
+    assert [r["line"] for r in rows] == lines
+    # the cells drawn on screen are the report's: each row's self/total pairs appear in its line
+    for row in page.query_selector_all(".tt-row[data-i]")[:20]:
+        i = int(row.get_attribute("data-i"))
+        cells = [c.inner_text() for c in row.query_selector_all(".num")]
+        line = next(r["line"] for r in rows if r["name"] == row.query_selector(".nm").inner_text())
+        for self_cell, total_cell in zip(cells[::2], cells[1::2]):
+            assert f"{self_cell}/{total_cell}" in line, (i, line)
+    shot(page, "views")
+
+
+def test_order_by_a_column_and_other_views(page, capsysbinary):
+    page.click("#views button[data-cmd=op]")
+    settle(page)
+    page.click(".tt-head .num.total >> nth=0")  # order by the time column
+    settle(page)
+    command = page.inner_text("#command code")
+    assert "--order_by micros" in command and command.startswith("tfprof op ")
+    expected = cli_rows(capsysbinary, command)
+    assert [r["name"] for r in shown(page)] == [e["name"] for e in expected]
+
+
+def test_expand_and_collapse(page):
+    before = len(shown(page))
+    resnet = page.locator(".tt-row", has=page.locator(".nm", has_text="resnet")).first
+    children = int(resnet.locator(".n").inner_text())
+    resnet.locator(".tw").click()
+    page.wait_for_function(f"tfprofUI.ui.tree.rows().length === {before + children}")
+    resnet.locator(".tw").click()
+    page.wait_for_function(f"tfprofUI.ui.tree.rows().length === {before}")
+
+
+def test_search_reveals_a_deep_node(page):
+    page.fill("#search", "resnet/block2/sub1/conv/Conv2D")
+    page.press("#search", "Enter")
+    page.wait_for_selector(".tt-row.sel")
+    selected = page.inner_text(".tt-row.sel .nm")
+    assert selected == "resnet/block2/sub1/conv/Conv2D"
+    assert page.inner_text("#line").startswith(" " * 2)  # the report's line of the node, indented
+
+
+def test_flame_graph_click_through(page):
+    page.click("#tabs button[data-tab=flame]")
+    page.wait_for_function("tfprofUI.ui.flame.data && tfprofUI.ui.flame.boxes.length > 3")
+    shot(page, "flame")
+    box = page.evaluate("""(() => { const f = tfprofUI.ui.flame, d = f.data;
+        const b = f.boxes.find(([x, y, w, k]) => d.level[k] === 1 && d.name[k] === 'resnet');
+        return {x: b[0] + b[2] / 2, y: b[1] + 8, i: d.i[b[3]]}; })()""")
+    canvas = page.locator("#flame").bounding_box()
+    page.mouse.click(canvas["x"] + box["x"], canvas["y"] + box["y"])
+    page.wait_for_function(f"tfprofUI.ui.flame.data.root === {box['i']}")
+    data = page.evaluate("tfprofUI.ui.flame.data")
+    assert data["name"][0] == "resnet" and data["level"][0] == 0 and max(data["level"]) >= 1
+    assert "resnet" in page.inner_text("#crumbs")
+    page.click("#crumbs a >> text=all")
+    page.wait_for_function("tfprofUI.ui.flame.data.root === -1")
+
+
+def test_timeline_zoom_and_trace_download(page):
+    page.select_option("#profile", "1")
+    page.click("#tabs button[data-tab=timeline]")
+    page.wait_for_function("tfprofUI.ui.timeline.data !== null")
+    shot(page, "timeline")
+    width = page.evaluate("tfprofUI.ui.timeline.t1 - tfprofUI.ui.timeline.t0")
+    canvas = page.locator("#timeline").bounding_box()
+    page.mouse.move(canvas["x"] + canvas["width"] * 0.6, canvas["y"] + 40)
+    for _ in range(5):
+        page.mouse.wheel(0, -300)
+    page.wait_for_function(f"tfprofUI.ui.timeline.t1 - tfprofUI.ui.timeline.t0 < {width / 4}")
+    with page.expect_download() as download:
+        page.click("#trace")
+    trace = json.loads(Path(download.value.path()).read_text())
+    steps = page.evaluate("tfprofUI.ui.timeline.data")
+    assert sum(e.get("ph") == "X" for e in trace["traceEvents"]) == len(steps["ts"])
+
+
+def test_advisor_link_selects_the_node(page):
+    page.click("#tabs button[data-tab=advisor]")
+    page.wait_for_selector(".card")
+    shot(page, "advisor")
+    page.click("table.grid a >> text=Conv2D")
+    page.wait_for_selector(".tt-row.sel")
+    assert page.inner_text(".tt-row.sel .nm") == "Conv2D"
+    assert page.inner_text("#command code").startswith("tfprof op ")
+    assert "--max_depth 100000" in page.inner_text("#command code")  # Conv2D is below max_depth 10: all shown
+
+
+def test_sql_console_and_a_refused_query(page, tmp_path):
+    page.click("#tabs button[data-tab=sql]")
+    page.fill("#sql", "select op, count(*) as n from nodes group by op order by n desc, op")
+    page.click("#run-sql")
+    page.wait_for_selector("#sql-result table")
+    expected = tfprof.load(SAMPLE).sql("select op, count(*) as n from nodes group by op order by n desc, op")
+    cells = page.eval_on_selector_all("#sql-result tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    assert cells == [[op, str(n)] for op, n in expected.iter_rows()]
+    shot(page, "sql")
+    target = tmp_path / "x"
+    page.fill("#sql", f"copy nodes to '{target}'")
+    page.click("#run-sql")
+    page.wait_for_selector("#error.on")
+    assert "COPY" in page.inner_text("#error") and not target.exists()
+
+
+def test_two_profiles_side_by_side(page):
+    page.click("#tabs button[data-tab=compare]")
+    page.wait_for_function("tfprofUI.ui.left.view && tfprofUI.ui.right.view")
+    settle(page)
+    left = page.evaluate("tfprofUI.ui.left.view.command")
+    right = page.evaluate("tfprofUI.ui.right.view.command")
+    assert left == f"tfprof scope {SAMPLE}" and right == f"tfprof scope {MULTISTEP}"
+    assert page.inner_text("#cmp-left .tt-row >> nth=0") != page.inner_text("#cmp-right .tt-row >> nth=0")
+    shot(page, "compare")
+    page.select_option("#profile", "1")
+    assert "3 steps" in page.inner_text("#facts")
+
+
+def test_bad_option_shows_a_message_not_a_trace(page):
+    set_option(page, "show_name_regexes", "a(b")
+    page.wait_for_selector("#error.on")
+    message = page.inner_text("#error")
+    assert message.startswith("Bad regex `a(b`") and "Traceback" not in message
