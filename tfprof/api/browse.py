@@ -12,7 +12,7 @@ The tree views (scope, graph, code) nest by printed depth; the op view is a flat
 ``depth`` is a position), so every op row is a top-level row.
 
 >>> import tfprof
->>> tree = browse(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 1})
+>>> tree = browse(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 3})
 >>> tree.rows_of(-1)[0]["name"], tree.rows_of(-1)[0]["children"] > 0
 ('_TFProfRoot', True)
 """

@@ -250,6 +250,8 @@ async function init() {
   facts(); fillPanel();
   await refresh();
   window.tfprofReady = true;
+  // ms from navigation to the first frame with the tree drawn (benchmarks/bench_ui.py reads it)
+  requestAnimationFrame(() => { window.tfprofFirstPaint = performance.now(); });
 }
 
 window.tfprofUI = { state, ui, reveal, refresh, setTab, idle: () => state.pending };
