@@ -21,8 +21,14 @@ from typing import Any
 
 import polars as pl
 
+from tfprof import kernels
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
+from tfprof.queries.code import code
+from tfprof.queries.graph import graph
+from tfprof.queries.indexes.code_trie import NoCodeTraces
+from tfprof.queries.op import op_view
+from tfprof.queries.scope import scope
 from tfprof.queries import diff as rules
 from tfprof.queries import noise
 from tfprof.queries.options import Options
@@ -182,9 +188,27 @@ def parse_order(order_by: str, fields_: tuple[str, ...]) -> tuple[str, str]:
 
 
 def _rows(prof: Profile, cmd: str, opts: Options) -> pl.DataFrame:
-    """The view's displayed rows as a public table with paths."""
-    result = run_view(prof, cmd, opts, full_rows=True)
-    return rules.with_paths(view_table(cmd, result.frame), VIEWS[cmd].layout)
+    """The view's displayed rows as a public table with paths: the engine of the view's layout,
+    as ``run_view`` picks it, without the report (the code view through ``run_view`` when it
+    has no traces, for its error)."""
+    spec = tree_spec(VIEWS[cmd], opts)
+    layout = spec.layout
+    on_kernels = layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
+    with kernels.using(on_kernels):
+        if layout in ("scope", "graph") and not kernels.enabled():
+            from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
+
+            frame = tree_frame(prof, spec)
+        elif layout in ("scope", "graph"):
+            frame = (scope if layout == "scope" else graph)(prof, spec)
+        elif layout == "groups":
+            frame = op_view(prof, spec).rows
+        else:
+            try:
+                frame = code(prof, spec)[0]
+            except NoCodeTraces:
+                frame = run_view(prof, cmd, opts, full_rows=True).frame  # raises the view's error
+    return rules.with_paths(view_table(cmd, frame), layout)
 
 
 def _steps(prof: Profile) -> list[int]:

@@ -43,9 +43,11 @@ def with_paths(table: pl.DataFrame, layout: str) -> pl.DataFrame:
         path = code_paths(table["name"], table["depth"].to_numpy())
     else:
         path = table["name"]
+    # a scope tree holds each name once, an op list each op type: no numbering to do there
+    unique = layout in ("scope", "groups")
+    occurrence = pl.lit(0, pl.Int64) if unique else pl.int_range(pl.len()).over("path").cast(pl.Int64)
     return table.with_columns(path.alias("path")).with_columns(
-        pl.int_range(pl.len()).over("path").cast(pl.Int64).alias("occurrence"),
-        pl.int_range(pl.len()).cast(pl.Int64).alias("pos"),
+        occurrence.alias("occurrence"), pl.int_range(pl.len()).cast(pl.Int64).alias("pos")
     )
 
 
