@@ -42,7 +42,7 @@ def _store(args) -> str:
 
 def _q(values: list[float]) -> str:
     values = sorted(values)
-    p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+    p95 = values[min(len(values) - 1, round(0.95 * (len(values) - 1)))]
     return f"{statistics.median(values):.1f} (p95 {p95:.1f}, n={len(values)})"
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 
 import pytest
+from conftest import FIXTURES
 from starlette.testclient import TestClient
 
 import tfprof
-from conftest import FIXTURES
 from tfprof.cli.main import main as cli_main
 from tfprof.ui.app import make_app
 from tfprof.ui.profiles import Profiles
@@ -158,7 +159,7 @@ def test_timeline_columns_match_the_chrome_trace(client):
     assert mine == ops and len(ops) > 10
     for lane in range(len(data["lanes"])):  # sorted, non-overlapping bars per lane
         bars = [(t, d) for t, d, k in zip(data["ts"], data["dur"], data["lane"]) if k == lane]
-        assert all(a[0] + a[1] <= b[0] for a, b in zip(bars, bars[1:]))
+        assert all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(bars))
     assert client.get("/api/timeline/1").json()["step"] == 2  # the last step by default
 
 
@@ -235,7 +236,7 @@ def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
         assert [p["path"] for p in listed] == [SAMPLE, MULTISTEP]
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err == "Interrupted.\n"
 
 

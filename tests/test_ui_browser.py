@@ -9,10 +9,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from playwright.sync_api import sync_playwright
 
 import tfprof
-from conftest import FIXTURES
 from tfprof.cli.main import main as cli_main
 
 SAMPLE = str(tfprof.sample_path())

@@ -204,7 +204,7 @@ def _ends(level: np.ndarray, parent: np.ndarray) -> np.ndarray:
 
 def _lines(text: str, rows: int) -> list[str] | None:
     """The report's row lines (after the legend line), when there is one per row."""
-    head, sep, body = text.partition("\nnode name |")
+    _, sep, body = text.partition("\nnode name |")
     if not sep:
         return None
     lines = body.split("\n")[1:]

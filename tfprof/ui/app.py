@@ -29,7 +29,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, column_kind, command_line
@@ -72,7 +72,7 @@ def endpoint(fn):
             return _error(404, str(exc.args[0]) if exc.args else "not found")
         except TfprofError as exc:  # BadRequest, a bad option, a refused query
             return _error(400, str(exc))
-        except Exception as exc:  # a bug: said in one line, never a traceback
+        except Exception as exc:  # noqa: BLE001 - a bug: said in one line, never a traceback
             return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     return handler

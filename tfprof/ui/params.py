@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, ORDER_BY, SELECT_FIELDS, Options, unknown_value
+from tfprof.api.options import (
+    INT_OPTIONS,
+    LIST_OPTIONS,
+    ORDER_BY,
+    SELECT_FIELDS,
+    Options,
+    unknown_value,
+)
 from tfprof.errors import OptionError
 
 # Bounds a person would never need to pass; beyond them a value is a mistake or a probe.
