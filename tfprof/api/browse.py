@@ -181,13 +181,20 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
                 level=level, parent=parent, end=_ends(level, parent), order=order, first=first)
 
 
+def _by_level(level: np.ndarray) -> list[np.ndarray]:
+    """The rows of each level, in display order (one stable sort, not one scan per level)."""
+    order = np.argsort(level, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(level))]) if len(level) else np.zeros(1, dtype=np.int64)
+    return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
+
+
 def _parents(level: np.ndarray) -> np.ndarray:
     """Each row's parent in a pre-order listing with nesting ``level``: the last row before it
     one level up (one searchsorted per level)."""
     parent = np.full(len(level), -1, dtype=np.int64)
-    index = np.arange(len(level))
-    for d in range(1, int(level.max(initial=0)) + 1):
-        here, above = index[level == d], index[level == d - 1]
+    rows = _by_level(level)
+    for d in range(1, len(rows)):
+        here, above = rows[d], rows[d - 1]
         parent[here] = above[np.searchsorted(above, here) - 1]
     return parent
 
@@ -196,9 +203,10 @@ def _ends(level: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """One past the last row of each subtree: the row plus the sizes of its descendants,
     summed from the deepest level up."""
     size = np.ones(len(level), dtype=np.int64)
-    for d in range(int(level.max(initial=0)), 0, -1):
-        here = np.flatnonzero(level == d)
-        np.add.at(size, parent[here], size[here])
+    rows = _by_level(level)
+    for d in range(len(rows) - 1, 0, -1):
+        here = rows[d]
+        size += np.bincount(parent[here], weights=size[here], minlength=len(level)).astype(np.int64)
     return np.arange(len(level)) + size
 
 
