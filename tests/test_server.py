@@ -74,6 +74,7 @@ CASES = [
     ["scope", "{store}", "--max_depth", "x"],  # exit 2, one line
     ["scope", "no/such/store"],
     ["sql", "copy nodes to 'x.csv'", "{store}"],
+    ["diff", "{store}", str(CNN), "--max_depth", "2"],
 ]
 
 

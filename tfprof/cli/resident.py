@@ -15,7 +15,7 @@ from pathlib import Path
 
 # The commands a server runs: one-shot, reading their inputs and writing their outputs.
 # Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
-SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables"})
+SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff"})
 # The environment read when modules are imported (numba, polars, thread pools, Python itself): a
 # server serves only commands whose values match. tfprof's own TFPROF_* are read per call.
 _IMPORT_ENV = ("NUMBA_", "POLARS_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "RAYON_")
