@@ -64,7 +64,7 @@ _CHECKED: dict[tuple, dict] = {}
 # Tables the schema gained after stores of this format were first written. A store whose
 # manifest does not list one was written before it existed: it reads as empty, not as damaged
 # (``tfprof check`` says so; ingesting again fills it).
-LATER_TABLES = ("validation", "trace_events", "counters", "flows")
+LATER_TABLES = ("validation", "trace_events", "counters", "flows", "node_flops")
 
 
 def stored_tables(manifest: dict) -> list[str]:

@@ -3,8 +3,8 @@ out of the totals; what they find becomes the ``validation`` table.
 
 ``Validator.batch`` checks (and clamps) one batch of tables as an ingest produces them, in
 whole-column numpy operations; ``Validator.finish`` adds the whole-profile checks and returns
-the ``validation`` table; ``validated`` does both for a dict of whole tables.
-``tfprof.schema.checks.CHECKS`` lists every check with its severity. A check keeps its first
+the ``validation`` table; ``validated`` does both for a dict of whole tables. A batch's
+``node_flops`` is derived here, from its clamped ``nodes``. ``tfprof.schema.checks.CHECKS`` lists every check with its severity. A check keeps its first
 ``ROWS_PER_CODE`` findings, each naming a node and step, and counts the rest in one more row,
 so the table stays small for a profile of any size.
 
@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from tfprof.ingest.names import name_set
 
-from tfprof.schema import conform
+from tfprof.schema import conform, node_flops_table
 from tfprof.schema.checks import CHECKS, SEVERITIES
 
 ROWS_PER_CODE = 5
@@ -161,6 +161,7 @@ class Validator:
             self._dangling(out["node_inputs"])
         if "nodes" in out:
             out["nodes"] = self._nodes(out["nodes"], out)
+            out.setdefault("node_flops", node_flops_table(out["nodes"]))
         return out
 
     def _name(self, node_id: int) -> str:

@@ -34,6 +34,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.profile import Profile
+from tfprof.schema.flops_rules import MAC_FORMULAS, OP_FORMULAS, node_flops_table
 
 # ----------------------------------------------------------------------------- shape columns
 
@@ -81,7 +82,6 @@ class Formula:
     expression: str  # the rule in words (notation of docs/TFPROF_BEHAVIOUR.md, 'FLOPs rules')
     requires: tuple[str, ...]  # element counts TensorFlow asserts fully defined
     flops: pl.Expr
-    macs: bool = False  # a multiply-accumulate count: MACs = flops / 2
     nhwc_only: bool = False  # TensorFlow raises unless data_format is NHWC
 
 
@@ -108,45 +108,38 @@ FORMULAS: dict[str, Formula] = {
         "int(2 * elems(out) * elems(in1) / (channels(out) * stride_h * stride_w))",
         ("out_n", "in1_n"),
         (2 * _OUT * _IN1) // (_channels("out_dims") * _stride_hw()),
-        macs=True,
         nhwc_only=True,
     ),
     "conv2d_backprop_filter": Formula(
         "int(2 * elems(in0) * elems(out) / (channels(in0) * stride_h * stride_w))",
         ("in0_n", "out_n"),
         (2 * _IN0 * _OUT) // (_channels("in0_dims") * _stride_hw()),
-        macs=True,
         nhwc_only=True,
     ),
     "matmul": Formula(
         "2 * k * elems(out), k = in0[0] if transpose_a else in0[1]",
         ("in0_n", "out_n"),
         2 * pl.when(pl.col("transpose_a")).then(_dim("in0_dims", 0)).otherwise(_dim("in0_dims", 1)) * _OUT,
-        macs=True,
     ),
     "batch_matmul": Formula(
         "2 * k * elems(out), k = in0[-2] if adj_x else in0[-1]",
         ("in0_n", "out_n"),
         2 * pl.when(pl.col("adj_x")).then(_dim("in0_dims", -2)).otherwise(_dim("in0_dims", -1)) * _OUT,
-        macs=True,
     ),
     "conv2d": Formula(
         "2 * elems(out) * in1[0] * in1[1] * in1[2]",
         ("in0_n", "in1_n", "out_n"),
         2 * _OUT * _dim("in1_dims", 0) * _dim("in1_dims", 1) * _dim("in1_dims", 2),
-        macs=True,
     ),
     "conv3d": Formula(
         "2 * elems(out) * in1[0] * in1[1] * in1[2] * in1[3]",
         ("in0_n", "in1_n", "out_n"),
         2 * _OUT * _dim("in1_dims", 0) * _dim("in1_dims", 1) * _dim("in1_dims", 2) * _dim("in1_dims", 3),
-        macs=True,
     ),
     "depthwise_conv2d": Formula(
         "2 * elems(out) * in1[0] * in1[1]",
         ("in0_n", "in1_n", "out_n"),
         2 * _OUT * _dim("in1_dims", 0) * _dim("in1_dims", 1),
-        macs=True,
     ),
     "dilation2d": Formula(
         "2 * elems(out) * in1[0] * in1[1]",
@@ -155,38 +148,8 @@ FORMULAS: dict[str, Formula] = {
     ),
 }
 
-# Every op type TensorFlow 2.21 registers a ``flops`` statistic for, with its rule
-# (python/profiler/internal/flops_registry.py, python/ops/nn_ops.py). tests/test_flops.py checks
-# this list against the registry dump the flops fixture recorded.
-OP_FORMULAS: dict[str, str] = {
-    **dict.fromkeys(("Reciprocal", "Square", "Log", "Neg", "AssignSub", "AssignAdd"), "unary"),
-    "Rsqrt": "rsqrt",
-    "Softmax": "softmax",
-    "L2Loss": "l2_loss",
-    **dict.fromkeys(
-        ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow", "GreaterEqual", "Greater",
-         "LessEqual", "Less", "Equal", "NotEqual"),
-        "binary",
-    ),
-    "SquaredDifference": "squared_difference",
-    "RsqrtGrad": "rsqrt_grad",
-    "Mean": "mean",
-    **dict.fromkeys(("Sum", "ArgMax", "ArgMin", "BiasAddGrad"), "reduction"),
-    "BiasAdd": "bias_add",
-    "AddN": "add_n",
-    "AvgPool": "pool",
-    "MaxPool": "pool",
-    "AvgPoolGrad": "avg_pool_grad",
-    "MaxPoolGrad": "max_pool_grad",
-    "Conv2DBackpropInput": "conv2d_backprop_input",
-    "Conv2DBackpropFilter": "conv2d_backprop_filter",
-    "MatMul": "matmul",
-    **dict.fromkeys(("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3"), "batch_matmul"),
-    "Conv2D": "conv2d",
-    "Conv3D": "conv3d",
-    "DepthwiseConv2dNative": "depthwise_conv2d",
-    "Dilation2D": "dilation2d",
-}
+# ``OP_FORMULAS`` (op type -> rule) and ``MAC_FORMULAS`` live in tfprof.schema.flops_rules, where
+# the ingest reads them too (``node_flops``); tests/test_flops.py checks them against this table.
 
 
 def formula_table() -> pl.DataFrame:
@@ -320,7 +283,7 @@ def apply_formulas(frame: pl.DataFrame) -> pl.DataFrame:
         known = pl.all_horizontal(pl.col(c).is_not_null() for c in f.requires)
         value = pl.when(known).then(f.flops.cast(pl.Int64))
         flops = pl.when(pl.col("formula") == name).then(value).otherwise(flops)
-        if f.macs:
+        if name in MAC_FORMULAS:
             macs = pl.when(pl.col("formula") == name).then(value // 2).otherwise(macs)
     nhwc_only = [n for n, f in FORMULAS.items() if f.nhwc_only]
     diverges = (pl.col("formula").is_in(nhwc_only) & pl.col("nchw")) | (
@@ -357,6 +320,7 @@ def with_flops_from_shapes(prof: Profile) -> Profile:
     docs/TFPROF_BEHAVIOUR.md, 'Op log builder'): a
     non-zero op-log value wins, a shape rule fills the rest, and incomplete shapes stay 0.
     The real tfprof CLI never does this, so the views only see these numbers on request.
+    ``node_flops`` follows the new float_ops, ``estimated`` where a shape rule filled one in.
     """
     computed = flops_from_shapes(prof).select("node_id", pl.col("float_ops").alias("_shape_flops"))
     nodes = (
@@ -366,9 +330,16 @@ def with_flops_from_shapes(prof: Profile) -> Profile:
             pl.when(pl.col("float_ops") != 0)
             .then(pl.col("float_ops"))
             .otherwise(pl.col("_shape_flops").fill_null(0))
-            .alias("float_ops")
+            .alias("float_ops"),
+            # ours, not the op log's: estimated (node_flops.estimated)
+            ((pl.col("float_ops") == 0) & (pl.col("_shape_flops").fill_null(0) != 0)).alias("_estimated"),
         )
         .drop("_shape_flops")
     )
-    tables = {**prof.tables(), "nodes": nodes.to_arrow().cast(prof.table("nodes").schema)}
+    table = nodes.drop("_estimated").to_arrow().cast(prof.table("nodes").schema)
+    node_flops = pl.from_arrow(node_flops_table(table)).drop("estimated").join(
+        nodes.select("node_id", pl.col("_estimated").alias("estimated")), on="node_id", maintain_order="left"
+    )
+    tables = {**prof.tables(), "nodes": table,
+              "node_flops": node_flops.to_arrow().cast(prof.table("node_flops").schema)}
     return Profile(tables, source=prof.source)

@@ -109,6 +109,19 @@ NODE_ATTRS = _table(
     _f("value", pa.binary(), "serialized AttrValue"),
 )
 
+NODE_FLOPS = _table(
+    "node_flops", "one node whose op type has a FLOPs shape rule", ("node_id",),
+    "What the FLOPs rules say about a node's `nodes.float_ops` (tfprof.schema.flops_rules): the rule, and for the "
+    "rules that count multiply-accumulates (matrix products, convolutions) the MACs, one multiply-add each, so "
+    "float_ops = 2 * macs. Derived at ingest from `op` and `float_ops`; nodes of other op types have no row (no "
+    "rule: 0 MACs). Ours, not tfprof's: stores written before it existed read it as empty.",
+    NODE_ID,
+    _f("macs", pa.int64(), "multiply-accumulates: float_ops // 2 for a MAC-counting rule, else 0", unit="count"),
+    _f("flops_formula", DICT, "the rule's name, e.g. `matmul`, `conv2d`, `binary` (tfprof.queries.flops.FORMULAS)"),
+    _f("estimated", pa.bool_(),
+        "float_ops (and macs) are our estimate (a foreign trace's recorded input shapes), not TensorFlow's op log"),
+)
+
 STEPS = _table(
     "steps", "one step", ("step",),
     "Steps that have RunMetadata, ascending.",
@@ -308,8 +321,15 @@ FOREIGN_NO_SOURCE: dict[str, str] = {
 }
 """For each foreign format (``Profile.source``), the fields tfprof's views print that it has no source for."""
 
-NODE_TABLES: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.schema.names[0] == "node_id")
-"""The tables keyed by node (first column ``node_id``): what a streaming ingest writes in batches."""
+DERIVED_NODE_TABLES: tuple[str, ...] = ("node_flops",)
+"""Tables keyed by node that no reader decodes: the ingest derives them from each batch's ``nodes``
+(``tfprof.ingest.validate``)."""
+
+NODE_TABLES: tuple[str, ...] = tuple(
+    name for name, t in TABLES.items() if t.schema.names[0] == "node_id" and name not in DERIVED_NODE_TABLES
+)
+"""The tables keyed by node (first column ``node_id``) that readers decode: what a streaming ingest writes in
+batches (with ``DERIVED_NODE_TABLES``)."""
 
 METRICS = (
     "exec_micros",

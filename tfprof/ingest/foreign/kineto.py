@@ -18,6 +18,7 @@ import pyarrow as pa
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.foreign import build, torch_flops, trace_json
 from tfprof.ingest.sources import one_line
+from tfprof.schema.flops_rules import node_flops_table
 
 ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 OP_CATEGORIES = ("cpu_op", *ACCELERATOR_CATEGORIES)
@@ -51,7 +52,9 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     tables = build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
                          counters=_counters(path, raw, ev, base))
-    return {**tables, "nodes": _with_float_ops(tables)}
+    nodes = _with_float_ops(tables)
+    formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
+    return {**tables, "nodes": nodes, "node_flops": node_flops_table(nodes, formulas, estimated=True)}
 
 
 def _with_float_ops(tables: dict[str, pa.Table]) -> pa.Table:
