@@ -252,3 +252,40 @@ def test_python_entry_serves_in_the_background():
         running.stop()
     assert not running.thread.is_alive()
     assert callable(tfprof.ui) and __import__("tfprof.ui.app").ui is tfprof.ui  # the submodule did not replace it
+
+
+DIFF = FIXTURES / "diff"
+
+
+@pytest.fixture(scope="module")
+def pair() -> TestClient:
+    """A server with two runs of one model, the second with a widened layer (tests/fixtures/diff)."""
+    return TestClient(make_app(Profiles.load([str(DIFF / "base" / "profile.pb"), str(DIFF / "wide" / "profile.pb")])))
+
+
+def test_diff_gives_the_rows_tfprof_diff_prints(pair, capsysbinary):
+    got = pair.get("/api/diff/0/1/scope?max_depth=3&select=micros,params&limit=8").json()
+    args = ["diff", str(DIFF / "base" / "profile.pb"), str(DIFF / "wide" / "profile.pb"), "scope",
+            "--max_depth", "3", "--select", "micros,params", "--format", "json"]
+    assert cli_main(args) == 0
+    cli = json.loads(capsysbinary.readouterr().out)
+    assert got["rows"] == cli["rows"][:8]  # the same rows, values, noise band and order
+    assert got["total_rows"] == len(cli["rows"]) and got["schema"] == cli["schema"]
+    assert got["rows"][0]["significant"]  # the widened model's whole step: outside the noise band
+    assert got["command"].split()[:5] == ["tfprof", "diff", str(DIFF / "base" / "profile.pb"),
+                                          str(DIFF / "wide" / "profile.pb"), "scope"]
+    assert "--max_depth 3" in got["command"]
+
+
+@pytest.mark.parametrize(("url", "status", "words"), [
+    ("/api/diff/0/7/scope", 404, "no profile `7`"),
+    ("/api/diff/0/1/nope", 404, "unknown view"),
+    ("/api/diff/0/1/scope?max_depth=-5", 400, "max_depth"),
+    ("/api/diff/0/1/scope?hide_name_regexes=(", 400, "Bad regex"),
+    ("/api/diff/0/1/scope?limit=999999", 400, "limit"),
+    ("/api/diff/..%2F..%2Fetc/1/scope", 404, "no such page"),
+    ("/api/diff/..%5C..%5Cetc/1/scope", 404, "no profile"),
+])
+def test_diff_refuses_bad_parameters(pair, url, status, words):
+    got = pair.get(url)
+    assert got.status_code == status and words in got.json()["error"]

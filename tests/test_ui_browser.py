@@ -215,3 +215,32 @@ def test_bad_option_shows_a_message_not_a_trace(page):
     page.wait_for_selector("#error.on")
     message = page.inner_text("#error")
     assert message.startswith("Bad regex `a(b`") and "Traceback" not in message
+
+
+def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbinary):
+    """Two runs of one model, the second with a widened layer: the compare page's table of
+    changes holds tfprof diff's first rows, in its order, the significant ones marked."""
+    base, wide = (str(FIXTURES / "diff" / name / "profile.pb") for name in ("base", "wide"))
+    running = tfprof.ui([base, wide])
+    try:
+        pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(str(running))
+        pg.wait_for_function("window.tfprofReady === true")
+        pg.click("#tabs button[data-tab=compare]")
+        pg.wait_for_selector("#changes table.grid tbody tr")
+        settle(pg)
+        shown = [pg.inner_text(f"#changes tbody tr >> nth={k} >> td >> nth=1") for k in range(5)]
+        marks = [pg.inner_text(f"#changes tbody tr >> nth={k} >> td >> nth=0") for k in range(5)]
+        assert cli_main(["diff", base, wide, "scope", "--format", "json"]) == 0
+        rows = json.loads(capsysbinary.readouterr().out)["rows"]
+        assert shown == [r["name"] for r in rows[:5]]
+        assert marks == ["*" if r["significant"] else "" for r in rows[:5]] and marks[0] == "*"
+        command = pg.inner_text("#changes code")
+        assert command.startswith(f"tfprof diff {base} {wide} scope")
+        shot(pg, "compare_changes")
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()

@@ -18,12 +18,16 @@ Static files are served from a fixed list, not from a path taken from the reques
 ``GET /api/sql/{id}/csv``              the same result as a CSV download
 ``GET /api/timeline/{id}``             ``step``'s op bars and memory counters as columns
 ``GET /api/trace/{id}``                ``step``'s Chrome trace JSON as a download
+``GET /api/diff/{a}/{b}/{cmd}``        ``tfprof diff``'s rows of b against a (same options), the
+                                       ``limit`` largest changes first, with the noise band
+                                       where both have several steps and at most ``BAND_NODES``
 =====================================  =========================================================
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from importlib.resources import files
 from typing import Any
 
@@ -49,6 +53,8 @@ ROW_LIMIT = 2_000
 SQL_LIMIT = 10_000
 SQL_CSV_LIMIT = 1_000_000
 MAX_SQL = 20_000
+DIFF_LIMIT = 2_000
+BAND_NODES = 200_000  # the noise band runs the view once per step and side: only up to this size
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -250,6 +256,27 @@ def api_trace(request: Request, profiles: Profiles) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
+@endpoint
+def api_diff(request: Request, profiles: Profiles) -> Response:
+    import dataclasses
+
+    from tfprof.api.diff import run_diff
+
+    a, b = profiles.get(request.path_params["a"]), profiles.get(request.path_params["b"])
+    cmd = request.path_params["cmd"]
+    if cmd not in ("scope", "graph", "op", "code"):
+        raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
+    options = P.view_options(request.query_params)
+    limit = P.integer(request.query_params, "limit", 50, 1, DIFF_LIMIT)
+    nodes = max(a.profile.row_counts()["nodes"], b.profile.row_counts()["nodes"])
+    result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label), noise_band=nodes <= BAND_NODES)
+    doc = dataclasses.replace(result, frame=result.frame.head(limit)).document()
+    flags = command_line(cmd, "-", options)[len(f"tfprof {cmd} -"):]
+    noise = "" if nodes <= BAND_NODES else " --no-noise"
+    return _json({**doc, "total_rows": result.frame.height,
+                  "command": f"tfprof diff {shlex.quote(a.path)} {shlex.quote(b.path)} {cmd}{flags}{noise}"})
+
+
 def page(request: Request) -> Response:
     return Response(_read("index.html"), media_type="text/html",
                     headers={"Content-Security-Policy": "default-src 'self'; img-src 'self' data:"})
@@ -285,6 +312,7 @@ def make_app(profiles: Profiles) -> Starlette:
         Route("/api/sql/{pid}/csv", api_sql_csv),
         Route("/api/timeline/{pid}", api_timeline),
         Route("/api/trace/{pid}", api_trace),
+        Route("/api/diff/{a}/{b}/{cmd}", api_diff),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
     app.state.profiles = profiles

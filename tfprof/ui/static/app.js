@@ -89,7 +89,8 @@ async function doRefresh() {
     if (state.tab === "timeline" && state.loaded.timeline !== state.pid) { await loadTimeline(); state.loaded.timeline = state.pid; }
     if (state.tab === "advisor" && state.loaded.advisor !== state.pid) { await loadAdvice(); state.loaded.advisor = state.pid; }
     if (state.tab === "compare" && state.loaded.compare !== key + $("cmp-a").value + $("cmp-b").value) {
-      await Promise.all([ui.left.load($("cmp-a").value, state.cmd, query()), ui.right.load($("cmp-b").value, state.cmd, query())]);
+      await Promise.all([ui.left.load($("cmp-a").value, state.cmd, query()), ui.right.load($("cmp-b").value, state.cmd, query()),
+        loadChanges($("cmp-a").value, $("cmp-b").value)]);
       state.loaded.compare = key + $("cmp-a").value + $("cmp-b").value;
     }
     if (state.tab === "sql") $("sql-csv").href = `/api/sql/${state.pid}/csv?q=${encodeURIComponent($("sql").value)}`;
@@ -176,6 +177,36 @@ function table(columns, rows, link) {
   const thead = el("thead"); thead.appendChild(head);
   t.append(thead, body);
   return t;
+}
+
+async function loadChanges(a, b) {
+  // tfprof diff of the right profile against the left: the largest changes of the first field
+  const box = $("changes");
+  if (a === b) { box.replaceChildren(el("div", "muted", "Pick two different profiles to see what changed.")); return; }
+  const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}?${query()}&limit=12`);
+  const column = d.value_columns[0], field = d.fields[0];
+  const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
+  const fmt = (v) => (v === null || v === undefined ? "–" : Fmt.value(kind, Math.abs(v)));
+  const t = el("table", "grid"), head = el("tr");
+  for (const [c, r] of [["", 0], ["node name", 0], ["status", 0], [`${field} A`, 1], [`${field} B`, 1], ["Δ", 1], ["Δ%", 1]]) head.appendChild(el("th", r ? "r" : null, c));
+  const body = el("tbody");
+  for (const row of d.rows) {
+    const v = row.values[column], tr = el("tr", row.significant ? "sig" : null);
+    const mark = el("td", "mark", row.significant ? "*" : "");
+    mark.title = row.significant ? "outside the noise band (Welch's t-test, α = 0.001)" : "";
+    const pct = v.delta_pct === null ? "new" : `${v.delta_pct > 0 ? "+" : ""}${v.delta_pct.toFixed(1)}%`;
+    tr.append(mark, el("td", null, row.name), el("td", null, row.status), el("td", "r", fmt(v.a)), el("td", "r", fmt(v.b)),
+      el("td", `r ${v.delta > 0 ? "up" : v.delta < 0 ? "down" : ""}`, `${v.delta > 0 ? "+" : v.delta < 0 ? "−" : ""}${fmt(v.delta)}`),
+      el("td", "r", pct));
+    tr.children[1].title = row.path;
+    body.appendChild(tr);
+  }
+  const thead = el("thead"); thead.appendChild(head); t.append(thead, body);
+  const caption = el("div", "bar");
+  caption.append(el("b", null, "Largest changes"), el("span", "muted",
+    `${d.rows.length} of ${d.total_rows.toLocaleString()} rows, by |Δ| of ${field}` + (d.a.steps > 1 && d.b.steps > 1 && d.rows.some((r) => r.values[column].noise !== undefined) ? "; * = significant" : "")),
+  el("code", "cmdline", d.command));
+  box.replaceChildren(caption, t);
 }
 
 async function loadAdvice() {
