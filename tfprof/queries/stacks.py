@@ -19,20 +19,11 @@ import polars as pl
 
 from tfprof.errors import OptionError
 from tfprof.queries.options import Options
+from tfprof.queries.pprof import PPROF_METRICS
 
-# select name -> the frame's self column (its subtree is total_<column>); the metrics a stack
-# can carry, in tfprof's select vocabulary.
-STACK_METRICS = {
-    "micros": "exec_micros",
-    "accelerator_micros": "accelerator_exec_micros",
-    "cpu_micros": "cpu_exec_micros",
-    "bytes": "requested_bytes",
-    "peak_bytes": "peak_bytes",
-    "residual_bytes": "residual_bytes",
-    "output_bytes": "output_bytes",
-    "params": "parameters",
-    "float_ops": "float_ops",
-}
+# select name -> the frame's self column (its subtree is total_<column>): the metrics a stack
+# can carry, tfprof's pprof metrics.
+STACK_METRICS = PPROF_METRICS
 UNITS = {"micros": "microseconds", "bytes": "bytes", "params": "count", "float_ops": "count"}
 
 

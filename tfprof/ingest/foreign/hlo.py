@@ -8,16 +8,7 @@ HloComputationProto.instructions 2; HloInstructionProto name 1, opcode 2, metada
 
 from __future__ import annotations
 
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
+from tfprof.ingest.sstable import varint as _varint
 
 
 def _fields(buf: bytes) -> dict[int, list[bytes]]:
