@@ -19,6 +19,7 @@ from tfprof.errors import OptionError, TfprofError
 from tfprof.ingest.foreign import no_source as foreign_no_source
 from tfprof.profile import Profile
 from tfprof.queries.code import code
+from tfprof.queries.flops import macs_gaps
 from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.graph import graph
 from tfprof.queries.metrics import attach
@@ -161,7 +162,8 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     # the tree views write the report's head into the same buffer as their lines (no second copy)
     layout = spec.layout
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss,
-                       view_doc=spec.doc, no_source=foreign_no_source(prof))
+                       view_doc=spec.doc, no_source=foreign_no_source(prof),
+                       macs_gaps=macs_gaps(prof) if "macs" in opts.select else None)
     if layout in ("scope", "graph"):
         frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up

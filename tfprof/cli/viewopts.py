@@ -32,7 +32,7 @@ OPTION_HELP = {
     "min_occurrence": "hide nodes that ran fewer times (op view: fewer member nodes)",
     "step": "use this step's statistics; -1 averages over the steps each node ran in",
     "order_by": "sort children: name, bytes, peak_bytes, residual_bytes, output_bytes, micros, "
-    "accelerator_micros, cpu_micros, params, float_ops, occurrence",
+    "accelerator_micros, cpu_micros, params, float_ops, occurrence; ours: macs",
     "account_type_regexes": "aggregate only nodes with an op type matching one of these",
     "start_name_regexes": "show only subtrees starting at the first nodes matching one of these",
     "trim_name_regexes": "do not show what is below nodes matching one of these",
@@ -40,7 +40,8 @@ OPTION_HELP = {
     "hide_name_regexes": "hide nodes matching one of these",
     "account_displayed_op_only": "totals count only the nodes shown",
     "select": "what to print: bytes, peak_bytes, residual_bytes, output_bytes, micros, "
-    "accelerator_micros, cpu_micros, params, float_ops, occurrence, tensor_value, device, op_types, input_shapes",
+    "accelerator_micros, cpu_micros, params, float_ops, occurrence, tensor_value, device, op_types, input_shapes; "
+    "ours: macs (multiply-accumulates of the matrix product and convolution FLOPs rules)",
     "output": "stdout, none, file:outfile=PATH (the report), timeline:outfile=PATH (Chrome trace, one file "
     "per step: PATH_<step>; not the op view), pprof:outfile=PATH (gzipped pprof; code view, one select); ours, "
     "any view: trace:outfile=PATH (Chrome trace of the rows), folded:outfile=PATH (flame graph stacks), "

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from tfprof.profile import Profile
 from tfprof.schema.flops_rules import MAC_FORMULAS, OP_FORMULAS, node_flops_table
+from tfprof.schema.tables import FOREIGN_NO_SOURCE
 
 # ----------------------------------------------------------------------------- shape columns
 
@@ -310,6 +311,28 @@ def ops_without_formula(prof: Profile) -> pl.DataFrame:
         .sort(["nodes", "op"], descending=[True, False])
         .collect()
     )
+
+
+def macs_gaps(prof: Profile) -> tuple[bool, list[str]]:
+    """What a view with ``macs`` selected says above its report: whether ``node_flops`` is empty
+    although some node's op type has a rule (a store written before the table existed), and the
+    op types of nodes without a ``node_flops`` row (no rule: 0 MACs), most nodes first. Of a
+    tfprof profile only graph nodes count (RunMetadata-only ones have no shapes, as in
+    ``ops_without_formula``); a foreign trace's nodes are all ops."""
+    ops = prof.lazy("nodes").select("node_id", pl.col("op").cast(pl.String))
+    if prof.source not in FOREIGN_NO_SOURCE:
+        ops = ops.join(prof.lazy("output_shapes").select("node_id").unique(), on="node_id", how="semi")
+    if prof.row_counts()["node_flops"] == 0:
+        stale = ops.filter(pl.col("op").is_in(list(OP_FORMULAS))).head(1).collect().height > 0
+        if stale:
+            return True, []
+    missing = (
+        ops.join(prof.lazy("node_flops").select("node_id"), on="node_id", how="anti")
+        .group_by("op").agg(pl.len().alias("nodes"))
+        .sort(["nodes", "op"], descending=[True, False])
+        .collect()
+    )
+    return False, missing["op"].to_list()
 
 
 def with_flops_from_shapes(prof: Profile) -> Profile:

@@ -58,6 +58,8 @@ def node_numbers(prof: Profile, step: int = -1) -> pl.DataFrame:
         metrics = prof.index("step_means", step_means)["metrics"]
     else:
         metrics = pl.from_arrow(step_numbers(prof, step))
+    if "macs" not in metrics.columns:  # a means index written before macs were counted: none then
+        metrics = metrics.with_columns(pl.lit(0, pl.Int64).alias("macs"))
     return metrics.rename({"params": "parameters"})
 
 

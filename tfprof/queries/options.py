@@ -35,6 +35,7 @@ SELECT_FIELDS = (
     "peak_bytes",
     "residual_bytes",
     "output_bytes",
+    "macs",  # ours (docs/COMPATIBILITY.md): node_flops.macs
 )
 ORDER_BY = (
     "name",
@@ -49,6 +50,7 @@ ORDER_BY = (
     "params",
     "float_ops",
     "occurrence",
+    "macs",  # ours
 )
 OUTPUT_TYPES = ("file", "none", "pprof", "stdout", "timeline", "trace", "folded", "pprof_tree", "html")
 # Keys each output type takes (all required).

@@ -42,6 +42,7 @@ TREE_ORDER = {
     "cpu_micros": "total_cpu_exec_micros",
     "params": "total_parameters",
     "float_ops": "total_float_ops",
+    "macs": "total_macs",  # ours
 }
 # order_by -> the self column sorted on (descending) in a list of groups: there, at sort time
 # a row's totals are its own values.

@@ -341,5 +341,7 @@ METRICS = (
     "output_bytes",
     "parameters",
     "float_ops",
+    "macs",
 )
-"""The self values of GraphNodeProto that views add up into ``total_*`` (AddSelfToTotal)."""
+"""The self values of GraphNodeProto that views add up into ``total_*`` (AddSelfToTotal), then ours:
+``macs`` (``node_flops.macs``; GraphNodeProto has no such field)."""

@@ -167,6 +167,13 @@ FIELDS: dict[str, Field] = {
         _metric(
             "cpu_micros", "cpu execution time", "cpu_exec_micros", "time", _DOC_CPU, (8, 6), implied_by=("micros",)
         ),
+        # ours, not tfprof's (docs/COMPATIBILITY.md): printed only where selected
+        _metric(
+            "macs", "# MACs", "macs", "number",
+            "macs: Number of multiply-accumulates (one multiply-add each) of the matrix product and convolution "
+            "FLOPs rules: float_ops = 2 * macs for them.",
+            (1.5, 8.5), unit=" MACs", op_unit="MACs",
+        ),
         Field(
             "device", ("device: which device is placed on.",), "assigned devices",
             tree=(Row(pl.col("device").cast(pl.String), needs="device"),),

@@ -21,7 +21,7 @@ from tfprof.queries.spec import ROOT
 from tfprof.schema import METRICS
 from tfprof.schema.proto import tensor_shape_pb2, tfprof_output_pb2
 
-_SELF = METRICS
+_SELF = tuple(m for m in METRICS if m != "macs")  # ours: tfprof's protos have no such field
 _TOTAL = tuple("total_" + c for c in _SELF)
 
 

@@ -44,6 +44,7 @@ _SELF: dict[str, str] = {
     "output_bytes": "memory of the outputs (bytes)",
     "params": "parameters (count)",
     "float_ops": "float operations (count)",
+    "macs": "multiply-accumulates of the matrix product and convolution rules (count; ours: only where selected)",
     "run_count": "times run (count)",
     "definition_count": "graph nodes aggregated in the row (op, code views; count)",
 }
@@ -80,7 +81,7 @@ def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = N
     """The public table of view ``cmd``'s displayed rows (``ViewResult.frame``), in display order.
 
     With ``select`` (tfprof's select names), only the metric columns those fields print are kept,
-    beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric."""
+    beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric but ``macs``."""
     renamed = frame.rename({k: v for k, v in _RENAMES.items() if k in frame.columns})
     if cmd == "op":
         depth = pl.col("depth")
@@ -92,7 +93,7 @@ def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = N
         *(pl.col(c).cast(pl.Int64).fill_null(0) for c in metrics),  # the code view's root has no self values
         pl.col("accounted").fill_null(False),
     )
-    if select is None:
-        return out.select(c for c in COLUMNS if c in out.columns)
+    if select is None:  # every metric tfprof has; macs (ours) only where selected
+        return out.select(c for c in COLUMNS if c in out.columns and c not in ("macs", "total_macs"))
     shown = {c for f in select for m in SELECT_COLUMNS.get(f, ()) for c in (m, "total_" + m)}
     return out.select(c for c in COLUMNS if c in out.columns and (c in list(COLUMNS)[:4] or c in shown))

@@ -54,14 +54,33 @@ def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | N
 
 def report_head(
     cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False, view_doc: str | None = None,
-    no_source: str | None = None,
+    no_source: str | None = None, macs_gaps: tuple[bool, list[str]] | None = None,
 ) -> str:
     """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``.
     ``no_source`` (foreign profiles only: docs/FOREIGN.md) names the fields the input cannot
-    fill, printed on one line of its own after the doc block, so that their zeros are not read as measured."""
+    fill, printed on one line of its own after the doc block, so that their zeros are not read as measured.
+    ``macs_gaps`` (``queries.flops.macs_gaps``; ours, only where ``macs`` is selected) adds a line
+    saying which op types have no FLOPs rule, or that the store predates the MACs."""
     warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
     missing = f"No source in this profile: {no_source} (shown as 0).\n\n" if no_source else ""
-    return warning + doc_block(cmd, select, view_doc) + missing + "Profile:\n"
+    return warning + doc_block(cmd, select, view_doc) + missing + macs_line(macs_gaps) + "Profile:\n"
+
+
+_LISTED = 8  # op types named on the MACs line; the rest are counted (``tfprof check`` lists them all)
+
+
+def macs_line(gaps: tuple[bool, list[str]] | None) -> str:
+    """The MACs line of a report's head (empty without ``gaps``)."""
+    if gaps is None:
+        return ""
+    stale, ops = gaps
+    if stale:
+        return ("No MACs in this store: it was written before tfprof counted them (shown as 0); "
+                "ingest it again to fill them.\n\n")
+    if not ops:
+        return ""
+    shown = ", ".join(ops[:_LISTED]) + (f" and {len(ops) - _LISTED} more" if len(ops) > _LISTED else "")
+    return f"No FLOPs rule (0 MACs) for op types: {shown}.\n\n"
 
 
 def report(cmd: str, body: str, select: Sequence[str], *, miss_accelerator_stream: bool = False) -> str:

@@ -25,8 +25,8 @@ STEP_METRICS = ("run_count", *TIME, *MEMORY)
 
 
 def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
-    """Per node, in node-id order: ``node_id``, ``params``, ``float_ops`` and ``STEP_METRICS``
-    for option ``step`` (0 where the node has no record for it).
+    """Per node, in node-id order: ``node_id``, ``params``, ``float_ops``, ``STEP_METRICS`` and
+    ``macs`` for option ``step`` (0 where the node has no record for it).
 
     ``float_ops`` is the static count for a node that never ran, else the count times the
     step's ``run_count`` (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging').
@@ -62,12 +62,24 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     # a negative count (TensorFlow's op log has -1 for some ops on empty tensors) counts as 0:
     # the clamp rule of tfprof.ingest.validate, which reports it
     static = np.maximum(nodes.column("float_ops").to_numpy(), 0)
+    macs = _static_macs(prof, ids)
     return pa.table({
         "node_id": ids,
         "params": nodes.column("params"),
         "float_ops": np.where(ran, static * numbers["run_count"], static),
         **numbers,
+        "macs": np.where(ran, macs * numbers["run_count"], macs),  # counted as float_ops are
     })
+
+
+def _static_macs(prof: Profile, ids: np.ndarray) -> np.ndarray:
+    """Per node of ``ids``, its ``node_flops.macs`` (0 without a row: no rule, or a store
+    written before the table existed)."""
+    flops = prof.columns("node_flops", ["node_id", "macs"])
+    macs = np.zeros(len(ids), np.int64)
+    row = rows_of(ids, flops.column("node_id").to_numpy())
+    macs[row[row >= 0]] = flops.column("macs").to_numpy()[row >= 0]
+    return macs
 
 
 def step_means(prof: Profile) -> dict[str, pa.Table]:
