@@ -9,6 +9,8 @@ display order and the root's totals.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,7 +23,22 @@ from tfprof.queries.reference.layouts import LAYOUTS
 from tfprof.queries.reference.sql import Sql
 from tfprof.queries.spec import TreeSpec
 
-__all__ = ["ReferenceResult", "run"]
+__all__ = ["ReferenceResult", "run", "sql_backend"]
+
+# What runs the SQL files: DuckDB here (``Sql``), or another engine with the same ``run``
+# method (``tfprof.catalog.spark.SparkSql``) inside ``sql_backend``.
+_BACKENDS: list[Callable[[], Sql]] = []
+
+
+@contextlib.contextmanager
+def sql_backend(make: Callable[[], Sql]) -> Iterator[None]:
+    """Run the SQL files meanwhile on what ``make()`` returns (an object with ``Sql``'s
+    ``run`` and ``close``)."""
+    _BACKENDS.append(make)
+    try:
+        yield
+    finally:
+        _BACKENDS.remove(make)
 
 
 @dataclass(frozen=True)
@@ -35,7 +52,7 @@ class ReferenceResult:
 def run(prof: Profile, spec: TreeSpec) -> ReferenceResult:
     """Execute ``spec`` on ``prof``."""
     nodes = node_frame(prof, spec.step)  # each node's self values for the step (ReInit)
-    sql = Sql()
+    sql = _BACKENDS[-1]() if _BACKENDS else Sql()
     try:
         if spec.layout == "groups":
             rows, root = show_groups(sql, prof, spec, nodes)

@@ -1,0 +1,177 @@
+"""Spark as an engine (``--engine spark``, ``pip install 'tfprof[spark]'``): the reference
+backend's SQL files run on Spark, and SQL over a catalog's Parquet runs there too.
+
+The SQL is not written twice: each file of ``tfprof/queries/sql/`` (and a user's query) is
+DuckDB SQL, transpiled by sqlglot to Spark SQL (``$name`` parameters become Spark's ``:name``
+markers, bound by ``spark.sql(text, args=...)``). Frames go to Spark as Arrow tables and come
+back with ``DataFrame.toArrow()``; the views render them as they render the local results,
+so the report is byte for byte the same (tests/test_spark.py, on every golden fixture).
+
+What runs where: the scope and graph views execute every SQL step of the reference backend on
+Spark (the per-node numbers they start from are computed here, by polars, from the run's
+tables). The op and code views' engines have no SQL form yet: with ``--engine spark`` they
+run locally, and say so on stderr. Recursive CTEs (``scope_tree``, ``path_keys``) need
+Spark 4.1 or later.
+
+The session is ``local[*]`` unless ``--master URL`` names a cluster, or ``SPARK_REMOTE`` a Spark
+Connect server (then ``SparkSession.builder.remote``). It is made once per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from tfprof.catalog.layout import locked, read_runs, require_catalog
+from tfprof.catalog.read import partition_files
+from tfprof.errors import MissingDependencyError, QueryError
+from tfprof.output import PathLike
+from tfprof.queries.reference.sql import sql_text
+from tfprof.schema import TABLES
+
+_SESSIONS: dict[str, object] = {}
+
+
+def session(master: str | None = None):
+    """The Spark session for ``master`` (default ``local[*]``; ``SPARK_REMOTE`` wins)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise MissingDependencyError("--engine spark needs pyspark: pip install 'tfprof[spark]'") from None
+    remote = os.environ.get("SPARK_REMOTE")
+    key = remote or master or "local[*]"
+    if key not in _SESSIONS:
+        builder = SparkSession.builder.appName("tfprof")
+        if remote:
+            builder = builder.remote(remote)
+        else:
+            builder = (builder.master(key).config("spark.ui.enabled", "false")
+                       .config("spark.sql.shuffle.partitions", "4")
+                       .config("spark.sql.session.timeZone", "UTC")
+                       .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR") if not remote else None
+        _SESSIONS[key] = spark
+    return _SESSIONS[key]
+
+
+@cache
+def to_spark(text: str) -> str:
+    """DuckDB SQL ``text`` as Spark SQL (sqlglot; raises on what Spark cannot say)."""
+    try:
+        import sqlglot
+        from sqlglot import ErrorLevel
+    except ImportError:
+        raise MissingDependencyError("--engine spark needs sqlglot: pip install 'tfprof[spark]'") from None
+    try:
+        [out] = sqlglot.transpile(text, read="duckdb", write="spark", unsupported_level=ErrorLevel.RAISE)
+    except sqlglot.errors.SqlglotError as exc:
+        raise QueryError(f"the query cannot be written as Spark SQL: {str(exc).splitlines()[0]}") from None
+    return out
+
+
+def _arrow(df) -> pa.Table:
+    return df.toArrow()
+
+
+class SparkSql:
+    """The reference backend's ``Sql`` (``tfprof.queries.reference.sql``) on Spark: the same
+    ``run(name, params, **frames)``, each file transpiled once."""
+
+    _count = 0
+
+    def __init__(self, master: str | None = None) -> None:
+        self.spark = session(master)
+
+    def run(self, name: str, params: dict[str, object] | None = None, **frames: pl.DataFrame) -> pl.DataFrame:
+        SparkSql._count += 1
+        text = to_spark(sql_text(name))
+        views = {}
+        for table, frame in frames.items():
+            # a private name per call: temp views are per session, and views of one step never clash
+            views[table] = f"{table.lstrip('_')}_{SparkSql._count}"
+            self.spark.createDataFrame(frame.to_arrow()).createOrReplaceTempView(views[table])
+        for table, view in views.items():
+            text = re.sub(rf"(?<![\w`]){re.escape(table)}(?![\w`])", view, text)
+        wanted = set(re.findall(r":(\w+)", text))
+        bound = {k: v for k, v in (params or {}).items() if k in wanted}
+        try:
+            out = pl.from_arrow(_arrow(self.spark.sql(text, args=bound)))
+        finally:
+            for view in views.values():
+                self.spark.catalog.dropTempView(view)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def on_spark(master: str | None = None) -> Iterator[None]:
+    """Run the views meanwhile on the reference backend with its SQL on Spark (``SparkSql``)."""
+    from tfprof import kernels
+    from tfprof.queries.reference import sql_backend
+
+    session(master)  # fails here, with the install hint, if pyspark is missing
+    previous = os.environ.get("TFPROF_ENGINE")
+    os.environ["TFPROF_ENGINE"] = "reference"  # the kernel-free paths, whose SQL runs on Spark
+    try:
+        with sql_backend(lambda: SparkSql(master)), kernels.using(False), _local_note():
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop("TFPROF_ENGINE", None)
+        else:
+            os.environ["TFPROF_ENGINE"] = previous
+
+
+@contextlib.contextmanager
+def _local_note() -> Iterator[None]:
+    """Say on stderr when a view ran without any of its SQL on Spark (op, code)."""
+    before = SparkSql._count
+    yield
+    if SparkSql._count == before:
+        print("Note: this view's engine has no SQL form yet; it ran locally (--engine spark runs the scope "
+              "and graph views' SQL)", file=sys.stderr)
+
+
+def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa.Table:
+    """Run ``query`` (DuckDB SQL, checked by the SQL sandbox's rules first) on Spark over every
+    run of ``catalog``: each table a view over its partitions with a ``run`` column, and
+    ``runs``. The rows come back as Arrow."""
+    from tfprof import sqlbox
+
+    root = require_catalog(catalog)
+    spark = session(master)
+    with locked(root, shared=True):
+        files = partition_files(root)
+        runs = read_runs(root)
+        # the sandbox's checks (one read-only query, no file functions) on the local schema
+        from tfprof.catalog.read import with_run_column
+
+        con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": runs.slice(0, 0)})
+        try:
+            sqlbox.check(con, query)
+        finally:
+            con.close()
+        for name in TABLES:
+            if files[name]:
+                frame = spark.read.option("basePath", str(Path(root) / name)).parquet(*map(str, files[name]))
+            else:
+                frame = spark.createDataFrame(with_run_column(name).empty_table())
+            frame.createOrReplaceTempView(name)
+        spark.createDataFrame(runs.drop(["files"])).createOrReplaceTempView("runs")
+        try:
+            return _arrow(spark.sql(to_spark(query)))
+        except Exception as exc:  # Spark's AnalysisException and friends: one line
+            if type(exc).__module__.startswith("pyspark"):
+                raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
+            raise
