@@ -244,3 +244,47 @@ def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbi
         assert not errors, errors
     finally:
         running.stop()
+
+
+def test_a_larger_profile(browser, tmp_path, capsysbinary):
+    """A 30,000-node, 2-step synthetic profile (benchmarks/synthlib.py, a fixed seed): the top
+    levels equal the CLI's, a node with many children expands, the flame graph and one step's
+    timeline draw, and every op of the step is on the timeline."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    synth = importlib.import_module("synthlib")
+    profile = tmp_path / "large.pb"
+    synth.write_profile(profile, 30_000, 2, seed=11)
+    running = tfprof.ui([str(profile)])
+    try:
+        pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(str(running))
+        pg.wait_for_function("window.tfprofReady === true")
+        set_option(pg, "max_depth", "2")
+        command = pg.inner_text("#command code")
+        expected = cli_rows(capsysbinary, command)
+        top = [(r["name"], r["level"]) for r in shown(pg)]
+        assert top == [(e["name"], e["depth"]) for e in expected if e["depth"] <= max(d for _, d in top)]
+        pg.click("#expand")  # every level max_depth shows: the rows are the CLI's, in its order
+        pg.wait_for_function(f"tfprofUI.ui.tree.rows().length === {len(expected)}")
+        assert [(r["name"], r["level"]) for r in shown(pg)] == [(e["name"], e["depth"]) for e in expected]
+        pg.click("#tabs button[data-tab=flame]")
+        pg.wait_for_function("tfprofUI.ui.flame.data !== null && tfprofUI.ui.flame.data !== undefined")
+        boxes = pg.evaluate("tfprofUI.ui.flame.boxes.length")
+        assert 1 < boxes <= len(expected), boxes  # one box per row the view shows, at most
+        pg.click("#tabs button[data-tab=timeline]")
+        pg.wait_for_function("tfprofUI.ui.timeline.data !== null")
+        ops = pg.evaluate("tfprofUI.ui.timeline.data.ts.length")
+        step = int(pg.input_value("#tl-step"))
+        from tfprof.api.steps import step_timeline
+
+        assert ops == len(step_timeline(tfprof.load(profile), step)["ts"]) > 10_000  # every op of the step
+        shot(pg, "large_timeline")
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()
