@@ -229,3 +229,12 @@ def test_aggregate_of_one_run_is_the_run(mixed):
             opts = {"max_depth": 6, "select": ["micros", "bytes", "params", "occurrence"]}
             alone = run_view(run_profile(mixed, "n-2"), cmd, opts).text
             assert run_view(aggregate_profile(mixed, ["n-2"], how), cmd, opts).text == alone
+
+
+def test_diff_between_two_runs_is_the_diff_of_their_profiles(mixed):
+    """tfprof.diff over two runs of a catalog (run_profile) is the diff of the profiles they came from."""
+    a, b = run_profile(mixed, "n-1"), run_profile(mixed, "n-2")
+    got = tfprof.diff(a, b, "op", select=["micros"])
+    want = tfprof.diff(tfprof.load(tfprof.sample_path("cnn")), tfprof.load(tfprof.sample_path("multistep")), "op",
+                       select=["micros"])
+    assert got.equals(want) and got.height > 0
