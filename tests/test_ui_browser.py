@@ -36,14 +36,20 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(server, browser):
+def open_page(browser, server):
+    """A page on ``server``, ready, and the list its script errors go to."""
     # bypass_csp: playwright's wait_for_function evaluates strings, which the page's CSP forbids
     pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(str(server))
     pg.wait_for_function("window.tfprofReady === true")
+    return pg, errors
+
+
+@pytest.fixture
+def page(server, browser):
+    pg, errors = open_page(browser, server)
     yield pg
     pg.close()
     assert not errors, errors
@@ -223,11 +229,7 @@ def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbi
     base, wide = (str(FIXTURES / "diff" / name / "profile.pb") for name in ("base", "wide"))
     running = tfprof.ui([base, wide])
     try:
-        pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(str(running))
-        pg.wait_for_function("window.tfprofReady === true")
+        pg, errors = open_page(browser, running)
         pg.click("#tabs button[data-tab=compare]")
         pg.wait_for_selector("#changes table.grid tbody tr")
         settle(pg)
@@ -259,11 +261,7 @@ def test_a_larger_profile(browser, tmp_path, capsysbinary):
     synth.write_profile(profile, 30_000, 2, seed=11)
     running = tfprof.ui([str(profile)])
     try:
-        pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(str(running))
-        pg.wait_for_function("window.tfprofReady === true")
+        pg, errors = open_page(browser, running)
         set_option(pg, "max_depth", "2")
         command = pg.inner_text("#command code")
         expected = cli_rows(capsysbinary, command)

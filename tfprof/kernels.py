@@ -138,3 +138,18 @@ def compile_in_background() -> bool:
             start_new_session=True, env=env, close_fds=True,
         )
     return True
+
+
+def compiled(fn):
+    """``fn`` compiled by numba (cached on disk, no GIL), the first time it is asked for: a plain
+    Python function stays importable without numba's start, and its reference run is ``fn``
+    itself. Use as ``compiled(fn)(...)``."""
+    done = _COMPILED.get(fn)
+    if done is None:
+        from numba import njit
+
+        done = _COMPILED[fn] = njit(cache=True, nogil=True)(fn)
+    return done
+
+
+_COMPILED: dict = {}

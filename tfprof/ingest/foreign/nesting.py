@@ -36,16 +36,6 @@ def _parents_py(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np
     return out
 
 
-_compiled = None
-
-
-def _kernel():
-    global _compiled
-    if _compiled is None:
-        from numba import njit
-
-        _compiled = njit(cache=True, nogil=True)(_parents_py)
-    return _compiled
 
 
 def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np.ndarray) -> np.ndarray:
@@ -58,7 +48,7 @@ def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np.nda
         np.ascontiguousarray(span, dtype=np.bool_),
     )
     if kernels.enabled() and len(start) > 0:
-        return _kernel()(*args)
+        return kernels.compiled(_parents_py)(*args)
     return _parents_py(*args)
 
 

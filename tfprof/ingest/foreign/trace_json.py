@@ -64,16 +64,6 @@ def _to_ndjson_py(buf: np.ndarray) -> int:
     return -1 if in_string else -2
 
 
-_compiled = None
-
-
-def _scanner():
-    global _compiled
-    if _compiled is None:
-        from numba import njit
-
-        _compiled = njit(cache=True, nogil=True)(_to_ndjson_py)
-    return _compiled
 
 
 def decompress(path: Path, data: bytes) -> bytes:
@@ -110,7 +100,7 @@ def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
     if start <= 0:
         raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
     body = np.frombuffer(data, dtype=np.uint8)[start:].copy()
-    end = _scanner()(body)
+    end = kernels.compiled(_to_ndjson_py)(body)
     if end < 0:
         # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
         if not (array_form and end == -2 and data.rstrip()[-1:] in (b"}", b",")):
