@@ -20,7 +20,9 @@ import atheris
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-_KERNELS = re.compile(r"^\s*@(numba\.)?(njit|jit|vectorize|guvectorize|cfunc)\b|=\s*(numba\.)?njit\(", re.M)
+# numba decorators, njit(...) calls, and functions handed to tfprof.kernels.compiled
+_KERNELS = re.compile(r"^\s*@(numba\.)?(njit|jit|vectorize|guvectorize|cfunc)\b|=\s*(numba\.)?njit\(|\bcompiled\(\w+\)\(",
+                      re.M)
 
 
 def compiled_modules() -> list[str]:
