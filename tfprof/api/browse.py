@@ -29,20 +29,15 @@ import polars as pl
 from tfprof.api.run import run_view
 from tfprof.profile import Profile
 from tfprof.queries.options import Options
+from tfprof.schema import PUBLIC_NAMES
+from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-# order_by's name for the column a reader sorts by (tfprof sorts by one metric, descending).
+# order_by's name for the public column a reader sorts by (tfprof sorts by one metric,
+# descending): each metric field's column, the name, and the run count (occurrence).
 ORDER_OF_COLUMN = {
     "name": "name",
-    "exec_micros": "micros",
-    "accelerator_exec_micros": "accelerator_micros",
-    "cpu_exec_micros": "cpu_micros",
-    "requested_bytes": "bytes",
-    "peak_bytes": "peak_bytes",
-    "residual_bytes": "residual_bytes",
-    "output_bytes": "output_bytes",
-    "params": "params",
-    "float_ops": "float_ops",
+    **{PUBLIC_NAMES.get(f.column, f.column): name for name, f in METRICS.items()},
     "run_count": "occurrence",
 }
 # The flame graph's metrics: each select field's column (a subtree total in the tree views).

@@ -33,6 +33,7 @@ from tfprof.queries import diff as rules
 from tfprof.queries import noise
 from tfprof.queries.options import Options
 from tfprof.queries.spec import tree_spec
+from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
@@ -41,7 +42,6 @@ from tfprof.api.run import VIEWS, check_step, run_view
 _THRESHOLDS = tuple(f"min_{m}" for m in (
     "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
     "params", "float_ops", "occurrence"))
-_PUBLIC = {"parameters": "params"}
 
 
 @dataclass
@@ -108,7 +108,7 @@ def diff_fields(select: tuple[str, ...]) -> tuple[str, ...]:
 def public_column(select_name: str) -> str:
     """The public table's self column of a select field (``micros`` -> ``exec_micros``)."""
     column = METRICS[select_name].column
-    return _PUBLIC.get(column, column)
+    return PUBLIC_NAMES.get(column, column)
 
 
 def run_diff(

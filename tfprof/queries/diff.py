@@ -26,14 +26,13 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tfprof.schema import PUBLIC_NAMES
+
 
 SEP = "/"
 KEYS = ("path", "occurrence")
 ORDERS = ("delta", "delta_pct", "name", "tree")
 STATUSES = ("both", "added", "removed")
-# Internal column names -> the public tables' (tfprof.views.table), for the spec's thresholds.
-PUBLIC = {"parameters": "params", "total_parameters": "total_params", "runs": "run_count",
-          "definitions": "definition_count"}
 
 
 def with_paths(table: pl.DataFrame, layout: str) -> pl.DataFrame:
@@ -83,7 +82,7 @@ def diff_tables(
     and Δ% (module docstring). ``thresholds`` are the spec's (column, minimum) pairs; ``order``
     one of ``ORDERS`` on ``order_column`` (the first of ``columns`` by default); ``limit`` keeps
     that many rows after ordering."""
-    thresholds = [(PUBLIC.get(c, c), v) for c, v in thresholds]
+    thresholds = [(PUBLIC_NAMES.get(c, c), v) for c, v in thresholds]  # the spec names query columns
     needed = list(dict.fromkeys([*columns, *(c for c, _ in thresholds)]))
     side = ["name", "depth", "pos", *needed]
     joined = a.select(*KEYS, *(pl.col(c).alias(f"{c}_a") for c in side)).join(

@@ -345,3 +345,12 @@ METRICS = (
 )
 """The self values of GraphNodeProto that views add up into ``total_*`` (AddSelfToTotal), then ours:
 ``macs`` (``node_flops.macs``; GraphNodeProto has no such field)."""
+
+PUBLIC_NAMES = {
+    "parameters": "params",
+    "total_parameters": "total_params",
+    "runs": "run_count",
+    "definitions": "definition_count",
+}
+"""The columns of the views' query frames whose names differ in the public tables (what
+``--format json|csv`` prints, ``tfprof.view`` returns and diff compares)."""

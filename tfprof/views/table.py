@@ -16,15 +16,8 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.schema import METRICS
+from tfprof.schema import PUBLIC_NAMES as _RENAMES
 from tfprof.views.fields import FIELDS, cells
-
-# Query-frame names that differ from the public ones.
-_RENAMES = {
-    "parameters": "params",
-    "total_parameters": "total_params",
-    "runs": "run_count",
-    "definitions": "definition_count",
-}
 
 # Public columns, with their meaning. A view has those its rows carry: node_id only in the
 # scope and graph views; definition_count only in op and code; total_run_count and
