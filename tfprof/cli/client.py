@@ -64,11 +64,7 @@ def _through_server(args: list[str]) -> int | None:
     data = b""
     try:
         sock.sendmsg([b"F"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
-        while len(data) < resident.CODE.size:
-            chunk = sock.recv(resident.CODE.size - len(data))
-            if not chunk:
-                break
-            data += chunk
+        data = resident.recv_exactly(sock, resident.CODE.size)
     except OSError:
         pass
     finally:

@@ -116,6 +116,17 @@ def request(message: dict, timeout: float = ACCEPT_WAIT_S) -> socket.socket | No
         return None
 
 
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from ``sock``, or fewer when the other side closes first."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def status() -> dict | None:
     """The running server's facts (pid, socket, uptime, commands served), or None."""
     sock = request({"status": True}, timeout=1.0)

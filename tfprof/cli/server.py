@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from tfprof.cli.resident import CODE, LENGTH, server_key
+from tfprof.cli.resident import CODE, LENGTH, recv_exactly, server_key
 
 _TICK_S = 30.0
 _MAX_MESSAGE = 16 << 20
@@ -125,21 +125,15 @@ def _warm() -> None:
 def _receive(conn: socket.socket) -> dict:
     """The request's message (a length, then JSON)."""
     conn.settimeout(5.0)
-    data = b""
-    while len(data) < LENGTH.size:
-        chunk = conn.recv(LENGTH.size - len(data))
-        if not chunk:
-            raise OSError("short request")
-        data += chunk
-    (length,) = LENGTH.unpack(data)
+    head = recv_exactly(conn, LENGTH.size)
+    if len(head) < LENGTH.size:
+        raise OSError("short request")
+    (length,) = LENGTH.unpack(head)
     if length > _MAX_MESSAGE:
         raise OSError("request too large")
-    body = b""
-    while len(body) < length:
-        chunk = conn.recv(min(length - len(body), 1 << 20))
-        if not chunk:
-            raise OSError("short request")
-        body += chunk
+    body = recv_exactly(conn, length)
+    if len(body) < length:
+        raise OSError("short request")
     return json.loads(body)
 
 
