@@ -71,17 +71,23 @@ def outermost_ruled(events: list[dict]) -> dict[int, int]:
     return out
 
 
-@pytest.mark.parametrize("name", TORCH)
-def test_float_ops_equal_a_hand_computation_from_input_dims(name):
+def hand_and_ours(name: str) -> tuple[dict[int, int], tfprof.Profile, pl.DataFrame]:
+    """Trace ``name``'s hand-computed FLOPs by event start (``outermost_ruled``), our profile of
+    it, and each node's first event start in the same time base (``node_id``, ``start_ns``)."""
     top, events = load_trace_events(FOREIGN / name)
-    want = outermost_ruled(events)
     prof = tfprof.load(FOREIGN / name)
     base = int(top.get("baseTimeNanoseconds") or 0)
     first = pl.from_arrow(prof.table("trace_events")).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
-        pl.col("start_ns").sort_by("event_id").first())
+        (pl.col("start_ns").sort_by("event_id").first() - base).alias("start_ns"))
+    return outermost_ruled(events), prof, first
+
+
+@pytest.mark.parametrize("name", TORCH)
+def test_float_ops_equal_a_hand_computation_from_input_dims(name):
+    want, prof, first = hand_and_ours(name)
     nodes = pl.from_arrow(prof.table("nodes")).join(first, on="node_id")
     checked = 0
-    for op, flops, start in zip(nodes["op"].cast(str), nodes["float_ops"], nodes["start_ns"] - base, strict=True):
+    for op, flops, start in zip(nodes["op"].cast(str), nodes["float_ops"], nodes["start_ns"], strict=True):
         if start in want:
             assert flops == want[start], op
             checked += 1
