@@ -15,10 +15,13 @@ both profiles have several steps runs the spec once per step to give each row it
 
 from __future__ import annotations
 
+import contextvars
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from tfprof import kernels
@@ -32,12 +35,12 @@ from tfprof.queries.scope import scope
 from tfprof.queries import diff as rules
 from tfprof.queries import noise
 from tfprof.queries.options import Options
-from tfprof.queries.spec import tree_spec
+from tfprof.queries.spec import sample_name, tree_spec
 from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-from tfprof.api.run import VIEWS, check_step, run_view
+from tfprof.api.run import VIEWS, check_step, report_metrics, run_view
 
 _THRESHOLDS = tuple(f"min_{m}" for m in (
     "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
@@ -149,21 +152,34 @@ def run_diff(
     # list cut after the diff's order
     run_opts = replace(opts, **{t: 0 for t in _THRESHOLDS}, select=fields_,
                        max_depth=1_000_000 if not tree else opts.max_depth)
-    side_a = _rows(a, cmd, replace(run_opts, step=steps[0]))
-    side_b = _rows(b, cmd, replace(run_opts, step=steps[1]))
+    steps_a = steps_b = []
+    if noise_band and against is None and opts.step < 0:
+        steps_a, steps_b = _steps(a), _steps(b)
+    banded = len(steps_a) >= 2 and len(steps_b) >= 2
+    # the band's samples from the same engine pass as the values, where the engine takes them
+    one_pass = banded and _takes_samples(a, cmd) and _takes_samples(b, cmd)
+    sampled = fields_ if one_pass else ()
+    side_a, side_b = _both(
+        lambda: _rows(a, cmd, replace(run_opts, step=steps[0]), sampled, steps_a, "a_"),
+        lambda: _rows(b, cmd, replace(run_opts, step=steps[1]), sampled, steps_b, "b_"),
+        parallel=a is not b,  # a profile's memos are filled by one thread at a time
+    )
     spec = tree_spec(VIEWS[cmd], opts)
+    carry = [f"{p}{c}_{s}" for p in ("a_", "b_") for c in value_columns for s in ("sum", "sumsq")] if one_pass else []
     frame = rules.diff_tables(
         side_a, side_b, columns, thresholds=spec.thresholds, order=order,
         order_column=value_columns[fields_.index(order_field)],
         limit=opts.max_depth + 1 if not tree else None,  # the op view prints rows 0..max_depth
+        carry=carry,
     )
     sizes = None
-    if noise_band and against is None and opts.step < 0:
-        steps_a, steps_b = _steps(a), _steps(b)
-        if len(steps_a) >= 2 and len(steps_b) >= 2:
-            frame = _with_band(frame, a, b, cmd, run_opts, steps_a, steps_b, value_columns)
-            sizes = (len(steps_a), len(steps_b))
-    if sizes is None:
+    if banded:
+        if not one_pass:
+            frame = _with_sums(frame, a, b, cmd, run_opts, steps_a, steps_b, value_columns)
+        for c in value_columns:
+            frame = noise.band(frame, f"a_{c}_", f"b_{c}_", len(steps_a), len(steps_b), c)
+        sizes = (len(steps_a), len(steps_b))
+    else:
         frame = frame.with_columns(
             *(pl.lit(None, pl.Float64).alias(f"{c}_noise") for c in value_columns),
             *(pl.lit(None, pl.Boolean).alias(f"{c}_significant") for c in value_columns),
@@ -177,6 +193,17 @@ def run_diff(
     )
 
 
+def _both(first, second, *, parallel: bool):
+    """``(first(), second())``, the second in a thread of its own when ``parallel``: the sides of
+    a diff are independent, and their engines (numpy, polars, numba without the GIL) use a core
+    each."""
+    if not parallel:
+        return first(), second()
+    with ThreadPoolExecutor(1, thread_name_prefix="tfprof-diff") as pool:
+        later = pool.submit(contextvars.copy_context().run, second)
+        return first(), later.result()
+
+
 def parse_order(order_by: str, fields_: tuple[str, ...]) -> tuple[str, str]:
     """``delta``, ``delta_pct:bytes``, ... as (order, field)."""
     order, _, name = order_by.partition(":")
@@ -187,39 +214,92 @@ def parse_order(order_by: str, fields_: tuple[str, ...]) -> tuple[str, str]:
     return order, name or ("micros" if "micros" in fields_ else fields_[0])
 
 
-def _rows(prof: Profile, cmd: str, opts: Options) -> pl.DataFrame:
+def _rows(prof: Profile, cmd: str, opts: Options, sampled: tuple[str, ...] = (), steps: list[int] = (),
+          prefix: str = "") -> pl.DataFrame:
     """The view's displayed rows as a public table with paths: the engine of the view's layout,
     as ``run_view`` picks it, without the report (the code view through ``run_view`` when it
-    has no traces, for its error)."""
+    has no traces, for its error). With ``sampled`` (select fields), also each row's sample sums
+    over ``steps`` of each field's value column (``tfprof.queries.noise.sample_columns``, named
+    ``<prefix><column>_sum``...), from the same engine pass: the engine sums each node's
+    per-step values (``TreeSpec.samples``) beside its values, a few steps at a time."""
     spec = tree_spec(VIEWS[cmd], opts)
+    per_pass = max(1, _SAMPLES_PER_PASS // max(len(sampled), 1))  # steps a pass carries
+    chunks = [list(steps[i:i + per_pass]) for i in range(0, len(steps), per_pass)] if sampled else [[]]
+    table, sums = None, []
+    for chunk in chunks:
+        frame = _engine_rows(prof, cmd, opts, replace(spec, samples=tuple(
+            (METRICS[f].column, s) for f in sampled for s in chunk)))
+        if table is None:
+            table = view_table(cmd, frame, opts.select)
+        elif frame.height != table.height:  # pragma: no cover - the rows depend on the main values only
+            raise RuntimeError("diff: a sample pass gave other rows than the first")
+        sums.append(_sample_sums(frame, spec.layout, sampled, chunk))
+    table = rules.with_paths(table, spec.layout)
+    if sampled:
+        total = pl.DataFrame({n: sum(part[n] for part in sums) for n in sums[0].columns})
+        value_of = {f: _value_column(f, spec.layout) for f in sampled}
+        table = table.hstack(total.rename({f"{f}_{s}": f"{prefix}{value_of[f]}_{s}" for f in sampled
+                                           for s in ("sum", "sumsq")}))
+    return table
+
+
+_SAMPLES_PER_PASS = 48  # sample columns a view pass carries (each as wide as the view's rows)
+
+
+def _value_column(select_name: str, layout: str) -> str:
+    """The public column of a field that the diff prints and bands: its total in the trees."""
+    return ("total_" if layout != "groups" else "") + public_column(select_name)
+
+
+def _sample_sums(frame: pl.DataFrame, layout: str, sampled: tuple[str, ...], steps: list[int]) -> pl.DataFrame:
+    """Per row of an engine frame with samples: per field, the sum and the sum of squares over
+    ``steps`` of its value (its total in the trees), as ``<field>_sum``, ``<field>_sumsq``."""
+    out = {}
+    for f in sampled:
+        values = [frame[("total_" if layout != "groups" else "") + sample_name(METRICS[f].column, s)]
+                  .fill_null(0).cast(pl.Float64).to_numpy() for s in steps]
+        out[f"{f}_sum"] = np.sum(values, axis=0) if values else np.zeros(frame.height)
+        out[f"{f}_sumsq"] = np.sum(np.square(values), axis=0) if values else np.zeros(frame.height)
+    return pl.DataFrame(out)
+
+
+def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
+    """The view's displayed rows from the engine ``run_view`` picks for ``prof``."""
     layout = spec.layout
-    on_kernels = layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
-    with kernels.using(on_kernels):
+    with kernels.using(_on_kernels(prof, layout)):
         if layout in ("scope", "graph") and not kernels.enabled():
             from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
 
-            frame = tree_frame(prof, spec)
-        elif layout in ("scope", "graph"):
-            frame = (scope if layout == "scope" else graph)(prof, spec)
-        elif layout == "groups":
-            frame = op_view(prof, spec).rows
-        else:
-            try:
-                frame = code(prof, spec)[0]
-            except NoCodeTraces:
-                frame = run_view(prof, cmd, opts, full_rows=True).frame  # raises the view's error
-    return rules.with_paths(view_table(cmd, frame), layout)
+            return tree_frame(prof, spec)
+        metrics = report_metrics(spec)  # the diffed fields' columns, and those the spec sorts on
+        if layout in ("scope", "graph"):
+            return (scope if layout == "scope" else graph)(prof, spec, metrics)
+        if layout == "groups":
+            return op_view(prof, spec).rows
+        try:
+            return code(prof, spec, metrics)[0].with_columns(pl.col("name").cast(pl.String))
+        except NoCodeTraces:
+            return run_view(prof, cmd, opts, full_rows=True).frame  # raises the view's error
+
+
+def _on_kernels(prof: Profile, layout: str) -> bool:
+    return layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
+
+
+def _takes_samples(prof: Profile, cmd: str) -> bool:
+    """Whether the engine of ``cmd`` on ``prof`` sums per-step samples (the reference backend's
+    trees do not: there the band runs the view once per step, its plain statement)."""
+    return VIEWS[cmd].layout in ("groups", "code") or _on_kernels(prof, VIEWS[cmd].layout)
 
 
 def _steps(prof: Profile) -> list[int]:
     return prof.frame("steps")["step"].to_list()
 
 
-def _with_band(frame, a, b, cmd, opts, steps_a, steps_b, value_columns) -> pl.DataFrame:
-    """``frame`` with each value column's noise band and significance from per-step runs."""
+def _with_sums(frame, a, b, cmd, opts, steps_a, steps_b, value_columns) -> pl.DataFrame:
+    """``frame`` with the sample sums of each value column (``tfprof.queries.noise``) from one
+    view run per step and side: what a sample is, stated plainly; the engines' one-pass samples
+    (``_rows``) are held equal to it by tests."""
     sums_a = rules.step_sums([_rows(a, cmd, replace(opts, step=s)) for s in steps_a], value_columns, "a_")
     sums_b = rules.step_sums([_rows(b, cmd, replace(opts, step=s)) for s in steps_b], value_columns, "b_")
-    joined = frame.join(sums_a, on=list(rules.KEYS), how="left").join(sums_b, on=list(rules.KEYS), how="left")
-    for c in value_columns:
-        joined = noise.band(joined, f"a_{c}_", f"b_{c}_", len(steps_a), len(steps_b), c)
-    return joined
+    return frame.join(sums_a, on=list(rules.KEYS), how="left").join(sums_b, on=list(rules.KEYS), how="left")

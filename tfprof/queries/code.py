@@ -16,9 +16,9 @@ from numba import njit
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, keep_accounted
 from tfprof.queries.indexes.code_trie import static_trie
-from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers
+from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers, with_samples
 from tfprof.queries.op import member_sets, picked_members
-from tfprof.queries.spec import ROOT, TreeSpec, as_spec
+from tfprof.queries.spec import ROOT, TreeSpec, as_spec, sample_names
 from tfprof.schema import METRICS
 
 def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -31,19 +31,20 @@ def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
     columns (default: every metric and ``run_count``)."""
     index = prof.index("code_trie", static_trie)
     trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
-    counted = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
+    own = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
+    counted = own + sample_names(spec)
     # Members attach at the innermost trace of their path (the leaf).
     opts = spec.options
     if metrics is None:
         nodes = node_frame(prof, spec.step, extras_for(opts))
     else:  # a report's members: what it sums, filters on and prints (not every node's strings)
-        nodes = attach(prof, node_numbers(prof, spec.step).select("node_id", *counted), extras_for(opts))
+        nodes = attach(prof, node_numbers(prof, spec.step).select("node_id", *own), extras_for(opts))
         if "device" in opts.select:
             nodes = nodes.join(
                 prof.lazy("nodes").select("node_id", pl.col("canonical_device").cast(pl.String).alias("device")).collect(),
                 on="node_id", how="left", maintain_order="left",
             )
-    members = leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
+    members = leaves.join(with_samples(prof, nodes, spec), left_on="member", right_on="node_id").rename({"member": "node_id"})
     picked = picked_members(members, spec)
     del members
     n = trie.height
@@ -82,7 +83,7 @@ def _label_names(traces: pl.Series) -> pl.Series:
     return traces.cast(pl.Enum([*values, *([ROOT] if ROOT not in values else [])]))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scatter_add(at, values, out):  # pragma: no cover - numba
     """``out[:, at[i]] += values[:, i]`` for every i (repeated targets add up)."""
     for j in range(values.shape[0]):
@@ -103,7 +104,8 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     # A report's rows keep what it prints: name, accounted, the metrics and their totals, the sets.
     # The forest is handed over (no reference kept here), so display can free it as it goes;
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
-    keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics, *("total_" + m for m in metrics)]
+    keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics,
+                                         *("total_" + m for m in (*metrics, *sample_names(spec)))]
     rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))

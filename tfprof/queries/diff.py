@@ -76,17 +76,19 @@ def diff_tables(
     order: str = "delta",
     order_column: str | None = None,
     limit: int | None = None,
+    carry: Sequence[str] = (),
 ) -> pl.DataFrame:
     """The diff of two view tables with paths (``with_paths``): one row per path and occurrence
     in either, columns ``path, name, depth, status`` then per column of ``columns`` its A, B, Δ
     and Δ% (module docstring). ``thresholds`` are the spec's (column, minimum) pairs; ``order``
     one of ``ORDERS`` on ``order_column`` (the first of ``columns`` by default); ``limit`` keeps
-    that many rows after ordering."""
+    that many rows after ordering; ``carry`` names columns of either side (each on one side
+    only) kept as they are."""
     thresholds = [(PUBLIC_NAMES.get(c, c), v) for c, v in thresholds]  # the spec names query columns
     needed = list(dict.fromkeys([*columns, *(c for c, _ in thresholds)]))
     side = ["name", "depth", "pos", *needed]
-    joined = a.select(*KEYS, *(pl.col(c).alias(f"{c}_a") for c in side)).join(
-        b.select(*KEYS, *(pl.col(c).alias(f"{c}_b") for c in side)),
+    joined = a.select(*KEYS, *(pl.col(c).alias(f"{c}_a") for c in side), *(c for c in carry if c in a.columns)).join(
+        b.select(*KEYS, *(pl.col(c).alias(f"{c}_b") for c in side), *(c for c in carry if c in b.columns)),
         on=list(KEYS), how="full", coalesce=True, nulls_equal=True,
     )
     if thresholds:
@@ -104,6 +106,7 @@ def diff_tables(
         "pos_a",
         "pos_b",
         *(e for c in columns for e in _delta(c)),
+        *carry,
     )
     out = order_rows(out, order, order_column or (columns[0] if columns else None))
     if limit is not None:

@@ -16,7 +16,7 @@ import polars as pl
 from numba import njit
 
 from tfprof.queries.arrays import tree_order
-from tfprof.queries.spec import TreeSpec
+from tfprof.queries.spec import TreeSpec, is_sample
 from tfprof.queries.tree import matches, should_show, sort_key
 from tfprof.schema import METRICS
 
@@ -33,7 +33,7 @@ def subtree_sums(parent: np.ndarray, values: np.ndarray) -> np.ndarray:
     return totals.T
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # pragma: no cover - numba
     """``subtree_sums`` in place, over values laid out one quantity per row (``values[j, v]``):
     each metric's totals come out contiguous, ready to become a column, with no second copy."""
@@ -45,7 +45,7 @@ def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # prag
                 values[j, p] += values[j, v]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _starts(parent: np.ndarray, match: np.ndarray, match_all: bool):  # pragma: no cover - numba
     n = parent.shape[0]
     is_start = np.zeros(n, np.bool_)
@@ -66,7 +66,7 @@ def _starts(parent: np.ndarray, match: np.ndarray, match_all: bool):  # pragma: 
     return is_start, start_of, depth
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _visit(parent, is_start, start_of, blocked, skip, cond, root_visits, code_mode):  # pragma: no cover
     """PrintGraph/PrintScope (``blocked`` stops descent below a node) or PrintCode (``skip``
     drops a node with its subtree); returns shown flags and the displayed parent (-1 = root)."""
@@ -91,7 +91,7 @@ def _visit(parent, is_start, start_of, blocked, skip, cond, root_visits, code_mo
     return shown, dparent
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _displayed_sums(shown, dparent, values):  # pragma: no cover - numba
     n = shown.shape[0]
     totals = np.zeros_like(values)
@@ -128,6 +128,7 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     code_mode = spec.layout == "code"
     n = forest.height
     counted = [c for c in COUNTED if c in forest.columns]  # a lean forest has only what is shown
+    counted += [c for c in forest.columns if is_sample(c)]  # summed like the metrics
     parent = forest["parent"].to_numpy().astype(np.int64)
     values = np.empty((len(counted) + 1, n), np.int64)  # one metric per row, + the node count
     for i, c in enumerate(counted):

@@ -16,13 +16,13 @@ from numba import njit
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags
 from tfprof.queries.indexes.graph_csr import graph_structure
-from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame
-from tfprof.queries.scope import with_root
-from tfprof.queries.spec import TreeSpec, as_spec
+from tfprof.queries.metrics import DETAILS, attach_details, extras_for, node_frame, with_samples
+from tfprof.queries.scope import counted_columns, lean_columns, with_root
+from tfprof.queries.spec import TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
     """tfprof's TFGraph::Account: returns, for accounted nodes reached, their discovery order
     (= forest pre-order) and the nearest accounted ancestor on the walk (-1: top level)."""
@@ -74,12 +74,12 @@ def _account_walk(roots, starts, children, account):  # pragma: no cover - numba
     return order, forest_parent
 
 
-def graph_forest(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+def graph_forest(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
     """Accounted nodes as a forest in pre-order: ``pos``, ``parent``, ``name``, ``node_id``,
     ``name_rank`` and the node's numbers (the printed details are attached after display)."""
     g = {k: f.to_series().to_numpy() for k, f in prof.index("graph_structure", graph_structure).items()}
     # node_frame rows are in node-id order; in name order a node's row number is its name rank
-    nodes = node_frame(prof, spec.step, extras_for(spec.options))
+    nodes = with_samples(prof, node_frame(prof, spec.step, extras_for(spec.options)), spec)
     n = nodes.height
     account = flags(nodes, accounted(spec))[g["perm"]]
     order, forest_parent = _account_walk(g["roots"], g["starts"], g["children"], account)
@@ -89,7 +89,9 @@ def graph_forest(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     pos_of = np.full(n, -1, np.int64)
     pos_of[by_pos] = np.arange(by_pos.shape[0])
     fp = forest_parent[by_pos]
-    numbers = nodes.select(pl.exclude(DETAILS))[pl.Series(g["perm"][by_pos])]
+    kept = pl.exclude(DETAILS) if metrics is None else pl.col("node_id", "name", *counted_columns(spec, metrics),
+                                                                 *sample_names(spec))
+    numbers = nodes.select(kept)[pl.Series(g["perm"][by_pos])]
     return numbers.with_columns(
         pl.Series("pos", np.arange(by_pos.shape[0])),
         pl.Series("parent", np.where(fp >= 0, pos_of[np.maximum(fp, 0)], -1)),
@@ -98,9 +100,14 @@ def graph_forest(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     )
 
 
-def graph(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
-    """The displayed graph tree, root first, in display order (columns as ``scope``)."""
+def graph(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """The displayed graph tree, root first, in display order (columns, and ``metrics``, as
+    ``scope``'s)."""
     spec = as_spec("graph", spec)
+    if metrics is not None:
+        keep = lean_columns(spec, counted_columns(spec, metrics))
+        rows, root = display(graph_forest(prof, spec, metrics), spec, keep=keep)
+        return with_root(rows, root, spec.root_op_type)
     rows, root = display(graph_forest(prof, spec), spec)
     rows = attach_details(rows, node_frame(prof, spec.step, extras_for(spec.options)), {})
     return with_root(rows, root, spec.root_op_type)

@@ -11,7 +11,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.arrays import rows_of
-from tfprof.queries.indexes.means import step_means, step_numbers
+from tfprof.queries.indexes.means import step_means, step_numbers, step_samples
 
 
 def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
@@ -29,6 +29,19 @@ def node_frame(prof: Profile, step: int = -1, extras: tuple[str, ...] = ()) -> p
     """
     frame = prof.memo(("node_frame", step), lambda: _node_frame(prof, step))
     return attach(prof, frame, extras)
+
+
+def with_samples(prof: Profile, nodes: pl.DataFrame, spec) -> pl.DataFrame:
+    """``nodes`` (a ``node_frame``, every node in node-id order) with a column per sample of
+    ``spec`` (``TreeSpec.samples``): the node's self value in that step."""
+    if not spec.samples:
+        return nodes
+    from tfprof.queries.spec import sample_name
+
+    columns = tuple(dict.fromkeys(c for c, _ in spec.samples))
+    steps = sorted({s for _, s in spec.samples})
+    values = prof.memo(("step_samples", columns, tuple(steps)), lambda: step_samples(prof, columns, steps))
+    return nodes.with_columns(pl.Series(sample_name(c, s), values[c, s]) for c, s in spec.samples)
 
 
 def extras_for(opts) -> tuple[str, ...]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import polars as pl
 
 from tfprof.profile import Profile
-from tfprof.queries.metrics import extras_for, node_frame
+from tfprof.queries.metrics import extras_for, node_frame, with_samples
 from tfprof.queries.options import Options
-from tfprof.queries.spec import TreeSpec, as_spec
+from tfprof.queries.spec import TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted, matches, should_show
 from tfprof.schema import METRICS
 
@@ -60,13 +60,13 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     """Rows of a groups view (the op view for ``Options``), in display order, with cumulative totals."""
     spec = as_spec("op", spec)
     opts = spec.options
-    nodes = node_frame(prof, spec.step, extras_for(opts)).join(
+    nodes = with_samples(prof, node_frame(prof, spec.step, extras_for(opts)), spec).join(
         prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op")).collect(),
         on="node_id",
     )
     members = picked_members(nodes, spec)
     groups = members.group_by("op").agg(
-        *(pl.col(m).sum() for m in METRICS),
+        *(pl.col(m).sum() for m in (*METRICS, *sample_names(spec))),
         pl.col("run_count").sum().alias("runs"),
         pl.len().alias("definitions"),
         *member_sets(opts),
@@ -77,7 +77,7 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
         ((pl.col("definitions").fill_null(0) > 0) | pl.lit(spec.account is None)).alias("accounted"),
     )
     rows = rows.filter("accounted").rename({"op": "name"})
-    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*METRICS, "runs")))
+    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*METRICS, "runs", *sample_names(spec))))
     rows = _sort(rows, spec.order)
     rows = _cumulate(rows)
     root = _totals_of_first(rows)

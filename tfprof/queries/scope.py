@@ -16,23 +16,26 @@ import polars as pl
 from tfprof.profile import Profile
 from tfprof.queries.forest import display, flags, keep_accounted
 from tfprof.queries.indexes.scope_tree import scope_layout
-from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows
-from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec
+from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows, with_samples
+from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted
 from tfprof.schema import METRICS
 
 
-def scope(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
     """The displayed scope tree, root first, in display order (``spec``: a scope-layout spec;
-    ``Options`` are read as the scope view's)."""
+    ``Options`` are read as the scope view's). With ``metrics``, only those self and total
+    columns (and the spec's samples) beside ``name``, ``node_id`` and ``accounted``; without,
+    every metric and the printed details."""
     spec = as_spec("scope", spec)
-    nodes = node_frame(prof, spec.step, extras_for(spec.options))
+    nodes = with_samples(prof, node_frame(prof, spec.step, extras_for(spec.options)), spec)
     layout = prof.index("scope_layout", scope_layout)["layout"]  # the tree's shape never changes
     # Each tree node's row in `nodes` (node-id order); -1 for synthetic parents. The tree gets
     # the numbers only; what is printed but not computed with is attached to the shown rows.
     row = node_rows(nodes, layout["node_id"])
     values = {}
-    for m in (*METRICS, "run_count"):
+    own = counted_columns(spec, metrics)
+    for m in (*own, *sample_names(spec)):
         v = nodes[m].to_numpy()
         values[m] = np.where(row >= 0, v[np.maximum(row, 0)], 0) if len(v) else np.zeros(len(row), np.int64)
     if spec.account is None:
@@ -44,9 +47,27 @@ def scope(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     tree = layout.with_columns(**values, accounted=acc)
     forest = keep_accounted(tree)
     del tree
+    if metrics is not None:
+        rows, root = display(forest, spec, keep=lean_columns(spec, own))
+        return with_root(rows, root, spec.root_op_type)
     rows, root = display(forest, spec)
     rows = attach_details(rows, nodes, {"shape": [], "op_types": [SCOPE_PARENT]})
     return with_root(rows, root, spec.root_op_type)
+
+
+def counted_columns(spec: TreeSpec, metrics: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The self columns a tree sums: ``metrics`` and what the spec orders and filters on, or all."""
+    every = (*METRICS, "run_count")
+    if metrics is None:
+        return every
+    used = {c.removeprefix("total_") for c in (*spec.order, *(c for c, _ in spec.thresholds))}
+    return tuple(c for c in every if c in metrics or c in used)
+
+
+def lean_columns(spec: TreeSpec, own: tuple[str, ...]) -> list[str]:
+    """The displayed rows' columns of a lean tree (``metrics`` given): the self columns ``own``
+    and their totals, the totals of the spec's samples, no printed details."""
+    return ["name", "node_id", "accounted", *own, *("total_" + c for c in (*own, *sample_names(spec)))]
 
 
 def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.DataFrame:

@@ -99,6 +99,9 @@ class TreeSpec:
     displayed_only: bool = False
     root_visits: bool = True  # display goes below the root (trees): max_depth >= 1, root not trimmed
     options: Options | None = None  # what the spec was built from (select, output: for renderers)
+    # (column, step) pairs: per-step self values the executor sums like the metrics, into columns
+    # `sample_name(column, step)` and their totals (a diff's noise band, from one pass)
+    samples: tuple[tuple[str, int], ...] = ()
 
     def with_options(self, opts: Options) -> TreeSpec:
         return tree_spec(self, opts)
@@ -107,6 +110,19 @@ class TreeSpec:
 def _matches(name: str, regexes: tuple[str, ...]) -> bool:
     rx = full_match_any(regexes)
     return rx is not None and bool(pl.Series([name]).str.contains(rx)[0])
+
+
+def sample_name(column: str, step: int) -> str:
+    """The column of a spec's sample: ``column``'s self value in step ``step``."""
+    return f"{column}@{step}"
+
+
+def sample_names(spec: TreeSpec) -> tuple[str, ...]:
+    return tuple(sample_name(c, s) for c, s in spec.samples)
+
+
+def is_sample(column: str) -> bool:
+    return "@" in column  # no other column name holds one
 
 
 def _regexes(values: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -20,7 +20,7 @@ Static files are served from a fixed list, not from a path taken from the reques
 ``GET /api/trace/{id}``                ``step``'s Chrome trace JSON as a download
 ``GET /api/diff/{a}/{b}/{cmd}``        ``tfprof diff``'s rows of b against a (same options), the
                                        ``limit`` largest changes first, with the noise band
-                                       where both have several steps and at most ``BAND_NODES``
+                                       where both have several steps
 =====================================  =========================================================
 """
 
@@ -54,7 +54,6 @@ SQL_LIMIT = 10_000
 SQL_CSV_LIMIT = 1_000_000
 MAX_SQL = 20_000
 DIFF_LIMIT = 2_000
-BAND_NODES = 200_000  # the noise band runs the view once per step and side: only up to this size
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -268,13 +267,11 @@ def api_diff(request: Request, profiles: Profiles) -> Response:
         raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
     options = P.view_options(request.query_params)
     limit = P.integer(request.query_params, "limit", 50, 1, DIFF_LIMIT)
-    nodes = max(a.profile.row_counts()["nodes"], b.profile.row_counts()["nodes"])
-    result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label), noise_band=nodes <= BAND_NODES)
+    result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))
     doc = dataclasses.replace(result, frame=result.frame.head(limit)).document()
     flags = command_line(cmd, "-", options)[len(f"tfprof {cmd} -"):]
-    noise = "" if nodes <= BAND_NODES else " --no-noise"
     return _json({**doc, "total_rows": result.frame.height,
-                  "command": f"tfprof diff {shlex.quote(a.path)} {shlex.quote(b.path)} {cmd}{flags}{noise}"})
+                  "command": f"tfprof diff {shlex.quote(a.path)} {shlex.quote(b.path)} {cmd}{flags}"})
 
 
 def page(request: Request) -> Response:

@@ -10,23 +10,45 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import polars as pl
+
 from tfprof.queries.noise import ALPHA
+from tfprof.views.columns import format_column
 from tfprof.views.fields import METRICS
 
 SCHEMA = "tfprof-diff/1"
 MARKS = {"added": "+", "removed": "-"}
 
 
-def _signed(fmt, value: int) -> str:
-    if value == 0:
-        return "0"
-    return ("+" if value > 0 else "-") + fmt(abs(value))
+def _signed(values: pl.Series, kind: str) -> pl.Series:
+    """Each Δ in its field's format with its sign; ``0`` for no change."""
+    text = format_column(values.abs(), kind)
+    sign = pl.when(values > 0).then(pl.lit("+")).otherwise(pl.lit("-"))
+    return pl.select(pl.when(values == 0).then(pl.lit("0")).otherwise(pl.concat_str(sign, text))).to_series()
 
 
-def _pct(value: float | None, delta: int) -> str:
-    if value is None:
-        return "new" if delta else "0%"
-    return "0%" if value == 0 else f"{value:+.1f}%"
+def _pct(values: pl.Series, delta: pl.Series) -> pl.Series:
+    """Each Δ% as Python's ``%+.1f%%`` prints it; ``0%`` for none, ``new`` where A is 0 and
+    Δ is not. The tenths come from ``rint(10·v)``; where that could differ from the decimal
+    rounding of v (near a half, or a value too large for exact tenths) Python formats it."""
+    v = values.fill_null(0.0).to_numpy()
+    tenths = np.rint(np.abs(v) * 10.0)
+    near = np.abs(np.abs(v) * 10.0 - np.trunc(np.abs(v) * 10.0) - 0.5) < 1e-6
+    python = (near | (np.abs(v) >= 1e15)) & ~values.is_null().to_numpy()
+    tenths = np.where(python, 0, tenths).astype(np.int64)
+    text = pl.select(pl.concat_str(
+        pl.when(pl.Series(v) < 0).then(pl.lit("-")).otherwise(pl.lit("+")),
+        pl.Series(tenths // 10).cast(pl.String), pl.lit("."), pl.Series(tenths % 10).cast(pl.String), pl.lit("%"),
+    )).to_series()
+    idx = np.flatnonzero(python)
+    if len(idx):
+        text = text.scatter(idx, [f"{x:+.1f}%" for x in v[idx]])
+    return pl.select(
+        pl.when(values.is_null()).then(pl.when(delta != 0).then(pl.lit("new")).otherwise(pl.lit("0%")))
+        .when(values == 0).then(pl.lit("0%"))
+        .otherwise(text)
+    ).to_series()
 
 
 def _side(label: str, step: int, steps: int | None) -> str:
@@ -55,30 +77,35 @@ def head(result) -> list[str]:
 
 
 def render_text(result) -> str:
-    """The diff report (module docstring)."""
+    """The diff report (module docstring), built column by column."""
     frame = result.frame
-    tree = result.order == "tree"
+    status = frame["status"].cast(pl.String)
+    mark = pl.select(
+        pl.when(status == "added").then(pl.lit("+")).when(status == "removed").then(pl.lit("-"))
+        .when(frame["significant"].fill_null(False)).then(pl.lit("*")).otherwise(pl.lit(""))
+    ).to_series()
+    if result.order == "tree":
+        names = frame["name"].cast(pl.String)
+        name = pl.select(names.str.pad_start(names.str.len_chars() + 2 * frame["depth"].fill_null(0))).to_series()
+    else:
+        name = frame["path"]
     header = ["", "node name"]
-    for f in result.fields:
+    cells = [mark, name]
+    for f, col in zip(result.fields, result.value_columns):
+        kind = METRICS[f].kind
         header += [f"{f} A", f"{f} B", "Δ", "Δ%"]
-    rows = [header]
-    for r in frame.iter_rows(named=True):
-        mark = MARKS.get(r["status"], "*" if r["significant"] else "")
-        name = ("  " * (r["depth"] or 0) + r["name"]) if tree else r["path"]
-        line = [mark, name]
-        for f, col in zip(result.fields, result.value_columns):
-            fmt = METRICS[f].fmt
-            a, b, d = r[f"{col}_a"], r[f"{col}_b"], r[f"{col}_delta"]
-            line += [fmt(a) if a is not None else "", fmt(b) if b is not None else "", _signed(fmt, d),
-                     _pct(r[f"{col}_delta_pct"], d)]
-        rows.append(line)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for side in (frame[f"{col}_a"], frame[f"{col}_b"]):
+            cells.append(pl.select(pl.when(side.is_null()).then(pl.lit("")).otherwise(format_column(side, kind))).to_series())
+        cells += [_signed(frame[f"{col}_delta"], kind), _pct(frame[f"{col}_delta_pct"], frame[f"{col}_delta"])]
+    widths = [max(len(h), int(c.str.len_chars().max() or 0)) for h, c in zip(header, cells)]
     widths[0] = 1  # the mark column, present when no row has a mark
-    out = head(result) + [""]
-    for row in rows:
-        cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1])]
-        cells += [c.rjust(w) for c, w in zip(row[2:], widths[2:])]
-        out.append(" ".join(cells).rstrip())
+    padded = [cells[0].str.pad_end(1), cells[1].str.pad_end(widths[1]),
+              *(c.str.pad_start(w) for c, w in zip(cells[2:], widths[2:]))]
+    lines = pl.select(pl.concat_str(padded, separator=" ").str.strip_chars_end()).to_series()
+    top = [header[0].ljust(1), header[1].ljust(widths[1]), *(h.rjust(w) for h, w in zip(header[2:], widths[2:]))]
+    out = [*head(result), "", " ".join(top).rstrip()]
+    if frame.height:
+        out.append(lines.str.join("\n")[0])
     out.append(f"({frame.height:,} row{'s' if frame.height != 1 else ''})")
     return "\n".join(out) + "\n"
 

@@ -72,6 +72,66 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     })
 
 
+def step_samples(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> dict[tuple[str, int], np.ndarray]:
+    """Per (column, step) of ``columns`` (node-frame names: ``STEP_METRICS``, ``parameters``,
+    ``float_ops``, ``macs``) and ``steps``: each node's value, in node-id order, equal to
+    ``step_numbers(prof, step)``'s column; from one pass over each table for all the steps."""
+    if not steps:
+        return {}
+    nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
+    n, wanted = len(ids), np.unique(np.asarray(steps, np.int64))
+    k = len(wanted)
+
+    def cells(table: pa.Table) -> np.ndarray:  # per record: step index * n + node row, -1 for neither
+        row = rows_of(ids, table.column("node_id").to_numpy())
+        step = table.column("step").to_numpy()
+        at = np.minimum(np.searchsorted(wanted, step), k - 1)
+        return np.where((row >= 0) & (wanted[at] == step), at * n + row, -1)
+
+    def grid(flat: np.ndarray) -> np.ndarray:
+        return flat.reshape(k, n)
+
+    node_steps = prof.columns("node_steps", ["node_id", "run_count", "step"])
+    ran = np.zeros(n, np.bool_)
+    every = rows_of(ids, node_steps.column("node_id").to_numpy())
+    ran[every[every >= 0]] = True
+    at = cells(node_steps)
+    records = grid(np.bincount(at[at >= 0], minlength=k * n))
+    sums = {"run_count": grid(_sum(at, node_steps.column("run_count").to_numpy(), k * n))}
+    del node_steps, every
+    wants = set(columns) | ({"run_count"} if {"float_ops", "macs"} & set(columns) else set())
+    if wants & set(TIME):
+        execs = prof.columns("execs", ["node_id", "kind", "duration_micros", "step"])
+        at, duration = cells(execs), execs.column("duration_micros").to_numpy()
+        kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
+        for name, where in zip(TIME, (None, kind == 0, kind == 1)):
+            if name in wants:
+                sums[name] = grid(_sum(at, duration, k * n, where))
+        del execs, duration, kind
+    if wants & set(MEMORY):
+        memory = prof.columns("memory", ["node_id", *MEMORY, "step"])
+        at = cells(memory)
+        for name in MEMORY:
+            if name in wants:
+                sums[name] = grid(_sum(at, memory.column(name).to_numpy(), k * n))
+        del memory
+    if records.max(initial=0) <= 1:  # one record per node and step, the usual case: no division
+        numbers = {m: np.where(records > 0, v, 0) for m, v in sums.items() if m in wants}
+    else:
+        numbers = {m: np.where(records > 0, v // np.maximum(records, 1), 0) for m, v in sums.items() if m in wants}
+    static = {
+        "parameters": np.broadcast_to(nodes.column("params").to_numpy(), (k, n)),
+        "float_ops": np.maximum(nodes.column("float_ops").to_numpy(), 0),
+        "macs": _static_macs(prof, ids) if "macs" in wants else None,
+    }
+    for name in ("float_ops", "macs"):  # counted as in step_numbers
+        if name in wants:
+            numbers[name] = np.where(ran, static[name] * numbers["run_count"], static[name])
+    numbers["parameters"] = static["parameters"]
+    index = {int(s): i for i, s in enumerate(wanted)}
+    return {(c, s): numbers[c][index[s]] for c in columns for s in steps}
+
+
 def _static_macs(prof: Profile, ids: np.ndarray) -> np.ndarray:
     """Per node of ``ids``, its ``node_flops.macs`` (0 without a row: no rule, or a store
     written before the table existed)."""
