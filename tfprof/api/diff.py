@@ -21,7 +21,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from tfprof import kernels
@@ -40,7 +39,7 @@ from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-from tfprof.api.run import VIEWS, check_step, report_metrics, run_view
+from tfprof.api.run import VIEWS, check_step, run_view
 
 _THRESHOLDS = tuple(f"min_{m}" for m in (
     "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
@@ -170,7 +169,7 @@ def run_diff(
         side_a, side_b, columns, thresholds=spec.thresholds, order=order,
         order_column=value_columns[fields_.index(order_field)],
         limit=opts.max_depth + 1 if not tree else None,  # the op view prints rows 0..max_depth
-        carry=carry,
+        carry=carry, names_are_paths=layout != "code",
     )
     sizes = None
     if banded:
@@ -254,13 +253,12 @@ def _value_column(select_name: str, layout: str) -> str:
 def _sample_sums(frame: pl.DataFrame, layout: str, sampled: tuple[str, ...], steps: list[int]) -> pl.DataFrame:
     """Per row of an engine frame with samples: per field, the sum and the sum of squares over
     ``steps`` of its value (its total in the trees), as ``<field>_sum``, ``<field>_sumsq``."""
-    out = {}
+    prefix = "total_" if layout != "groups" else ""
+    out = []
     for f in sampled:
-        values = [frame[("total_" if layout != "groups" else "") + sample_name(METRICS[f].column, s)]
-                  .fill_null(0).cast(pl.Float64).to_numpy() for s in steps]
-        out[f"{f}_sum"] = np.sum(values, axis=0) if values else np.zeros(frame.height)
-        out[f"{f}_sumsq"] = np.sum(np.square(values), axis=0) if values else np.zeros(frame.height)
-    return pl.DataFrame(out)
+        values = [pl.col(prefix + sample_name(METRICS[f].column, s)).fill_null(0).cast(pl.Float64) for s in steps]
+        out += [pl.sum_horizontal(values).alias(f"{f}_sum"), pl.sum_horizontal(v * v for v in values).alias(f"{f}_sumsq")]
+    return frame.select(out)
 
 
 def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
@@ -271,7 +269,9 @@ def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
             from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
 
             return tree_frame(prof, spec)
-        metrics = report_metrics(spec)  # the diffed fields' columns, and those the spec sorts on
+        # the diffed fields' columns, and those the view's order reads
+        metrics = tuple(dict.fromkeys([*(METRICS[f].column for f in opts.select if f in METRICS),
+                                       *(c.removeprefix("total_") for c in spec.order)]))
         if layout in ("scope", "graph"):
             return (scope if layout == "scope" else graph)(prof, spec, metrics)
         if layout == "groups":
