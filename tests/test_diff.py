@@ -16,7 +16,8 @@ import pytest
 import tfprof
 from tfprof.api.diff import run_diff
 from tfprof.queries import noise
-from tfprof.queries.diff import code_paths, diff_tables, with_paths
+from tfprof.queries.diff import diff_tables, with_paths
+from tfprof.queries.paths import code_paths
 
 PAIRS = Path(__file__).parent / "fixtures" / "diff"
 SCHEMAS = Path(__file__).parent.parent / "docs" / "schemas"
@@ -99,8 +100,8 @@ def test_thresholds_keep_a_row_passing_in_either_side(profiles):
 
 
 def test_matching_rule_on_hand_made_tables():
-    a = with_paths(pl.DataFrame({"name": ["x", "y", "z"], "depth": [0, 1, 1], "v": [10, 0, 5]}), "scope")
-    b = with_paths(pl.DataFrame({"name": ["x", "y", "w"], "depth": [0, 1, 1], "v": [15, 4, 7]}), "scope")
+    a = with_paths(pl.DataFrame({"name": ["x", "y", "z"], "depth": [0, 1, 1], "v": [10, 0, 5]}), "scope", keys=True)
+    b = with_paths(pl.DataFrame({"name": ["x", "y", "w"], "depth": [0, 1, 1], "v": [15, 4, 7]}), "scope", keys=True)
     d = diff_tables(a, b, ["v"], order="name")
     rows = {r["path"]: r for r in d.iter_rows(named=True)}
     assert {p: r["status"] for p, r in rows.items()} == {"w": "added", "x": "both", "y": "both", "z": "removed"}
@@ -109,7 +110,8 @@ def test_matching_rule_on_hand_made_tables():
     assert rows["z"]["v_b"] is None and rows["z"]["v_delta"] == -5 and rows["z"]["v_delta_pct"] == -100.0
     assert rows["w"]["v_a"] is None and rows["w"]["v_delta"] == 7
     assert diff_tables(a, b, ["v"], order="delta")["path"].to_list() == ["w", "x", "z", "y"]
-    assert diff_tables(a, b, ["v"], order="delta_pct")["path"].to_list()[:2] == ["w", "y"]
+    # both new in B (no Δ%): first, and between them tree order (B's display order)
+    assert diff_tables(a, b, ["v"], order="delta_pct")["path"].to_list()[:2] == ["y", "w"]
 
 
 def test_code_paths_follow_the_displayed_tree():

@@ -109,3 +109,65 @@ def test_a_view_order_on_an_unselected_field_is_read_too(cmd):
     prof = tfprof.load(tfprof.sample_path("torch"))
     d = run_diff(prof, prof, cmd, {"max_depth": 1000, "select": ["params"], "order_by": "bytes"})
     assert d.frame.height > 1 and d.frame["total_params_delta" if cmd != "op" else "params_delta"].abs().max() == 0
+
+
+def _random_tree(rng, n: int) -> tuple[pl.Series, np.ndarray]:
+    """A pre-order tree of ``n`` rows under a root (depth 0), with repeated names."""
+    depth = [0]
+    for _ in range(n - 1):
+        depth.append(int(rng.integers(1, depth[-1] + 2)))
+    names = ["_TFProfRoot", *(f"f{int(rng.integers(0, 6))}.py:{int(rng.integers(1, 4))}:fn" for _ in range(n - 1))]
+    return pl.Series("name", names), np.array(depth)
+
+
+def test_code_paths_and_keys_follow_the_tree():
+    from tfprof.queries.paths import code_paths, display_parents, path_keys
+
+    rng = np.random.default_rng(3)
+    names, depth = _random_tree(rng, 3000)
+    want, stack = [], []
+    for name, d in zip(names.to_list(), depth):
+        stack[d:] = [name]
+        want.append(name if d == 0 else "/".join(stack[1:d + 1]))
+    got = code_paths(names, depth)
+    assert got.to_list() == want
+    keys = path_keys(names, display_parents(depth), depth)
+    # equal paths have equal keys, and (here) different paths different ones
+    assert pl.DataFrame({"p": got, "k": keys}).group_by("p").agg(pl.col("k").n_unique())["k"].max() == 1
+    assert len(set(keys.tolist())) == got.n_unique()
+
+
+@pytest.mark.parametrize("cmd", ["scope", "graph", "code"])
+def test_colliding_keys_fall_back_to_exact_paths(cmd, monkeypatch):
+    from tfprof.queries import diff as rules_module
+
+    prof = tfprof.load(tfprof.sample_path("torch"))
+    opts = {"max_depth": 1000, "step": 2}
+    honest = run_diff(prof, prof, cmd, opts, against=3)
+    real = rules_module.with_paths
+
+    def colliding(table, layout, *, keys=False):  # every row gets the same key
+        out = real(table, layout, keys=keys)
+        return out.with_columns(pl.lit(7, pl.UInt64).alias("_key")) if keys else out
+
+    monkeypatch.setattr(rules_module, "with_paths", colliding)
+    forced = run_diff(prof, prof, cmd, opts, against=3)
+    assert forced.frame.height == honest.frame.height > 3
+    assert forced.frame.equals(honest.frame)
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 50], ids=["one_key", "two_keys"])
+def test_delta_order_is_by_size_then_tree_order(scale):
+    from tfprof.queries.diff import diff_tables, with_paths
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    names = [f"n{i}" for i in range(n)]
+    va, vb = rng.integers(0, 4, n) * scale, rng.integers(0, 4, n) * scale
+    a = with_paths(pl.DataFrame({"name": names[:-100], "depth": [1] * (n - 100), "v": va[:-100]}), "scope", keys=True)
+    b = with_paths(pl.DataFrame({"name": names[100:], "depth": [1] * (n - 100), "v": vb[100:]}), "scope", keys=True)
+    d = diff_tables(a, b, ["v"], order="delta")
+    rows = d.select("path", "pos_a", "pos_b", pl.col("v_delta").abs().alias("size")).iter_rows()
+    want = sorted(rows, key=lambda r: (-r[3], r[2] is None, r[2] if r[2] is not None else 0, r[1] or 0))
+    assert d["path"].to_list() == [r[0] for r in want]
+    assert d.height == n and d["v_delta"].abs().max() >= 3 * scale

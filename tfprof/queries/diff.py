@@ -26,45 +26,36 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from tfprof.queries.paths import CHECK_SEED, code_paths, display_parents, path_keys
 from tfprof.schema import PUBLIC_NAMES
 
 
-SEP = "/"
 KEYS = ("path", "occurrence")
 ORDERS = ("delta", "delta_pct", "name", "tree")
 STATUSES = ("both", "added", "removed")
 
 
-def with_paths(table: pl.DataFrame, layout: str) -> pl.DataFrame:
+def with_paths(table: pl.DataFrame, layout: str, *, keys: bool = False) -> pl.DataFrame:
     """``table`` (a view's rows in display order) with ``path`` and ``occurrence`` (0 for the
-    first row of a path, 1 for the second, ...) and ``pos`` (the display position)."""
+    first row of a path, 1 for the second, ...) and ``pos`` (the display position); with
+    ``keys``, also ``_key`` and ``_check`` (``tfprof.queries.paths``), by which ``diff_tables``
+    matches rows."""
+    depth = table["depth"].to_numpy()
     if layout == "code":
-        path = code_paths(table["name"], table["depth"].to_numpy())
+        path = code_paths(table["name"], depth)
+        parent = display_parents(depth)
+        key = [pl.Series("_key", path_keys(table["name"], parent, depth)),
+               pl.Series("_check", path_keys(table["name"], parent, depth, CHECK_SEED))]
     else:
         path = table["name"]
+        key = [path.hash().alias("_key"), path.hash(seed=CHECK_SEED).alias("_check")]
     # a scope tree holds each name once, an op list each op type: no numbering to do there
     unique = layout in ("scope", "groups")
-    occurrence = pl.lit(0, pl.Int64) if unique else pl.int_range(pl.len()).over("path").cast(pl.Int64)
-    return table.with_columns(path.alias("path")).with_columns(
+    occurrence = pl.lit(0, pl.Int64) if unique else pl.int_range(pl.len()).over("_key").cast(pl.Int64)
+    out = table.with_columns(path.alias("path"), *key).with_columns(
         occurrence.alias("occurrence"), pl.int_range(pl.len()).cast(pl.Int64).alias("pos")
     )
-
-
-def code_paths(names: pl.Series, depth: np.ndarray) -> pl.Series:
-    """Each row's frame path in a pre-order tree given by ``depth`` (the root at depth 0 keeps its
-    name; a frame's path is its displayed ancestors' names below the root and its own)."""
-    n = len(depth)
-    paths = names.cast(pl.String)
-    if n == 0:
-        return paths
-    index = np.arange(n)
-    for d in range(1, int(depth.max())):  # rows at depth d+1 hang under the last row at depth d
-        last = np.maximum.accumulate(np.where(depth == d, index, -1))
-        rows = np.flatnonzero(depth == d + 1)
-        if len(rows):
-            parent = paths.gather(last[rows])
-            paths = paths.scatter(rows, parent + SEP + names.gather(rows))
-    return paths
+    return out if keys else out.drop("_key", "_check")
 
 
 def diff_tables(
@@ -77,62 +68,109 @@ def diff_tables(
     order_column: str | None = None,
     limit: int | None = None,
     carry: Sequence[str] = (),
-    names_are_paths: bool = False,
+    names_are_paths: bool = True,
 ) -> pl.DataFrame:
-    """The diff of two view tables with paths (``with_paths``): one row per path and occurrence
-    in either, columns ``path, name, depth, status`` then per column of ``columns`` its A, B, Δ
-    and Δ% (module docstring). ``thresholds`` are the spec's (column, minimum) pairs; ``order``
-    one of ``ORDERS`` on ``order_column`` (the first of ``columns`` by default); ``limit`` keeps
-    that many rows after ordering; ``carry`` names columns of either side (each on one side
-    only) kept as they are. ``names_are_paths``: a row's name is its path (every layout but
-    code's), so the names are not joined and ordered as a second string column."""
+    """The diff of two view tables with paths and keys (``with_paths``): one row per path and
+    occurrence in either, columns ``path, occurrence, name, depth, status, pos_a, pos_b`` then
+    per column of ``columns`` its A, B, Δ and Δ% (module docstring). ``thresholds`` are the
+    spec's (column, minimum) pairs; ``order`` one of ``ORDERS`` on ``order_column`` (the first of
+    ``columns`` by default); ``limit`` keeps that many rows after ordering; ``carry`` names
+    columns of either side (each on one side only) kept as they are; ``names_are_paths``: a
+    row's name is its path (every view but code).
+
+    Rows are joined on their keys, never on the path strings; each match is checked on a second
+    key, and a collision redoes the join on exact ranks of the paths. The strings are gathered
+    once, for the ordered rows."""
     thresholds = [(PUBLIC_NAMES.get(c, c), v) for c, v in thresholds]  # the spec names query columns
-    needed = list(dict.fromkeys([*columns, *(c for c, _ in thresholds)]))
-    side = [*([] if names_are_paths else ["name"]), "depth", "pos", *needed]
-    joined = _match(
-        a.select(*KEYS, *(pl.col(c).alias(f"{c}_a") for c in side), *(c for c in carry if c in a.columns)),
-        b.select(*KEYS, *(pl.col(c).alias(f"{c}_b") for c in side), *(c for c in carry if c in b.columns)),
-    )
+    pairs = _pairs(a, b)  # pos_a, pos_b (null: no such row), occurrence
+
+    def sides(column: str, at: pl.DataFrame) -> tuple[pl.Series, pl.Series]:
+        return a[column].gather(at["pos_a"]).alias(column + "_a"), b[column].gather(at["pos_b"]).alias(column + "_b")
+
     if thresholds:
-        joined = joined.filter(_passes(thresholds, "_a") | _passes(thresholds, "_b"))
+        values = pl.DataFrame([s for c, _ in thresholds for s in sides(c, pairs)])
+        pairs = pairs.filter(_passes(thresholds, "_a", values) | _passes(thresholds, "_b", values))
+    column = order_column or (columns[0] if columns else None)
+    keyed = pairs
+    if order == "name":
+        keyed = pairs.with_columns(_from_sides(a["path"], b["path"], pairs).alias("path"))
+    elif column is not None and order != "tree":
+        keyed = pairs.with_columns(*sides(column, pairs)).with_columns(_delta(column)[2:])
+    pairs = pairs[order_rows(keyed, order, column)]
+    if limit is not None:
+        pairs = pairs.head(limit)
+    path = _from_sides(a["path"], b["path"], pairs).alias("path")
+    name = path.alias("name") if names_are_paths else _from_sides(a["name"], b["name"], pairs).alias("name")
     status = (
         pl.when(pl.col("pos_a").is_null()).then(pl.lit("added"))
         .when(pl.col("pos_b").is_null()).then(pl.lit("removed"))
         .otherwise(pl.lit("both"))
     )
-    out = joined.select(
-        *KEYS,
-        *([] if names_are_paths else [pl.coalesce("name_b", "name_a").alias("name")]),
-        pl.coalesce("depth_b", "depth_a").alias("depth"),
+    gathered = [
+        *(s for c in columns for s in sides(c, pairs)),
+        *(a[c].gather(pairs["pos_a"]) if c in a.columns else b[c].gather(pairs["pos_b"]) for c in carry),
+    ]
+    return pairs.with_columns(gathered).select(
+        path,
+        "occurrence",
+        name,
+        _from_sides(a["depth"], b["depth"], pairs).alias("depth"),
         status.cast(pl.Enum(STATUSES)).alias("status"),
         "pos_a",
         "pos_b",
         *(e for c in columns for e in _delta(c)),
         *carry,
     )
-    out = order_rows(out, order, order_column or (columns[0] if columns else None))
-    if limit is not None:
-        out = out.head(limit)
-    if names_are_paths:  # the same strings, not a copy
-        out = out.select("path", "occurrence", pl.col("path").alias("name"), pl.exclude("path", "occurrence"))
+
+
+def _pairs(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    """The rows of both sides matched on key and occurrence: ``pos_a``, ``pos_b`` (null where
+    a side has no such row) and ``occurrence``; on a collision, matched on the paths' ranks."""
+
+    def keys(t: pl.DataFrame, side: str) -> pl.DataFrame:
+        return t.select("_key", "occurrence", pl.col("pos").alias(f"pos_{side}"))
+
+    joined = keys(a, "a").join(keys(b, "b"), on=["_key", "occurrence"], how="full", coalesce=True)
+    if not _matches_hold(a, b, joined):
+        exact_a, exact_b = _exact_keys(a, b)
+        joined = keys(exact_a, "a").join(keys(exact_b, "b"), on=["_key", "occurrence"], how="full", coalesce=True)
+    return joined.select("pos_a", "pos_b", "occurrence")
+
+
+def _from_sides(a: pl.Series, b: pl.Series, pairs: pl.DataFrame) -> pl.Series:
+    """Per pair, the value of ``b`` at ``pos_b``, else of ``a`` at ``pos_a``: one gather from
+    B, and from A for the rows only A has."""
+    out = b.gather(pairs["pos_b"])
+    only_a = np.flatnonzero(pairs["pos_b"].is_null().to_numpy())
+    if len(only_a):
+        out = out.scatter(only_a, a.gather(pairs["pos_a"].gather(only_a)))
     return out
 
 
-def _match(a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
-    """The full join of both sides on ``KEYS``. It joins on a 64-bit hash of the path (integers
-    join faster than strings) and checks that every matched pair has equal paths; on a collision
-    (odds about n²/2⁶⁵) it joins on the paths themselves."""
-    hashed = a.with_columns(pl.col("path").hash().alias("_hash")).join(
-        b.rename({"path": "_path_b"}).with_columns(pl.col("_path_b").hash().alias("_hash")),
-        on=["_hash", "occurrence"], how="full", coalesce=True,
-    )
-    if (hashed["path"] != hashed["_path_b"]).any():  # null where a side has no row: not a mismatch
-        return a.join(b, on=list(KEYS), how="full", coalesce=True, nulls_equal=True)
-    return hashed.with_columns(pl.coalesce("path", "_path_b").alias("path")).drop("_hash", "_path_b")
+def _matches_hold(a: pl.DataFrame, b: pl.DataFrame, joined: pl.DataFrame) -> bool:
+    """Whether every row matched on ``_key`` is matched once and agrees on ``_check``."""
+    both = joined.filter(pl.col("pos_a").is_not_null() & pl.col("pos_b").is_not_null())
+    at_a, at_b = both["pos_a"].to_numpy(), both["pos_b"].to_numpy()
+    if len(at_a) and (np.bincount(at_a).max() > 1 or np.bincount(at_b).max() > 1):  # a row matched twice
+        return False
+    return bool(np.array_equal(a["_check"].to_numpy()[at_a], b["_check"].to_numpy()[at_b]))
 
 
-def _passes(thresholds: Sequence[tuple[str, int]], suffix: str) -> pl.Expr:
-    return pl.all_horizontal(pl.col(c + suffix) >= v for c, v in thresholds).fill_null(False)
+def _exact_keys(a: pl.DataFrame, b: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Both sides keyed by the dense rank of their paths over both (no collision possible),
+    occurrences renumbered by it."""
+    rank = pl.concat([a["path"], b["path"]]).rank("dense").cast(pl.UInt64)
+    out = []
+    for t, r in ((a, rank.head(a.height)), (b, rank.tail(b.height))):
+        t = t.with_columns(r.alias("_key"))
+        if not (t["occurrence"] == 0).all():
+            t = t.with_columns(pl.int_range(pl.len()).over("_key").cast(pl.Int64).alias("occurrence"))
+        out.append(t)
+    return out[0], out[1]
+
+
+def _passes(thresholds: Sequence[tuple[str, int]], suffix: str, frame: pl.DataFrame) -> pl.Series:
+    return frame.select(pl.all_horizontal(pl.col(c + suffix) >= v for c, v in thresholds).fill_null(False)).to_series()
 
 
 def _delta(column: str) -> list[pl.Expr]:
@@ -147,23 +185,31 @@ def _delta(column: str) -> list[pl.Expr]:
     return [a, b, delta.alias(f"{column}_delta"), pct.alias(f"{column}_delta_pct")]
 
 
-def order_rows(frame: pl.DataFrame, order: str, column: str | None) -> pl.DataFrame:
-    """Rows by ``order``: ``delta`` (|Δ| of ``column``, largest first), ``delta_pct`` (|Δ%|,
-    rows with no Δ% — added from nothing — first), ``name`` (path), ``tree`` (B's display order,
-    then the removed rows in A's); ties by path and occurrence."""
-    ties = [pl.col("path"), pl.col("occurrence")]
-    if order == "tree" or column is None:
-        return frame.sort([pl.col("pos_b").is_null(), "pos_b", "pos_a", *ties], nulls_last=True)
+def order_rows(frame: pl.DataFrame, order: str, column: str | None) -> pl.Series:
+    """The permutation that puts rows in ``order``: ``delta`` (|Δ| of ``column``, largest first),
+    ``delta_pct`` (|Δ%|, rows with no Δ% — added from nothing — first), ``name`` (path, then
+    occurrence), ``tree`` (B's display order, then the removed rows in A's). Ties go in tree
+    order. ``frame`` has ``pos_a``, ``pos_b`` and what the order reads (``path``; the column's
+    ``_delta`` and ``_delta_pct``)."""
+    # B's rows by position, then A's own after all of them: one integer
+    tree = pl.coalesce(pl.col("pos_b"), pl.col("pos_a") + (pl.col("pos_b").max() + 1).fill_null(0))
     if order == "name":
-        return frame.sort(ties)
-    if order == "delta":  # an argsort and one gather: faster than sorting the frame
-        return frame[frame.select(pl.arg_sort_by([pl.col(f"{column}_delta").abs(), *ties],
-                                                 descending=[True, False, False])).to_series()]
-    pct = pl.col(f"{column}_delta_pct")
-    return frame.sort(
-        [pct.is_null() & (pl.col(f"{column}_delta") != 0), pct.abs(), *ties],
-        descending=[True, True, False, False], nulls_last=True,
-    )
+        keys, descending = [pl.col("path"), pl.col("occurrence")], [False, False]
+    elif order == "tree" or column is None:
+        keys, descending = [tree], [False]
+    elif order == "delta":
+        size = frame.select(pl.col("pos_a").max(), pl.col("pos_b").max()).fill_null(0).row(0)
+        shift = (max(size) * 2 + 2).bit_length()  # tree positions fit below this bit
+        largest = frame[f"{column}_delta"].abs().max() or 0
+        if largest < 1 << (62 - shift):  # one integer key sorts several times faster than two
+            one = -pl.col(f"{column}_delta").abs() * (1 << shift) + tree
+            return frame.select(one.arg_sort()).to_series()
+        keys, descending = [pl.col(f"{column}_delta").abs(), tree], [True, False]
+    else:
+        pct = pl.col(f"{column}_delta_pct")
+        keys = [pct.is_null() & (pl.col(f"{column}_delta") != 0), pct.abs(), tree]
+        descending = [True, True, False]
+    return frame.select(pl.arg_sort_by(keys, descending=descending, nulls_last=True)).to_series()
 
 
 def step_sums(tables: Sequence[pl.DataFrame], columns: Sequence[str], prefix: str) -> pl.DataFrame:
