@@ -5,7 +5,8 @@
     python benchmarks/bench_diff.py --stores A B             # reuse two stores
 
 For each view: ``run_diff`` on freshly opened stores (the point diff: one view run per side,
-the join, deltas and order; then with the noise band: one more view run per step and side),
+the match on path keys, deltas and order; then with the noise band, whose per-step samples come
+from the same engine pass),
 and the text report. Options: max_depth 10000 (every row), select micros and params. Prints a
 Markdown table; fails only on errors, never on timing.
 """
