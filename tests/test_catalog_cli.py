@@ -4,6 +4,7 @@ one run and of runs aggregated, and `sql --catalog`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,21 @@ def test_sql_over_the_catalog(cat, capsys, tmp_path):
     target = cat / "nodes" / "x.csv"
     code, _, err = _run(capsys, "sql", "select 1", "--catalog", cat, "--out", target, "--format", "csv")
     assert code == 2 and "input" in err and not target.exists()
+
+
+def test_diff_between_two_runs_of_a_catalog(tmp_path, capsys):
+    root = tmp_path / "cat"
+    pairs = Path(__file__).parent / "fixtures" / "diff"
+    for run, name in (("base", "base"), ("wide", "wide")):
+        assert _run(capsys, "ingest", "--catalog", root, "--run", run, pairs / name / "profile.pb")[0] == 0
+    code, out, err = _run(capsys, "diff", "--catalog", root, "base", "wide", "op", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    alone = json.loads(_run(capsys, "diff", pairs / "base" / "profile.pb", pairs / "wide" / "profile.pb", "op",
+                            "--format", "json")[1])
+    assert doc["rows"] == alone["rows"] and doc["rows"][0]["path"] == "MatMul"
+    code, _, err = _run(capsys, "diff", "--catalog", root, "base", "nope")
+    assert code == 2 and "nope" in err
+    before = sorted(p.name for p in root.iterdir())
+    code, _, err = _run(capsys, "diff", "--catalog", root, "base", "wide", "--format", "csv", "--out", root / "runs.parquet")
+    assert code == 2 and sorted(p.name for p in root.iterdir()) == before

@@ -16,7 +16,7 @@ GATE_EXIT = 3
 _DIFF_FORMATS = ("text", "json", "csv", "parquet", "table")
 
 _EPILOG = """\b
-PROFILEs are stores or ProfileProto files; VIEW is scope (the default), graph, op or code. The
+PROFILEs are stores or ProfileProto files (with --catalog DIR, names of its runs); VIEW is scope (the default), graph, op or code. The
 view options are the views' (see `tfprof scope --help`); the min_* thresholds keep a row
 that passes them in A or in B. Rows are matched by path (node name; op type; frame path).
 
@@ -25,6 +25,7 @@ Examples:
   tfprof diff base.tfprof new.tfprof scope --max_depth 4 --select micros,bytes
   tfprof diff base.tfprof new.tfprof op --order_by delta_pct --format json
   tfprof diff run.tfprof --step 3 --against 7
+  tfprof diff --catalog runs/ nightly-41 nightly-42 op
   tfprof diff base.tfprof new.tfprof --fail-if "scope:model/encoder micros +5% significant"
   tfprof op new.tfprof --fail-if "op:MatMul micros > 2ms"
 """
@@ -65,10 +66,12 @@ def diff(
                                                    "(of B, or of A when only one profile is given).")] = None,
     fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", "--fail_if", help="A gate (repeatable): exit "
                                                          "with code 3 when it trips (docs/DIFF.md).")] = None,
-    no_noise: Annotated[bool, typer.Option("--no-noise", help="Skip the noise band (one view per step and side).")] = False,
+    no_noise: Annotated[bool, typer.Option("--no-noise", help="Skip the noise band.")] = False,
     sql: Annotated[Optional[str], typer.Option("--sql", help="A DuckDB query over the rows as table `diff`; "
                                                "prints its result instead (in --format).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the output to this file, not stdout.")] = None,
+    catalog: Annotated[Optional[Path], typer.Option("--catalog", help="A and B are runs of this catalog "
+                                                    "(tfprof runs DIR lists them).")] = None,
     force: Force = False,
 ) -> None:
     """Compare a view of profile B with the same view of profile A: A, B, Δ and Δ% per row."""
@@ -88,12 +91,20 @@ def diff(
         cmd = positionals.pop()
     if not 1 <= len(positionals) <= 2:
         raise typer.BadParameter("give one or two profiles: tfprof diff A B [VIEW] (or A --step S --against T)")
-    profiles = [_load(profile_path=Path(p)) for p in positionals]
+    if catalog is not None:  # runs of a catalog, by name (docs/SCALE.md)
+        from tfprof.catalog import run_profile
+
+        profiles = [run_profile(catalog, name) for name in positionals]
+    else:
+        profiles = [_load(profile_path=Path(p)) for p in positionals]
     result = run_diff(profiles[0], profiles[1] if len(profiles) > 1 else None, cmd, opts, against=against,
                       order_by=order_by, labels=(positionals[0], positionals[-1]), noise_band=not no_noise)
     from tfprof.output import input_paths
 
-    inputs = input_paths(profile_path=positionals[0]) + input_paths(profile_path=positionals[-1])
+    if catalog is not None:  # no output lands on the catalog
+        inputs = input_paths(profile_path=catalog)
+    else:
+        inputs = input_paths(profile_path=positionals[0]) + input_paths(profile_path=positionals[-1])
     if sql is not None:
         _emit(result.sql(sql), "table" if fmt == "text" else fmt, out, force=force, inputs=inputs)
     elif fmt in ("text", "json"):
