@@ -42,8 +42,8 @@ def with_paths(table: pl.DataFrame, layout: str, *, keys: bool = False) -> pl.Da
     matches rows."""
     depth = table["depth"].to_numpy()
     if layout == "code":
-        path = code_paths(table["name"], depth)
         parent = display_parents(depth)
+        path = code_paths(table["name"], depth, parent)
         key = [pl.Series("_key", path_keys(table["name"], parent, depth)),
                pl.Series("_check", path_keys(table["name"], parent, depth, CHECK_SEED))]
     else:

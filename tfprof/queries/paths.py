@@ -77,14 +77,15 @@ def _buffers(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def code_paths(names: pl.Series, depth: np.ndarray) -> pl.Series:
+def code_paths(names: pl.Series, depth: np.ndarray, parent: np.ndarray | None = None) -> pl.Series:
     """Each row's frame path in a pre-order tree given by ``depth`` (the root at depth 0 keeps its
     name; a frame's path is its displayed ancestors' names below the root and its own), written
-    byte by byte from the names' buffer."""
+    byte by byte from the names' buffer; ``parent``: ``display_parents(depth)`` when the caller
+    has it."""
     if len(names) == 0:
         return names.cast(pl.String)
     data, offsets = _buffers(names)
-    parent = display_parents(depth)
+    parent = display_parents(depth) if parent is None else parent
     out, out_offsets = kernels.compiled(_join_py)(parent, data, offsets, np.uint8(ord(SEP)))
     joined = pa.LargeStringArray.from_buffers(len(names), pa.py_buffer(out_offsets), pa.py_buffer(out))
     return pl.Series(names.name, joined, dtype=pl.String)
