@@ -17,12 +17,14 @@ from hypothesis import strategies as st
 
 import tfprof
 from reference_profiles import load, profiles
-from tfprof.errors import OptionError
+from tfprof.api import run_view
+from tfprof.errors import OptionError, TfprofError
 from tfprof.queries.code import code
 from tfprof.queries.graph import graph
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
-from tfprof.queries.reference import run
+from tfprof.queries.reference import run, sql_backend
+from tfprof.queries.reference.sql import Sql
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, tree_spec
 
@@ -133,3 +135,29 @@ def test_random_profiles(spec, options, views):
 def test_layout_order(cmd):
     opts = Options.from_tfprof({"order_by": "", "max_depth": 4, "select": ["micros"]})
     assert assert_same(_fixture("cnn"), cmd, opts, f"{cmd} order_by ''") > 0
+
+
+def _report(prof: tfprof.Profile, cmd: str, options: dict) -> tuple:
+    try:
+        view = run_view(prof, cmd, options)
+    except TfprofError as error:
+        return (type(error).__name__,)
+    return view.text, view.notes
+
+
+@pytest.mark.parametrize("fixture,case", [p for p in _golden_cases() if p.values[1]["cmd"] in ("op", "code")])
+def test_op_and_code_reports_through_the_reference_backend(fixture, case):
+    """Inside ``sql_backend`` (what --engine spark uses) the op and code views run on the
+    reference backend, and print what their local engines print: the report and its notes."""
+    options = {k: v for k, v in case["options"].items() if k != "output"}
+    local = _report(_fixture(fixture), case["cmd"], options)
+    calls = []
+
+    class Counting(Sql):
+        def run(self, name, params=None, **frames):
+            calls.append(name)
+            return super().run(name, params, **frames)
+
+    with sql_backend(Counting):
+        assert _report(_fixture(fixture), case["cmd"], options) == local
+    assert calls or len(local) == 1  # the SQL did run (unless both refused the options)

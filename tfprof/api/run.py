@@ -173,17 +173,19 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
         notes += tensor_notes(tensors) if tensors is not None else []
         proto = lambda f=frame, t=tensors: graph_node_tree(attach(prof, f, ("input_shapes",)), t)  # noqa: E731
     elif layout == "groups":
-        view = op_view(prof, spec)
+        view = _reference().op_view(prof, spec) if _on_sql_backend() else op_view(prof, spec)
         frame, root = view.rows, view.root
         text = head + render_op(view.rows, view.root, view.members, opts.select)
         proto = lambda: op_chain(view.rows, view.root, attach(prof, view.members, ("input_shapes",)))  # noqa: E731
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
-        full_rows = full_rows or opts.output.kind == "pprof"  # the pprof writer reads the rows
+        on_sql = _on_sql_backend()
+        full_rows = full_rows or on_sql or opts.output.kind == "pprof"  # the pprof writer reads the rows
         try:
             # the report from the columns it prints, sorts and filters on; the full rows on request
-            lean, unaccounted, members = code(prof, spec, None if full_rows else report_metrics(spec))
+            lean, unaccounted, members = (_reference().code_view(prof, spec) if on_sql else
+                                          code(prof, spec, None if full_rows else report_metrics(spec)))
         except NoCodeTraces:
             raise OptionError(
                 f"the code view needs code traces: this {prof.source} profile has no Python stacks (PyTorch records "
@@ -213,10 +215,21 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     )
 
 
-def _reference_tree(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
-    from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
+def _reference():
+    from tfprof.queries import reference  # DuckDB: imported only where it runs
 
-    return tree_frame(prof, spec)
+    return reference
+
+
+def _reference_tree(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+    return _reference().tree_frame(prof, spec)
+
+
+def _on_sql_backend() -> bool:
+    """True while the reference backend's SQL runs on another engine (``--engine spark``): then
+    the op and code views run there too, not on their local engines."""
+    ref = sys.modules.get("tfprof.queries.reference")
+    return ref is not None and ref.active()
 
 
 def _unknown_select_notes(opts: Options) -> list[str]:

@@ -7,11 +7,10 @@ markers, bound by ``spark.sql(text, args=...)``). Frames go to Spark as Arrow ta
 back with ``DataFrame.toArrow()``; the views render them as they render the local results,
 so the report is byte for byte the same (tests/test_spark.py, on every golden fixture).
 
-What runs where: the scope and graph views execute every SQL step of the reference backend on
-Spark (the per-node numbers they start from are computed here, by polars, from the run's
-tables). The op and code views' engines have no SQL form yet: with ``--engine spark`` they
-run locally, and say so on stderr. Recursive CTEs (``scope_tree``, ``path_keys``) need
-Spark 4.1 or later.
+What runs where: every view (scope, graph, op, code) executes the SQL steps of the reference
+backend on Spark; the per-node numbers they start from, and the code view's call-stack trie,
+are computed here, by polars, from the run's tables. Recursive CTEs (``scope_tree``,
+``path_keys``) need Spark 4.1 or later.
 
 The session is ``local[*]`` unless ``--master URL`` names a cluster, or ``SPARK_REMOTE`` a Spark
 Connect server (then ``SparkSession.builder.remote``). It is made once per process.
@@ -22,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -38,6 +36,7 @@ from tfprof.queries.reference.sql import sql_text
 from tfprof.schema import TABLES
 
 _SESSIONS: dict[str, object] = {}
+_LOCAL_ROWS = 20_000  # frames larger than this are checkpointed on Spark before a step reads them
 
 
 def session(master: str | None = None):
@@ -54,6 +53,8 @@ def session(master: str | None = None):
             builder = builder.remote(remote)
         else:
             builder = (builder.master(key).config("spark.ui.enabled", "false")
+                       .config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.driver.memory", os.environ.get("TFPROF_SPARK_MEMORY", "4g"))
                        .config("spark.sql.shuffle.partitions", "4")
                        .config("spark.sql.session.timeZone", "UTC")
                        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
@@ -98,7 +99,10 @@ class SparkSql:
         for table, frame in frames.items():
             # a private name per call: temp views are per session, and views of one step never clash
             views[table] = f"{table.lstrip('_')}_{SparkSql._count}"
-            self.spark.createDataFrame(frame.to_arrow()).createOrReplaceTempView(views[table])
+            df = self.spark.createDataFrame(frame.to_arrow())
+            # a large local relation is copied into every task that reads it: materialised once, it is
+            # read as partitions (the display step on 266k closure rows: 24 s as a relation, 5 s so)
+            (df.localCheckpoint() if frame.height > _LOCAL_ROWS else df).createOrReplaceTempView(views[table])
         for table, view in views.items():
             text = re.sub(rf"(?<![\w`]){re.escape(table)}(?![\w`])", view, text)
         wanted = set(re.findall(r":(\w+)", text))
@@ -124,23 +128,13 @@ def on_spark(master: str | None = None) -> Iterator[None]:
     previous = os.environ.get("TFPROF_ENGINE")
     os.environ["TFPROF_ENGINE"] = "reference"  # the kernel-free paths, whose SQL runs on Spark
     try:
-        with sql_backend(lambda: SparkSql(master)), kernels.using(False), _local_note():
+        with sql_backend(lambda: SparkSql(master)), kernels.using(False):
             yield
     finally:
         if previous is None:
             os.environ.pop("TFPROF_ENGINE", None)
         else:
             os.environ["TFPROF_ENGINE"] = previous
-
-
-@contextlib.contextmanager
-def _local_note() -> Iterator[None]:
-    """Say on stderr when a view ran without any of its SQL on Spark (op, code)."""
-    before = SparkSql._count
-    yield
-    if SparkSql._count == before:
-        print("Note: this view's engine has no SQL form yet; it ran locally (--engine spark runs the scope "
-              "and graph views' SQL)", file=sys.stderr)
 
 
 def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa.Table:

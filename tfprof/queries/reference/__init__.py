@@ -23,7 +23,7 @@ from tfprof.queries.reference.layouts import LAYOUTS
 from tfprof.queries.reference.sql import Sql
 from tfprof.queries.spec import TreeSpec
 
-__all__ = ["ReferenceResult", "run", "sql_backend"]
+__all__ = ["ReferenceResult", "active", "code_view", "op_view", "run", "sql_backend", "tree_frame"]
 
 # What runs the SQL files: DuckDB here (``Sql``), or another engine with the same ``run``
 # method (``tfprof.catalog.spark.SparkSql``) inside ``sql_backend``.
@@ -39,6 +39,11 @@ def sql_backend(make: Callable[[], Sql]) -> Iterator[None]:
         yield
     finally:
         _BACKENDS.remove(make)
+
+
+def active() -> bool:
+    """True inside ``sql_backend``: the views then run here, their SQL on that engine."""
+    return bool(_BACKENDS)
 
 
 @dataclass(frozen=True)
@@ -75,3 +80,62 @@ def tree_frame(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     defaults = {"shape": [], "op_types": [SCOPE_PARENT]} if spec.layout == "scope" else {}
     rows = attach_details(rows, node_frame(prof, spec.step, extras_for(spec.options)), defaults)
     return with_root(rows, result.root, spec.root_op_type)
+
+
+def _members(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
+    """The picked member nodes with what the reports print about them (``op`` or ``tid``
+    says where each belongs)."""
+    from tfprof.queries.metrics import extras_for
+    from tfprof.queries.op import picked_members
+
+    nodes = node_frame(prof, spec.step, extras_for(spec.options))
+    if spec.layout == "groups":
+        nodes = nodes.join(prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op"))
+                           .collect(), on="node_id")
+    else:
+        from tfprof.queries.indexes.code_trie import static_trie
+
+        leaves = prof.index("code_trie", static_trie)["leaves"]
+        nodes = leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
+    return picked_members(nodes, spec)
+
+
+def _with_sets(rows: pl.DataFrame, members: pl.DataFrame, spec: TreeSpec, key: str, row_key: str) -> pl.DataFrame:
+    """``rows`` with the device and op-type sets of the members whose ``key`` is the row's
+    ``row_key``, where the report prints them."""
+    from tfprof.queries.op import member_sets
+
+    sets = member_sets(spec.options)
+    if not sets:
+        return rows
+    grouped = members.group_by(key).agg(*sets).select(pl.col(key).cast(rows.schema[row_key]).alias(row_key),
+                                                      pl.exclude(key))
+    return rows.join(grouped, on=row_key, how="left", maintain_order="left")
+
+
+def op_view(prof: Profile, spec: TreeSpec):
+    """The op view (``tfprof.queries.op.op_view``'s ``OpView``) computed by ``run``: the rows,
+    cut and ordered by the SQL, with the members' sets attached."""
+    from tfprof.queries.op import OpView
+
+    result = run(prof, spec)
+    members = _members(prof, spec)
+    rows = _with_sets(result.rows.with_columns(pl.lit(True).alias("accounted")), members, spec, "op", "name")
+    return OpView(rows=rows, root=result.root, members=members.filter(pl.col("op").is_in(rows["name"].implode())))
+
+
+def code_view(prof: Profile, spec: TreeSpec) -> tuple[pl.DataFrame, int, pl.DataFrame]:
+    """The code view as ``tfprof.queries.code.code`` returns it (rows root first, unaccounted
+    gradient groups, picked members), computed by ``run``."""
+    from tfprof.queries.indexes.code_trie import static_trie
+    from tfprof.queries.spec import ROOT
+
+    result = run(prof, spec)
+    members = _members(prof, spec)
+    rows = _with_sets(result.rows.rename({"id": "tid"}), members, spec, "tid", "tid")
+    index = prof.index("code_trie", static_trie)
+    unaccounted = int(index["unmatched"]["gradient_groups"][0]) if index["trie"].height else 0
+    root = pl.DataFrame([*(pl.Series(k, [v], pl.Int64) for k, v in result.root.items()),
+                         pl.Series("name", [ROOT]), pl.Series("indent", [0], pl.Int64),
+                         pl.Series("accounted", [False])])
+    return pl.concat([root, rows], how="diagonal_relaxed"), unaccounted, members
