@@ -82,7 +82,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, int, str]:
 def make(args, env: dict) -> None:
     per_run = []
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.runs):
+        for i in range(args.first, args.runs):
             pb = Path(tmp) / f"run{i}.pb"
             subprocess.run([sys.executable, str(HERE / "synth.py"), "--nodes", str(args.nodes), "--steps",
                             str(args.steps), "--seed", str(i), "--out", str(pb)], check=True, env=env)
@@ -93,7 +93,7 @@ def make(args, env: dict) -> None:
             pb.unlink()
     size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
     print(f"catalog {args.out}: {args.runs} runs x {args.nodes:,} nodes, {size / 2**20:,.0f} MiB on disk, "
-          f"{sum(per_run) / len(per_run):.1f} s per add")
+          f"{sum(per_run) / max(len(per_run), 1):.1f} s per add")
 
 
 def measure(args, env: dict) -> None:
@@ -118,6 +118,7 @@ def measure(args, env: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--first", type=int, default=0, help="start at run FIRST (to finish a catalog cut short)")
     ap.add_argument("--nodes", type=int, default=200_000)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)

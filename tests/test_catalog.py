@@ -16,7 +16,7 @@ import pytest
 import tfprof
 from tfprof.api import run_view
 from tfprof.catalog import add_run, aggregate_profile, match_runs, remove_run, run_profile, runs, sql
-from tfprof.catalog.layout import RUNS, STAGING, listed_files
+from tfprof.catalog.layout import NO_VALUE, RUNS, STAGING, listed_files
 from tfprof.errors import OptionError, OutputError, ProfileFormatError, QueryError
 from tfprof.schema import TABLES
 
@@ -77,7 +77,7 @@ def test_runs_table_lists_what_was_added(golden_catalog):
         assert {f["table"] for f in row["files"]} == set(TABLES)
         for f in row["files"]:
             assert (golden_catalog / f["path"]).stat().st_size == f["bytes"]
-            assert f["path"].startswith(f"{f['table']}/run={row['run']}/part-")
+            assert f["path"].startswith(f"{f['table']}/run={row['run']}/host={NO_VALUE}/worker={NO_VALUE}/part-")
             assert pq.ParquetFile(golden_catalog / f["path"]).metadata.num_rows == f["rows"]
 
 
@@ -94,6 +94,53 @@ def test_sql_across_runs_has_a_run_column(golden_catalog):
 
 def _add(root: Path, run: str, **kw) -> dict:
     return add_run(root, run, profile_path=tfprof.sample_path(), **kw)
+
+
+def test_host_and_worker_tags_are_partition_levels(tmp_path):
+    """Host and worker tags become hive levels (``run=/host=/worker=``) that SQL reads as
+    columns, NULL for a run without them; a value that cannot name a directory is refused."""
+    root = tmp_path / "cat"
+    _add(root, "w0", tags=["host=h1", "worker=0"])
+    _add(root, "w1", tags=["host=h2", "worker=1", "k=v"])
+    _add(root, "solo")
+    paths = {r["run"]: {f["path"] for f in r["files"]} for r in runs(root).to_pylist()}
+    assert "nodes/run=w1/host=h2/worker=1/" in "".join(paths["w1"])
+    assert all(f"/run=solo/host={NO_VALUE}/worker={NO_VALUE}/part-" in p for p in paths["solo"])
+    rows = sql(root, "select run, host, worker, count(*) n from nodes group by all order by run").to_pylist()
+    assert [(r["run"], r["host"], r["worker"]) for r in rows] == [("solo", None, None), ("w0", "h1", "0"),
+                                                                   ("w1", "h2", "1")]
+    assert sql(root, "select count(*) n from execs where host = 'h2'").to_pylist() == \
+        sql(root, "select count(*) n from execs where run = 'w1'").to_pylist()
+    columns = sql(root, "select * from nodes limit 1").column_names
+    assert columns[-3:] == ["run", "host", "worker"] and columns[:-3] == TABLES["nodes"].schema.names
+    for bad in (["host=a/b"], ["worker=../x"], ["host="]):
+        with pytest.raises(OptionError, match="bad --tag"):
+            _add(root, "x", tags=bad)
+    remove_run(root, "w1")
+    assert not any(root.glob("*/run=w1"))  # its host and worker directories went with it
+    assert run_view(run_profile(root, "w0"), "scope", {"max_depth": 2}).text == \
+        run_view(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 2}).text
+
+
+def test_a_catalog_of_the_run_only_layout_is_upgraded_by_the_next_add(tmp_path):
+    root = tmp_path / "cat"
+    _add(root, "a", tags=["worker=2"])
+    table = runs(root).to_pylist()
+    for row in table:  # as an earlier tfprof wrote it: run=<name>/part-*.parquet
+        for f in row["files"]:
+            flat = f"{f['table']}/run=a/{Path(f['path']).name}"
+            os.replace(root / f["path"], root / flat)
+            f["path"] = flat
+    from tfprof.catalog.layout import write_runs
+
+    import pyarrow as pa
+    write_runs(root, pa.Table.from_pylist(table, runs(root).schema))
+    assert run_profile(root, "a").row_counts()["nodes"] == 467
+    _add(root, "b")
+    assert all("/host=" in p for p in listed_files(runs(root)))
+    assert not any(root.glob("*/run=a/part-*"))  # moved, not copied
+    assert sql(root, "select run, worker, count(*) n from nodes group by all order by run").to_pylist() == [
+        {"run": "a", "worker": "2", "n": 467}, {"run": "b", "worker": None, "n": 467}]
 
 
 def test_add_refuses_an_existing_run_and_force_replaces_it(tmp_path):
@@ -150,8 +197,8 @@ def test_damaged_partition_is_named(tmp_path):
 def test_leftovers_of_a_dead_writer_are_invisible_and_cleaned(tmp_path):
     root = tmp_path / "cat"
     _add(root, "a")
-    orphan = root / "nodes" / "run=ghost" / "part-dead.parquet"
-    orphan.parent.mkdir()
+    orphan = root / "nodes" / "run=ghost" / "host=h" / f"worker={NO_VALUE}" / "part-dead.parquet"
+    orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"half")
     stale = root / STAGING / "ghost-abc123"
     stale.mkdir(parents=True)
@@ -160,6 +207,7 @@ def test_leftovers_of_a_dead_writer_are_invisible_and_cleaned(tmp_path):
     assert sql(root, "select count(distinct run) n from nodes").to_pylist() == [{"n": 1}]
     _add(root, "b")
     assert not orphan.exists() and not stale.exists() and not (root / STAGING / "abc123.lock").exists()
+    assert not (root / "nodes" / "run=ghost").exists()  # its emptied directories too
 
 
 _ADDER = """

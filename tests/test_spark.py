@@ -30,7 +30,8 @@ STRIDE = {"scope": 5, "graph": 5, "op": 8, "code": 8}
 def catalog(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("spark") / "cat"
     for name in GOLDEN_FIXTURES:
-        add_run(root, name, profile_path=FIXTURES / name / "profile.pb")
+        tags = ["host=h1", "worker=3"] if name == "cnn" else []  # partition levels: values and NULLs
+        add_run(root, name, tags=tags, profile_path=FIXTURES / name / "profile.pb")
     return root
 
 
@@ -60,6 +61,8 @@ def test_golden_case_on_spark_is_the_local_report(catalog, fixture, case):
     "select n.run, n.name, e.duration_micros from execs e join nodes n on n.run = e.run and n.node_id = e.node_id "
     "order by e.duration_micros desc, n.run, n.name limit 7",
     "select run, format, nodes from runs order by run",
+    "select run, host, worker, count(*) as n from execs group by run, host, worker order by run",
+    "select * from nodes where host = 'h1' order by node_id limit 5",
 ])
 def test_sql_over_the_catalog_on_spark_equals_duckdb(catalog, query):
     assert spark_sql(catalog, query).to_pylist() == sql(catalog, query).to_pylist()

@@ -103,12 +103,22 @@ def first_line(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- the connection
 
 
+def _partition_keys(file: Path) -> list[str]:
+    """The hive partition keys of ``file``'s path (``.../run=a/host=b/part.parquet``: run, host)."""
+    keys = []
+    for part in reversed(file.parent.parts):
+        if "=" not in part:
+            break
+        keys.insert(0, part.split("=", 1)[0])
+    return keys
+
+
 def connect(tables: Mapping[str, pa.Table | Path | list[Path]]) -> duckdb.DuckDBPyConnection:
     """A locked-down in-memory DuckDB connection where each of ``tables`` is a view of its name:
     an Arrow table (registered, nothing copied), a Parquet file (read by DuckDB's own reader
     when a query runs, only the columns and row groups it needs), or a non-empty list of Parquet
-    files of one hive-partitioned dataset (a catalog's: ``.../run=<name>/part-*.parquet``), read
-    together with a string column per partition key."""
+    files of one hive-partitioned dataset (a catalog's: ``.../run=<r>/host=<h>/worker=<w>/part-*.parquet``),
+    read together with a string column per partition key, last."""
     con = duckdb.connect(config=SETTINGS)
     try:
         con.execute("SET secret_directory = ''")  # '' given to connect() means "the default"
@@ -120,9 +130,13 @@ def connect(tables: Mapping[str, pa.Table | Path | list[Path]]) -> duckdb.DuckDB
         for name, src in tables.items():
             if name in files:
                 quoted = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files[name])
-                hive = ", hive_partitioning = true, hive_types_autocast = false" if isinstance(src, list) else ""
+                hive, columns = "", "*"
+                if isinstance(src, list):  # the partition columns last, in directory order (as Spark reads them)
+                    hive = ", hive_partitioning = true, hive_types_autocast = false"
+                    keys = ", ".join(f'"{k}"' for k in _partition_keys(files[name][0]))
+                    columns = f"* EXCLUDE ({keys}), {keys}" if keys else "*"
                 try:
-                    con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet([{quoted}]{hive})')
+                    con.execute(f'CREATE VIEW "{name}" AS SELECT {columns} FROM read_parquet([{quoted}]{hive})')
                 except duckdb.Error as exc:
                     raise ProfileFormatError(
                         f"Cannot read table `{name}` of the store at `{files[name][0]}`: {first_line(exc)}; "

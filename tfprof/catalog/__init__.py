@@ -1,5 +1,5 @@
 """A catalog of runs: many profiles as one Parquet dataset per table, hive-partitioned by run,
-with a ``runs`` table listing them (``layout``); adding and removing runs safely (``write``);
+host and worker, with a ``runs`` table listing them (``layout``); adding and removing runs safely (``write``);
 one run as a ``Profile``, every run through SQL (``read``); several runs aggregated into one
 profile that every view runs on (``aggregate``); and the reference backend on Spark (``spark``).
 """

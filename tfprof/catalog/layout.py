@@ -5,12 +5,16 @@ them, and the lock that serialises writers.
 
     DIR/
       runs.parquet                          one row per run (RUNS_SCHEMA); the commit point
-      nodes/run=<name>/part-<token>.parquet  one Parquet dataset per table, hive-partitioned by run
-      execs/run=<name>/part-<token>.parquet
+      nodes/run=<name>/host=<h>/worker=<w>/part-<token>.parquet
+                                            one Parquet dataset per table, hive-partitioned by
+      execs/run=<name>/host=<h>/worker=<w>/part-<token>.parquet     run, host and worker
       ...
       .lock                                 flock: writers exclusive, readers shared
       .staging/                             runs being ingested (each with a flocked <token>.lock)
 
+Host and worker come from the run's ``host`` and ``worker`` tags; a run without one has
+Hive's default partition there (``host=__HIVE_DEFAULT_PARTITION__``), which DuckDB and Spark
+read as NULL, so every table has the same three levels and partition discovery works on both.
 What a catalog holds is exactly what ``runs.parquet`` lists: every reader takes the file names
 from it (never from a directory listing), so a partition written but not yet listed, or one
 left behind by a writer that died, is invisible. ``runs.parquet`` is replaced atomically
@@ -38,7 +42,9 @@ from tfprof.output import PathLike, write_file
 RUNS = "runs.parquet"
 LOCK = ".lock"
 STAGING = ".staging"
-PARTITION = "run"  # the hive partition key, and the column every cross-run table gains
+PARTITION = "run"  # the first hive partition key: every cross-run table gains it, and host and worker
+LEVELS = ("run", "host", "worker")  # the partition keys, in directory order
+NO_VALUE = "__HIVE_DEFAULT_PARTITION__"  # a level a run has no value for (read as NULL)
 
 RUNS_SCHEMA = pa.schema([
     pa.field("run", pa.string(), False, metadata={"doc": "the run's name (unique in the catalog)"}),
@@ -59,16 +65,55 @@ RUNS_SCHEMA = pa.schema([
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def check_name(name: str) -> str:
-    """``name`` if it can name a run (a hive partition directory), else an ``OptionError``."""
+def check_name(name: str, what: str = "run name") -> str:
+    """``name`` if it can name a run, host or worker (a hive partition directory), else an
+    ``OptionError``."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise OptionError(f"bad run name `{name}`: use letters, digits, `.`, `_` and `-` (at most 128, "
+        raise OptionError(f"bad {what} `{name}`: use letters, digits, `.`, `_` and `-` (at most 128, "
                           "not starting with `.`, `_` or `-`)")
     return name
 
 
-def partition_dir(root: Path, table: str, run: str) -> Path:
-    return root / table / f"{PARTITION}={run}"
+def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None = None) -> Path:
+    """Where table ``table`` of run ``run`` lives: ``run=/host=/worker=`` (host and worker from
+    ``tags``, the default partition where absent)."""
+    tags = tags or {}
+    return root.joinpath(table, f"{PARTITION}={run}", *(f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]))
+
+
+def check_levels(tags: dict[str, str]) -> None:
+    """Refuse a ``host`` or ``worker`` tag that cannot name a partition directory."""
+    for key in LEVELS[1:]:
+        if key in tags:
+            check_name(tags[key], f"--tag {key}")
+
+
+def upgrade_layout(root: Path, runs: pa.Table) -> pa.Table:
+    """The runs table of a catalog written before host and worker were partition levels
+    (``run=<name>/part-*``), with its files moved to ``run=/host=/worker=``: datasets of mixed
+    depths cannot be read as one. Each file is linked at its new place, the new table written
+    (the commit), then the old names unlinked; called with the exclusive lock held."""
+    rows = runs.to_pylist()
+    old = []
+    for row in rows:
+        tags = dict(row["tags"] or [])
+        for entry in row["files"]:
+            if "/host=" in entry["path"]:
+                continue
+            new = partition_dir(root, entry["table"], row["run"], tags) / Path(entry["path"]).name
+            new.parent.mkdir(parents=True, exist_ok=True)
+            if not new.exists():
+                os.link(root / entry["path"], new)
+            old.append(entry["path"])
+            entry["path"] = new.relative_to(root).as_posix()
+    if not old:
+        return runs
+    table = pa.Table.from_pylist(rows, RUNS_SCHEMA)
+    write_runs(root, table)
+    for rel in old:
+        (root / rel).unlink(missing_ok=True)
+        remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])
+    return table
 
 
 def is_catalog(root: Path) -> bool:
@@ -129,19 +174,30 @@ def listed_files(runs: pa.Table) -> set[str]:
 
 def remove_unlisted(root: Path, runs: pa.Table, tables: list[str]) -> None:
     """Delete partition files that ``runs`` does not list (a writer died after placing them) and
-    empty partition directories; only ``run=*`` directories of the table folders are looked at,
-    only ``part-*.parquet`` files in them removed. Called with the exclusive lock held."""
+    empty partition directories; only ``run=*/host=*/worker=*`` (and ``run=*``) directories of
+    the table folders are looked at, only ``part-*.parquet`` files in them removed. Called with the
+    exclusive lock held."""
     keep = listed_files(runs)
+    patterns = ("/".join(f"{k}=*" for k in LEVELS), f"{PARTITION}=*")  # and the run-only layout's leftovers
     for table in tables:
         folder = root / table
         if not folder.is_dir():
             continue
-        for part_dir in folder.glob(f"{PARTITION}=*"):
+        for part_dir in (d for pattern in patterns for d in folder.glob(pattern)):
             for file in part_dir.glob("part-*.parquet"):
                 if file.relative_to(root).as_posix() not in keep:
                     file.unlink(missing_ok=True)
-            with contextlib.suppress(OSError):
-                part_dir.rmdir()  # only if empty
+            remove_empty_dirs(part_dir, folder)
+
+
+def remove_empty_dirs(leaf: Path, top: Path) -> None:
+    """Remove ``leaf`` and its parents below ``top`` while they are empty."""
+    while leaf != top and top in leaf.parents:
+        try:
+            leaf.rmdir()
+        except OSError:  # not empty (or gone)
+            return
+        leaf = leaf.parent
 
 
 def remove_stale_staging(root: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import PARTITION, locked, read_runs, require_catalog
+from tfprof.catalog.layout import LEVELS, locked, read_runs, require_catalog
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile
@@ -120,13 +120,18 @@ def partition_files(catalog: PathLike, names: list[str] | None = None) -> dict[s
 
 
 def with_run_column(name: str) -> pa.Schema:
-    """Table ``name``'s schema with the partition column last, as a dataset of runs reads."""
-    return TABLES[name].schema.append(pa.field(PARTITION, pa.string()))
+    """Table ``name``'s schema with the partition columns (run, host, worker) last, as a
+    dataset of runs reads."""
+    schema = TABLES[name].schema
+    for level in LEVELS:
+        schema = schema.append(pa.field(level, pa.string()))
+    return schema
 
 
 def sql(catalog: PathLike, query: str) -> pa.Table:
     """Run one read-only DuckDB query over every run of ``catalog``: each table is a view of its
-    name over all runs' partitions with a ``run`` column, and ``runs`` is the runs table. The
+    name over all runs' partitions with ``run``, ``host`` and ``worker`` columns (NULL where a
+    run has no such tag), and ``runs`` is the runs table. The
     query goes through the SQL sandbox (``tfprof.sqlbox``): one statement, no file functions,
     and the connection reads only the catalog's listed files.
 

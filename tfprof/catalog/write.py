@@ -20,8 +20,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.catalog.layout import (RUNS_SCHEMA, STAGING, check_name, is_catalog, locked, partition_dir, read_runs,
-                                   remove_stale_staging, remove_unlisted, write_runs)
+from tfprof.catalog.layout import (RUNS_SCHEMA, STAGING, check_levels, check_name, is_catalog, locked,
+                                   partition_dir, read_runs, remove_empty_dirs, remove_stale_staging, remove_unlisted,
+                                   upgrade_layout, write_runs)
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
 from tfprof.output import PathLike, input_paths
@@ -70,6 +71,7 @@ def add_run(
     root = Path(catalog)
     check_name(run)
     tag_map = parse_tags(tags)
+    check_levels(tag_map)
     inputs = input_paths(**given)
     clash = inputs.clash(root, directory=True)
     if clash:
@@ -87,7 +89,7 @@ def add_run(
         source = _ingest(store, progress, given, profile)
         manifest = read_manifest(store)
         with locked(root):
-            runs = read_runs(root)
+            runs = upgrade_layout(root, read_runs(root))
             old = _refuse_existing(root, run, force, runs)
             remove_unlisted(root, runs, list(TABLES))
             row = _place(root, store, run, token, manifest, source, tag_map, inputs)
@@ -137,14 +139,14 @@ def _place(root: Path, store: Path, run: str, token: str, manifest: dict, source
 
     files = []
     for table in TABLES:
-        dest_dir = partition_dir(root, table, run)
+        dest_dir = partition_dir(root, table, run, tags)
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest = dest_dir / f"part-{token}.parquet"
         entry = manifest["files"][f"{table}.parquet"]
         os.replace(store / f"{table}.parquet", dest)
         files.append({"table": table, "path": dest.relative_to(root).as_posix(), "bytes": entry["size"],
                       "crc32": entry["crc32"], "rows": manifest["tables"][table]})
-    validation = pq.read_table(partition_dir(root, "validation", run) / f"part-{token}.parquet",
+    validation = pq.read_table(partition_dir(root, "validation", run, tags) / f"part-{token}.parquet",
                                columns=["severity", "count"]).to_pylist()
     counts = {s: sum(r["count"] for r in validation if r["severity"] == s) for s in ("error", "warning")}
     return {
@@ -170,7 +172,4 @@ def remove_run(catalog: PathLike, run: str) -> None:
         write_runs(root, runs.filter(pc.not_equal(runs.column("run"), run)))
         for rel in old:
             (root / rel).unlink(missing_ok=True)
-            try:
-                (root / rel).parent.rmdir()
-            except OSError:
-                pass
+            remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])

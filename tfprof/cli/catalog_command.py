@@ -18,7 +18,8 @@ CatalogOption = Annotated[
 ]
 RunOption = Annotated[Optional[str], typer.Option("--run", help="The run's name in the catalog (with --catalog).")]
 TagOption = Annotated[
-    Optional[list[str]], typer.Option("--tag", help="KEY=VALUE recorded with the run (repeatable; with --catalog).")
+    Optional[list[str]], typer.Option("--tag", help="KEY=VALUE recorded with the run (repeatable; with --catalog); host= and "
+                                         "worker= are also partition levels.")
 ]
 EngineOption = Annotated[
     str, typer.Option("--engine", help="local (DuckDB, the default) or spark (pip install 'tfprof[spark]').")

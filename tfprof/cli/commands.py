@@ -145,7 +145,7 @@ def sql(
     The tables and their columns are listed in docs/SCHEMA.md.
     """
     protect = _protected(inputs)
-    if catalog is not None or engine != "local":  # every run of a catalog, each table with a `run` column
+    if catalog is not None or engine != "local":  # every run of a catalog: run, host, worker columns
         from tfprof.cli.catalog_command import catalog_sql
         return catalog_sql(catalog, query, engine, master, fmt=fmt, out=out, force=force, inputs=protect)
     if out is not None:
