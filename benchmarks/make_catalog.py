@@ -5,7 +5,8 @@ DuckDB (local, the default engine) and on Spark local mode: seconds and peak mem
     python benchmarks/make_catalog.py --out /tmp/cat --measure [--spark-python .venv-spark/bin/python]
 
 Each run is ``synth.py --seed i`` (so runs differ) ingested with ``tfprof ingest --catalog``; the
-synthetic ProfileProto is deleted once added. Each measurement is a separate ``tfprof`` process
+synthetic ProfileProto is deleted once added (``--first K`` finishes a catalog cut short). The
+one-run queries read ``run-003``. Each measurement is a separate ``tfprof`` process
 (no resident server); its peak memory is the largest sum of RSS over the process and all its
 descendants (Spark's JVM included), sampled every 50 ms from /proc.
 """
@@ -32,6 +33,12 @@ QUERIES = {
         "sql", "select n.op, avg(e.duration_micros) as mean_us, count(*) as n from execs e join nodes n on "
                "n.run = e.run and n.node_id = e.node_id group by n.op order by mean_us desc limit 10",
         "--catalog", "{cat}"],
+    "SQL: one run's slowest op types (its partitions only)": [
+        "sql", "select n.op, avg(e.duration_micros) as mean_us, count(*) as n from execs e join nodes n on "
+               "n.run = e.run and n.node_id = e.node_id where e.run = 'run-003' and n.run = 'run-003' group by n.op "
+               "order by mean_us desc limit 10", "--catalog", "{cat}"],
+    "scope view of one run (--max_depth 3)": ["scope", "--catalog", "{cat}", "--run", "run-003", "--max_depth", "3",
+                                              "--select", "micros"],
 }
 
 
