@@ -4,7 +4,8 @@ SQL (``tfprof/queries/sql/*.sql``) and polars expressions only, no compiled kern
 It is slow and plain on purpose: tests hold the fast engine (``tfprof.queries.scope``,
 ``graph``, ``op``, ``code``) equal to it, so that the kernels are an optimisation of a view
 anyone can read, not its only statement. ``run(prof, spec)`` returns the printed rows in
-display order and the root's totals.
+display order and the root's totals; ``tree_frame``, ``op_view`` and ``code_view`` return them
+in the shapes the views' engines return, which is how ``--engine spark`` runs every view here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.metrics import node_frame
+from tfprof.queries.op import OpView
 from tfprof.queries.reference.display import show_tree
 from tfprof.queries.reference.groups import show_groups
 from tfprof.queries.reference.layouts import LAYOUTS
@@ -113,11 +115,9 @@ def _with_sets(rows: pl.DataFrame, members: pl.DataFrame, spec: TreeSpec, key: s
     return rows.join(grouped, on=row_key, how="left", maintain_order="left")
 
 
-def op_view(prof: Profile, spec: TreeSpec):
+def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     """The op view (``tfprof.queries.op.op_view``'s ``OpView``) computed by ``run``: the rows,
     cut and ordered by the SQL, with the members' sets attached."""
-    from tfprof.queries.op import OpView
-
     result = run(prof, spec)
     members = _members(prof, spec)
     rows = _with_sets(result.rows.with_columns(pl.lit(True).alias("accounted")), members, spec, "op", "name")
