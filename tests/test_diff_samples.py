@@ -46,6 +46,12 @@ def test_step_samples_are_each_steps_numbers(profiles, source):
             np.testing.assert_array_equal(got[c, s], want.column("params" if c == "parameters" else c).to_numpy(),
                                           err_msg=f"{source}: {c} in step {s}")
     assert any(got["exec_micros", s].any() for s in steps)  # not a profile of zeros
+    means = step_samples(prof, COLUMNS, [-1])  # every record: the means, as step_numbers' default
+    for c in COLUMNS:
+        np.testing.assert_array_equal(means[c, -1], step_numbers(prof).column("params" if c == "parameters" else c)
+                                      .to_numpy(), err_msg=f"{source}: {c} over the steps")
+    with pytest.raises(ValueError, match="beside other steps"):
+        step_samples(prof, COLUMNS, [-1, *steps])
 
 
 def _sums_both_ways(prof, cmd: str, options: dict) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -31,44 +31,11 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     ``float_ops`` is the static count for a node that never ran, else the count times the
     step's ``run_count`` (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging').
     """
-    nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
-    n = len(ids)
-    steps = _read(prof, "node_steps", ["node_id", "run_count"], step)
-    row = rows_of(ids, steps.column("node_id").to_numpy())
-    ran = np.zeros(n, np.bool_)  # a record in any step, whatever the option
-    if step >= 0:
-        every = rows_of(ids, prof.columns("node_steps", ["node_id"]).column("node_id").to_numpy())
-        ran[every[every >= 0]] = True
-    else:
-        ran[row[row >= 0]] = True
-    records = np.bincount(row[row >= 0], minlength=n)
-    sums = {"run_count": _sum(row, steps.column("run_count").to_numpy(), n)}
-    del steps
-    execs = _read(prof, "execs", ["node_id", "kind", "duration_micros"], step)
-    row = rows_of(ids, execs.column("node_id").to_numpy())
-    duration = execs.column("duration_micros").to_numpy()
-    kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
-    sums["exec_micros"] = _sum(row, duration, n)
-    sums["accelerator_exec_micros"] = _sum(row, duration, n, kind == 0)
-    sums["cpu_exec_micros"] = _sum(row, duration, n, kind == 1)
-    del execs, duration, kind
-    memory = _read(prof, "memory", ["node_id", *MEMORY], step)
-    row = rows_of(ids, memory.column("node_id").to_numpy())
-    for name in MEMORY:
-        sums[name] = _sum(row, memory.column(name).to_numpy(), n)
-    del memory, row
-    per_step = np.maximum(records, 1)
-    numbers = {m: np.where(records > 0, sums[m] // per_step, 0) for m in STEP_METRICS}
-    # a negative count (TensorFlow's op log has -1 for some ops on empty tensors) counts as 0:
-    # the clamp rule of tfprof.ingest.validate, which reports it
-    static = np.maximum(nodes.column("float_ops").to_numpy(), 0)
-    macs = _static_macs(prof, ids)
+    nodes, ids, numbers = _per_step(prof, ("float_ops", *STEP_METRICS, "macs"), [step])
     return pa.table({
         "node_id": ids,
         "params": nodes.column("params"),
-        "float_ops": np.where(ran, static * numbers["run_count"], static),
-        **numbers,
-        "macs": np.where(ran, macs * numbers["run_count"], macs),  # counted as float_ops are
+        **{c: numbers[c][0] for c in ("float_ops", *STEP_METRICS, "macs")},
     })
 
 
@@ -78,12 +45,27 @@ def step_samples(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> d
     ``step_numbers(prof, step)``'s column; from one pass over each table for all the steps."""
     if not steps:
         return {}
+    _, _, numbers = _per_step(prof, columns, steps)
+    index = {int(s): i for i, s in enumerate(np.unique(np.asarray(steps, np.int64)))}
+    return {(c, s): numbers[c][index[s]] for c in columns for s in steps}
+
+
+def _per_step(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> tuple[pa.Table, np.ndarray, dict]:
+    """The nodes table (``params``, ``float_ops``) and ids in node-id order, and per column of
+    ``columns`` a (step, node) grid of values, one row per distinct step of ``steps`` in
+    ascending order. Step -1, alone, is every record: the means over the steps a node ran in."""
     nodes, ids = in_id_order(prof.columns("nodes", ["node_id", "params", "float_ops"]))
     n, wanted = len(ids), np.unique(np.asarray(steps, np.int64))
-    k = len(wanted)
+    k, every_step = len(wanted), bool(wanted[0] < 0)
+    if every_step and k > 1:
+        raise ValueError("step -1 (every record) cannot be read beside other steps")
+    by_step = [] if every_step else ["step"]
 
-    def cells(table: pa.Table) -> np.ndarray:  # per record: step index * n + node row, -1 for neither
-        row = rows_of(ids, table.column("node_id").to_numpy())
+    def cells(table: pa.Table, row: np.ndarray | None = None) -> np.ndarray:
+        """Per record: its step's index * n + its node's row; -1 for neither."""
+        row = rows_of(ids, table.column("node_id").to_numpy()) if row is None else row
+        if every_step:
+            return row
         step = table.column("step").to_numpy()
         at = np.minimum(np.searchsorted(wanted, step), k - 1)
         return np.where((row >= 0) & (wanted[at] == step), at * n + row, -1)
@@ -91,17 +73,22 @@ def step_samples(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> d
     def grid(flat: np.ndarray) -> np.ndarray:
         return flat.reshape(k, n)
 
-    node_steps = prof.columns("node_steps", ["node_id", "run_count", "step"])
-    ran = np.zeros(n, np.bool_)
+    def records_of(name: str, wanted_columns: list[str]) -> pa.Table:
+        """Table ``name``'s columns; of one step, its records only (the others have no cell)."""
+        table = prof.columns(name, [*wanted_columns, *by_step])
+        return table if k > 1 or every_step else table.filter(pc.equal(table.column("step"), wanted[0]))
+
+    node_steps = prof.columns("node_steps", ["node_id", "run_count", *by_step])
+    ran = np.zeros(n, np.bool_)  # a record in any step, whatever the steps asked for
     every = rows_of(ids, node_steps.column("node_id").to_numpy())
     ran[every[every >= 0]] = True
-    at = cells(node_steps)
+    at = cells(node_steps, every)
     records = grid(np.bincount(at[at >= 0], minlength=k * n))
     sums = {"run_count": grid(_sum(at, node_steps.column("run_count").to_numpy(), k * n))}
     del node_steps, every
     wants = set(columns) | ({"run_count"} if {"float_ops", "macs"} & set(columns) else set())
     if wants & set(TIME):
-        execs = prof.columns("execs", ["node_id", "kind", "duration_micros", "step"])
+        execs = records_of("execs", ["node_id", "kind", "duration_micros"])
         at, duration = cells(execs), execs.column("duration_micros").to_numpy()
         kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
         for name, where in zip(TIME, (None, kind == 0, kind == 1)):
@@ -109,7 +96,7 @@ def step_samples(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> d
                 sums[name] = grid(_sum(at, duration, k * n, where))
         del execs, duration, kind
     if wants & set(MEMORY):
-        memory = prof.columns("memory", ["node_id", *MEMORY, "step"])
+        memory = records_of("memory", ["node_id", *MEMORY])
         at = cells(memory)
         for name in MEMORY:
             if name in wants:
@@ -119,17 +106,17 @@ def step_samples(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> d
         numbers = {m: np.where(records > 0, v, 0) for m, v in sums.items() if m in wants}
     else:
         numbers = {m: np.where(records > 0, v // np.maximum(records, 1), 0) for m, v in sums.items() if m in wants}
+    # a negative count (TensorFlow's op log has -1 for some ops on empty tensors) counts as 0:
+    # the clamp rule of tfprof.ingest.validate, which reports it
     static = {
-        "parameters": np.broadcast_to(nodes.column("params").to_numpy(), (k, n)),
         "float_ops": np.maximum(nodes.column("float_ops").to_numpy(), 0),
         "macs": _static_macs(prof, ids) if "macs" in wants else None,
     }
-    for name in ("float_ops", "macs"):  # counted as in step_numbers
+    for name in ("float_ops", "macs"):  # the static count times the run count where the node ran
         if name in wants:
             numbers[name] = np.where(ran, static[name] * numbers["run_count"], static[name])
-    numbers["parameters"] = static["parameters"]
-    index = {int(s): i for i, s in enumerate(wanted)}
-    return {(c, s): numbers[c][index[s]] for c in columns for s in steps}
+    numbers["parameters"] = np.broadcast_to(nodes.column("params").to_numpy(), (k, n))
+    return nodes, ids, numbers
 
 
 def _static_macs(prof: Profile, ids: np.ndarray) -> np.ndarray:
@@ -146,14 +133,6 @@ def step_means(prof: Profile) -> dict[str, pa.Table]:
     """The index of per-node means over all steps (``step_numbers`` for step -1, the default
     of every view), so that a freshly opened store need not aggregate every exec record."""
     return {"metrics": step_numbers(prof, -1)}
-
-
-def _read(prof: Profile, name: str, columns: list[str], step: int) -> pa.Table:
-    """``columns`` of table ``name``, only the rows of ``step`` when it is >= 0."""
-    if step < 0:
-        return prof.columns(name, columns)
-    table = prof.columns(name, [*columns, "step"])
-    return table.filter(pc.equal(table.column("step"), step))
 
 
 def _positions(column: pa.ChunkedArray, values: list[str]) -> np.ndarray:
