@@ -39,7 +39,7 @@ from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-from tfprof.api.run import VIEWS, check_step, run_view
+from tfprof.api.run import VIEWS, check_step, on_kernels, run_view
 
 _THRESHOLDS = tuple(f"min_{m}" for m in (
     "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
@@ -264,7 +264,7 @@ def _sample_sums(frame: pl.DataFrame, layout: str, sampled: tuple[str, ...], ste
 def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
     """The view's displayed rows from the engine ``run_view`` picks for ``prof``."""
     layout = spec.layout
-    with kernels.using(_on_kernels(prof, layout)):
+    with kernels.using(on_kernels(prof, layout)):
         if layout in ("scope", "graph") and not kernels.enabled():
             from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
 
@@ -282,14 +282,10 @@ def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
             return run_view(prof, cmd, opts, full_rows=True).frame  # raises the view's error
 
 
-def _on_kernels(prof: Profile, layout: str) -> bool:
-    return layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
-
-
 def _takes_samples(prof: Profile, cmd: str) -> bool:
     """Whether the engine of ``cmd`` on ``prof`` sums per-step samples (the reference backend's
     trees do not: there the band runs the view once per step, its plain statement)."""
-    return VIEWS[cmd].layout in ("groups", "code") or _on_kernels(prof, VIEWS[cmd].layout)
+    return VIEWS[cmd].layout in ("groups", "code") or on_kernels(prof, VIEWS[cmd].layout)
 
 
 def _steps(prof: Profile) -> list[int]:

@@ -142,8 +142,7 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
     (``tfprof.kernels``); the code view always runs on its kernels."""
     if cmd not in VIEWS:
         raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
-    on_kernels = VIEWS[cmd].layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
-    with kernels.using(on_kernels):
+    with kernels.using(on_kernels(prof, VIEWS[cmd].layout)):
         return _run_view(prof, cmd, options, full_rows=full_rows)
 
 
@@ -213,6 +212,12 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     return ViewResult(
         cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
     )
+
+
+def on_kernels(prof: Profile, layout: str) -> bool:
+    """Whether a view of ``layout`` on ``prof`` runs on the compiled kernels (the code view
+    always does; the others once the kernels are compiled or the profile is large)."""
+    return layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
 
 
 def _reference():

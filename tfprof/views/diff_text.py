@@ -18,7 +18,6 @@ from tfprof.views.columns import format_column
 from tfprof.views.fields import METRICS
 
 SCHEMA = "tfprof-diff/1"
-MARKS = {"added": "+", "removed": "-"}
 
 
 def _signed(values: pl.Series, kind: str) -> pl.Series:
