@@ -44,7 +44,7 @@ def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
                 prof.lazy("nodes").select("node_id", pl.col("canonical_device").cast(pl.String).alias("device")).collect(),
                 on="node_id", how="left", maintain_order="left",
             )
-    members = leaves.join(with_samples(prof, nodes, spec), left_on="member", right_on="node_id").rename({"member": "node_id"})
+    members = at_leaves(leaves, with_samples(prof, nodes, spec))
     picked = picked_members(members, spec)
     del members
     n = trie.height
@@ -99,8 +99,7 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     spec = as_spec("code", spec)
     parts = list(code_tree(prof, spec, metrics))
     members = parts.pop()
-    missing = prof.index("code_trie", static_trie)["unmatched"]["gradient_groups"][0]
-    unaccounted = int(missing) if parts[0].height else 0
+    unaccounted = unaccounted_groups(prof)
     # A report's rows keep what it prints: name, accounted, the metrics and their totals, the sets.
     # The forest is handed over (no reference kept here), so display can free it as it goes;
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
@@ -109,6 +108,22 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))
+    return under_root(rows, root), unaccounted, members
+
+
+def at_leaves(leaves: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """``nodes`` that have a code trace, each with the trie node its stack ends at (``tid``)."""
+    return leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
+
+
+def unaccounted_groups(prof: Profile) -> int:
+    """The gradient groups the code view cannot place (none when the trie is empty)."""
+    index = prof.index("code_trie", static_trie)
+    return int(index["unmatched"]["gradient_groups"][0]) if index["trie"].height else 0
+
+
+def under_root(rows: pl.DataFrame, root: dict[str, int]) -> pl.DataFrame:
+    """The code view's displayed ``rows`` under the root row holding ``root``'s totals."""
     root_row = pl.DataFrame(  # typed Series: inferring a type per Python scalar costs milliseconds
         [
             *(pl.Series(k, [v], pl.Int64) for k, v in root.items()),
@@ -117,7 +132,7 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
             pl.Series("accounted", [False], pl.Boolean),
         ]
     )
-    return pl.concat([root_row, rows], how="diagonal_relaxed"), unaccounted, members
+    return pl.concat([root_row, rows], how="diagonal_relaxed")
 
 
 def warm_up() -> None:

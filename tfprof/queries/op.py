@@ -41,6 +41,14 @@ def picked_members(nodes: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
     return nodes.filter(accounted(spec).fill_null(False))
 
 
+def with_group(prof: Profile, nodes: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
+    """``nodes`` with the group each belongs to (its ``spec.group_key`` value) as ``op``."""
+    return nodes.join(
+        prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op")).collect(),
+        on="node_id",
+    )
+
+
 def member_sets(opts: Options) -> list[pl.Expr]:
     """A multi node's device and op-type sets (aggregations), when the report prints them.
 
@@ -60,10 +68,7 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     """Rows of a groups view (the op view for ``Options``), in display order, with cumulative totals."""
     spec = as_spec("op", spec)
     opts = spec.options
-    nodes = with_samples(prof, node_frame(prof, spec.step, extras_for(opts)), spec).join(
-        prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op")).collect(),
-        on="node_id",
-    )
+    nodes = with_group(prof, with_samples(prof, node_frame(prof, spec.step, extras_for(opts)), spec), spec)
     members = picked_members(nodes, spec)
     groups = members.group_by("op").agg(
         *(pl.col(m).sum() for m in (*METRICS, *sample_names(spec))),

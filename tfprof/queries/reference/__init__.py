@@ -88,17 +88,16 @@ def _members(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
     """The picked member nodes with what the reports print about them (``op`` or ``tid``
     says where each belongs)."""
     from tfprof.queries.metrics import extras_for
-    from tfprof.queries.op import picked_members
+    from tfprof.queries.op import picked_members, with_group
 
     nodes = node_frame(prof, spec.step, extras_for(spec.options))
     if spec.layout == "groups":
-        nodes = nodes.join(prof.lazy("nodes").select("node_id", pl.col(spec.group_key).cast(pl.String).alias("op"))
-                           .collect(), on="node_id")
+        nodes = with_group(prof, nodes, spec)
     else:
+        from tfprof.queries.code import at_leaves
         from tfprof.queries.indexes.code_trie import static_trie
 
-        leaves = prof.index("code_trie", static_trie)["leaves"]
-        nodes = leaves.join(nodes, left_on="member", right_on="node_id").rename({"member": "node_id"})
+        nodes = at_leaves(prof.index("code_trie", static_trie)["leaves"], nodes)
     return picked_members(nodes, spec)
 
 
@@ -127,15 +126,9 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
 def code_view(prof: Profile, spec: TreeSpec) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The code view as ``tfprof.queries.code.code`` returns it (rows root first, unaccounted
     gradient groups, picked members), computed by ``run``."""
-    from tfprof.queries.indexes.code_trie import static_trie
-    from tfprof.queries.spec import ROOT
+    from tfprof.queries.code import unaccounted_groups, under_root
 
     result = run(prof, spec)
     members = _members(prof, spec)
     rows = _with_sets(result.rows.rename({"id": "tid"}), members, spec, "tid", "tid")
-    index = prof.index("code_trie", static_trie)
-    unaccounted = int(index["unmatched"]["gradient_groups"][0]) if index["trie"].height else 0
-    root = pl.DataFrame([*(pl.Series(k, [v], pl.Int64) for k, v in result.root.items()),
-                         pl.Series("name", [ROOT]), pl.Series("indent", [0], pl.Int64),
-                         pl.Series("accounted", [False])])
-    return pl.concat([root, rows], how="diagonal_relaxed"), unaccounted, members
+    return under_root(rows, result.root), unaccounted_groups(prof), members
