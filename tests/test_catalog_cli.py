@@ -4,12 +4,14 @@ one run and of runs aggregated, and `sql --catalog`."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 import tfprof
 from tfprof.cli.main import main
+from tfprof.errors import OptionError
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:
@@ -95,3 +97,15 @@ def test_diff_between_two_runs_of_a_catalog(tmp_path, capsys):
     before = sorted(p.name for p in root.iterdir())
     code, _, err = _run(capsys, "diff", "--catalog", root, "base", "wide", "--format", "csv", "--out", root / "runs.parquet")
     assert code == 2 and sorted(p.name for p in root.iterdir()) == before
+
+
+def test_spark_driver_memory_is_checked(monkeypatch):
+    from tfprof.catalog.spark import driver_memory
+
+    assert driver_memory() in ("4g", os.environ.get("TFPROF_SPARK_MEMORY", "4g"))
+    monkeypatch.setenv("TFPROF_SPARK_MEMORY", "16g")
+    assert driver_memory() == "16g"
+    for bad in ("lots", "0g", "4 gb", "-1g"):
+        monkeypatch.setenv("TFPROF_SPARK_MEMORY", bad)
+        with pytest.raises(OptionError, match="TFPROF_SPARK_MEMORY"):
+            driver_memory()

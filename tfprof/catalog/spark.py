@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from tfprof.catalog.layout import locked, read_runs, require_catalog
 from tfprof.catalog.read import partition_files
-from tfprof.errors import MissingDependencyError, QueryError
+from tfprof.errors import MissingDependencyError, OptionError, QueryError
 from tfprof.output import PathLike
 from tfprof.queries.reference.sql import sql_text
 from tfprof.schema import TABLES
@@ -54,7 +54,7 @@ def session(master: str | None = None):
         else:
             builder = (builder.master(key).config("spark.ui.enabled", "false")
                        .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.driver.memory", os.environ.get("TFPROF_SPARK_MEMORY", "4g"))
+                       .config("spark.driver.memory", driver_memory())
                        .config("spark.sql.shuffle.partitions", "4")
                        .config("spark.sql.session.timeZone", "UTC")
                        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
@@ -62,6 +62,14 @@ def session(master: str | None = None):
         spark.sparkContext.setLogLevel("ERROR") if not remote else None
         _SESSIONS[key] = spark
     return _SESSIONS[key]
+
+
+def driver_memory() -> str:
+    """The local driver's heap: ``TFPROF_SPARK_MEMORY`` (a JVM size such as ``16g``), 4g by default."""
+    value = os.environ.get("TFPROF_SPARK_MEMORY", "4g").strip()
+    if not re.fullmatch(r"[1-9][0-9]*[kmgtKMGT]?", value):
+        raise OptionError(f"TFPROF_SPARK_MEMORY=`{value}` is not a memory size; give one such as 4g or 16g")
+    return value
 
 
 @cache
