@@ -269,9 +269,8 @@ def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
             from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
 
             return tree_frame(prof, spec)
-        # the diffed fields' columns, and those the view's order reads
-        metrics = tuple(dict.fromkeys([*(METRICS[f].column for f in opts.select if f in METRICS),
-                                       *(c.removeprefix("total_") for c in spec.order)]))
+        # the diffed fields' columns (the engines add those the view's order reads)
+        metrics = tuple(METRICS[f].column for f in opts.select if f in METRICS)
         if layout in ("scope", "graph"):
             return (scope if layout == "scope" else graph)(prof, spec, metrics)
         if layout == "groups":

@@ -245,16 +245,12 @@ def _unknown_select_notes(opts: Options) -> list[str]:
 
 
 def report_metrics(spec: TreeSpec) -> tuple[str, ...]:
-    """The self columns a code report prints (``select``), sorts on (``order``) and filters on
-    (the thresholds in use)."""
+    """The self columns a code report prints (``select``); the engine adds what the report sorts
+    and filters on (``tfprof.queries.scope.counted_columns``)."""
     from tfprof.views.fields import METRICS, time_fields
 
     select = spec.options.select
-    wanted = {METRICS[f].column for f in (*select, *time_fields(select)) if f in METRICS}
-    for column in (*spec.order, *(c for c, _ in spec.thresholds)):
-        if column.startswith("total_"):
-            wanted.add(column.removeprefix("total_"))
-    return tuple(sorted(wanted))
+    return tuple(sorted({METRICS[f].column for f in (*select, *time_fields(select)) if f in METRICS}))
 
 
 def print_notes(result: ViewResult) -> None:

@@ -18,8 +18,8 @@ from tfprof.queries.forest import display, keep_accounted
 from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers, with_samples
 from tfprof.queries.op import member_sets, picked_members
+from tfprof.queries.scope import counted_columns
 from tfprof.queries.spec import ROOT, TreeSpec, as_spec, sample_names
-from tfprof.schema import METRICS
 
 def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
@@ -28,10 +28,11 @@ def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
     over its picked member nodes, ``accounted`` and ``parent`` (the parent's ``pos``, -1 at the
     top). The sums are one scatter over the members into per-node arrays: the trie of a large
     profile has millions of nodes, few of them with members. ``metrics`` limits the summed
-    columns (default: every metric and ``run_count``)."""
+    columns to those and what the spec orders and filters on (``counted_columns``; default:
+    every metric and ``run_count``)."""
     index = prof.index("code_trie", static_trie)
     trie, labels, leaves = index["trie"], index["labels"], index["leaves"]
-    own = tuple(c for c in (*METRICS, "run_count") if metrics is None or c in metrics)
+    own = counted_columns(spec, metrics)
     counted = own + sample_names(spec)
     # Members attach at the innermost trace of their path (the leaf).
     opts = spec.options
@@ -93,9 +94,9 @@ def _scatter_add(at, values, out):  # pragma: no cover - numba
 
 def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The displayed code tree (root first), the number of unaccounted gradient groups, and the
-    picked member nodes with their trie node ``tid``. With ``metrics``, only those self and
-    total columns (what a report prints, sorts and filters on): on a trie of millions of nodes
-    the other columns are most of the memory."""
+    picked member nodes with their trie node ``tid``. With ``metrics`` (what a report prints),
+    only those self and total columns and what the spec orders and filters on: on a trie of
+    millions of nodes the other columns are most of the memory."""
     spec = as_spec("code", spec)
     parts = list(code_tree(prof, spec, metrics))
     members = parts.pop()
@@ -103,8 +104,9 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     # A report's rows keep what it prints: name, accounted, the metrics and their totals, the sets.
     # The forest is handed over (no reference kept here), so display can free it as it goes;
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
-    keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *metrics,
-                                         *("total_" + m for m in (*metrics, *sample_names(spec)))]
+    own = counted_columns(spec, metrics)
+    keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *own,
+                                         *("total_" + m for m in (*own, *sample_names(spec)))]
     rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))
