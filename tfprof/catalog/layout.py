@@ -110,9 +110,7 @@ def upgrade_layout(root: Path, runs: pa.Table) -> pa.Table:
         return runs
     table = pa.Table.from_pylist(rows, RUNS_SCHEMA)
     write_runs(root, table)
-    for rel in old:
-        (root / rel).unlink(missing_ok=True)
-        remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])
+    remove_files(root, old)
     return table
 
 
@@ -188,6 +186,14 @@ def remove_unlisted(root: Path, runs: pa.Table, tables: list[str]) -> None:
                 if file.relative_to(root).as_posix() not in keep:
                     file.unlink(missing_ok=True)
             remove_empty_dirs(part_dir, folder)
+
+
+def remove_files(root: Path, paths: list[str]) -> None:
+    """Unlink the partition files at ``paths`` (relative to ``root``, listed nowhere now) and
+    the directories they leave empty; called with the exclusive lock held, after the commit."""
+    for rel in paths:
+        (root / rel).unlink(missing_ok=True)
+        remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])
 
 
 def remove_empty_dirs(leaf: Path, top: Path) -> None:

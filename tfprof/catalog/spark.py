@@ -147,8 +147,8 @@ def on_spark(master: str | None = None) -> Iterator[None]:
 
 def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa.Table:
     """Run ``query`` (DuckDB SQL, checked by the SQL sandbox's rules first) on Spark over every
-    run of ``catalog``: each table a view over its partitions with a ``run`` column, and
-    ``runs``. The rows come back as Arrow."""
+    run of ``catalog``: each table a view over its partitions with ``run``, ``host`` and
+    ``worker`` columns, and ``runs``. The rows come back as Arrow."""
     from tfprof import sqlbox
 
     root = require_catalog(catalog)

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.catalog.layout import (RUNS_SCHEMA, STAGING, check_levels, check_name, is_catalog, locked,
-                                   partition_dir, read_runs, remove_empty_dirs, remove_stale_staging, remove_unlisted,
+                                   partition_dir, read_runs, remove_files, remove_stale_staging, remove_unlisted,
                                    upgrade_layout, write_runs)
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
@@ -95,8 +95,7 @@ def add_run(
             row = _place(root, store, run, token, manifest, source, tag_map, inputs)
             kept = runs.filter(pc.not_equal(runs.column("run"), run)) if old else runs
             write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
-            for rel in old:  # the replaced run's files, now listed nowhere
-                (root / rel).unlink(missing_ok=True)
+            remove_files(root, old)  # the replaced run's files, now listed nowhere
     finally:
         shutil.rmtree(store, ignore_errors=True)
         os.close(lock_fd)
@@ -170,6 +169,4 @@ def remove_run(catalog: PathLike, run: str) -> None:
             raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
         old = [f["path"] for r in runs.select(["run", "files"]).to_pylist() if r["run"] == run for f in r["files"]]
         write_runs(root, runs.filter(pc.not_equal(runs.column("run"), run)))
-        for rel in old:
-            (root / rel).unlink(missing_ok=True)
-            remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])
+        remove_files(root, old)
