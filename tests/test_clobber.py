@@ -267,6 +267,23 @@ def test_an_interrupted_write_leaves_nothing(tmp_path, exc):
     assert snapshot(tmp_path) == before
 
 
+def test_pieces_are_written_in_turn_and_a_failure_between_them_leaves_nothing(tmp_path):
+    from tfprof.output import write_file
+
+    write_file(tmp_path / "x", iter(["Δ one\n", b"two\n", "three\n"]))
+    assert (tmp_path / "x").read_text() == "Δ one\ntwo\nthree\n"
+    (tmp_path / "old").write_bytes(b"precious")
+
+    def pieces():
+        yield "half of a report\n"
+        raise KeyboardInterrupt
+
+    before = snapshot(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        write_file(tmp_path / "old", pieces(), force=True)
+    assert snapshot(tmp_path) == before
+
+
 def test_files_get_the_mode_open_would_give(tmp_path):
     from tfprof.output import write_file
 

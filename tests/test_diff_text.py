@@ -65,6 +65,14 @@ def test_text_of_step_against_step_equals_the_row_by_row_report(cmd):
     assert d.frame.height > 3 and d.text == _row_by_row(d)
 
 
+@pytest.mark.parametrize("block", [1, 7])
+def test_text_built_in_blocks_is_the_same_report(profiles, monkeypatch, block):
+    d = run_diff(profiles["base"], profiles["wide"], "scope", {"max_depth": 1000}, order_by="tree")
+    whole = d.text
+    monkeypatch.setattr(diff_text, "_LINES_PER_BLOCK", block)
+    assert d.frame.height > 2 * block and diff_text.render_text(d) == whole == _row_by_row(d)
+
+
 def test_percentages_print_as_python_prints_them():
     rng = np.random.default_rng(7)
     values = np.concatenate([

@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import tfprof
+from tfprof.api.diff import run_diff
 from tfprof.cli.main import main
 from tfprof.queries.gates import parse, tripped
 
@@ -110,6 +111,14 @@ def test_diff_formats(capsys, tmp_path):
     assert code == 0 and out.splitlines()[0].strip() == "n"
     code, out, _ = run(capsys, "diff", BASE, "--step", "1", "--against", "4", "--order_by", "tree")
     assert code == 0 and "step 4 against A" in out and "\n  _TFProfRoot" in out
+    # the text goes out a block of rows at a time, to stdout and to --out alike; JSON whole
+    d = run_diff(tfprof.load(BASE), tfprof.load(WIDE), "scope", {"max_depth": 100}, labels=(BASE, WIDE))
+    code, out, _ = run(capsys, "diff", BASE, WIDE, "--max_depth", "100")
+    assert code == 0 and out == d.text and out.count("\n") > 10
+    code, _, _ = run(capsys, "diff", BASE, WIDE, "--max_depth", "100", "--out", str(tmp_path / "d.txt"))
+    assert code == 0 and (tmp_path / "d.txt").read_text() == d.text
+    code, _, _ = run(capsys, "diff", BASE, WIDE, "op", "--format", "json", "--out", str(tmp_path / "d.json"))
+    assert code == 0 and json.loads((tmp_path / "d.json").read_text())["rows"][0]["path"] == "MatMul"
 
 
 def test_advise_json_follows_its_schema(capsys):

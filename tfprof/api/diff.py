@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -72,6 +73,13 @@ class DiffResult:
         from tfprof.views.diff_text import render_text
 
         return render_text(self)
+
+    def text_blocks(self) -> Iterator[str]:
+        """``text`` in pieces (the head, then blocks of rows), for a writer that need not hold a
+        report of millions of lines whole."""
+        from tfprof.views.diff_text import text_blocks
+
+        return text_blocks(self)
 
     def __str__(self) -> str:
         return self.text

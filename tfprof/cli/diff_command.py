@@ -108,13 +108,15 @@ def diff(
     if sql is not None:
         _emit(result.sql(sql), "table" if fmt == "text" else fmt, out, force=force, inputs=inputs)
     elif fmt in ("text", "json"):
-        body = result.text if fmt == "text" else json.dumps(result.document(), indent=1) + "\n"
+        # the text a block of rows at a time: a multi-million-row report is never held whole
+        body = result.text_blocks() if fmt == "text" else [json.dumps(result.document(), indent=1) + "\n"]
         if out is not None:
             from tfprof.output import write_file
 
-            write_file(out, body.encode(), force=force, inputs=inputs, what="output file")
+            write_file(out, body, force=force, inputs=inputs, what="output file")
         else:
-            typer.echo(body, nl=False)
+            for piece in body:
+                typer.echo(piece, nl=False)
     else:
         _emit(result.frame, fmt, out, force=force, inputs=inputs)
     report_gates(diff_failures(result, gates))

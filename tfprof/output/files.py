@@ -32,10 +32,10 @@ def _temp_file(dest: Path, temps: list[str]) -> None:
 def _fill(tmp: str, data: Data | Callable[[], Data]) -> None:
     if callable(data):
         data = data()
-    if isinstance(data, str):
-        data = data.encode()
+    pieces = [data] if isinstance(data, (bytes, bytearray, memoryview, str)) else data
     with open(tmp, "wb") as f:
-        f.write(data)
+        for piece in pieces:  # a long text as it is made, one piece in memory at a time
+            f.write(piece.encode() if isinstance(piece, str) else piece)
 
 
 def _place(tmp: str, dest: Path, force: bool) -> None:
@@ -62,8 +62,9 @@ def write_file(
     path: PathLike, data: Data | Callable[[], Data], *, force: bool = False, inputs: Inputs | None = None,
     what: str = "output",
 ) -> Path:
-    """Write ``data`` (bytes, text as UTF-8, or a function returning either, called once the
-    target is known to be writable) to ``path`` atomically; see the module docstring."""
+    """Write ``data`` (bytes, text as UTF-8, an iterable of such pieces, or a function returning
+    any of them, called once the target is known to be writable) to ``path`` atomically; see the
+    module docstring."""
     return write_files({path: data}, force=force, inputs=inputs, what=what)[0]
 
 

@@ -13,7 +13,7 @@ from typing import Union
 from tfprof.errors import OutputError
 
 PathLike = Union[str, os.PathLike]
-Data = Union[bytes, bytearray, memoryview, str]
+Data = Union[bytes, bytearray, memoryview, str, Iterable[Union[bytes, str]]]  # an iterable: pieces written in turn
 
 _SHARD = re.compile(r"\.data-\d{5}-of-\d{5}$")
 
