@@ -6,7 +6,9 @@ polars and numba's kernels takes a second. The server (``tfprof.cli.server``) ha
 this module, which imports only the standard library, sends it the arguments, the working
 directory, the environment and this process's stdin, stdout and stderr themselves (file
 descriptors passed over a Unix socket), so the server's command reads and writes exactly where
-this one would. Ctrl-C and SIGTERM are forwarded; the exit code comes back.
+this one would. Ctrl-C and SIGTERM are forwarded; the exit code comes back. What cannot be sent
+(resource limits, ids, installed libraries ...) picks the server: it is in the server's key
+(``resident.server_key``), and a server inherits it from the client that starts it.
 
 After a command that ran here, a server is started in the background for the next ones
 (``tfprof.cli.resident`` says where it listens and when it is on; ``tfprof server`` shows it).
@@ -26,6 +28,10 @@ from tfprof.cli import resident
 def main(argv: list[str] | None = None) -> int:
     """Run ``tfprof ARGS``: through the server when one is up, else here (then start one)."""
     args = sys.argv[1:] if argv is None else list(argv)
+    problem = resident.cwd_error()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     wanted = resident.served(args)
     if wanted:
         code = _through_server(args)

@@ -4,6 +4,7 @@ the thin client (``tfprof.cli.client``) imports it before anything heavy."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,9 +17,17 @@ from pathlib import Path
 # The commands a server runs: one-shot, reading their inputs and writing their outputs.
 # Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
 SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff"})
-# The environment read when modules are imported (numba, polars, thread pools, Python itself): a
-# server serves only commands whose values match. tfprof's own TFPROF_* are read per call.
-_IMPORT_ENV = ("NUMBA_", "POLARS_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "RAYON_")
+# The environment read once in a process: when modules are imported (numba, polars, thread pools),
+# by Python as it starts (PYTHON*, the locale) and the temporary folder, which native libraries
+# cache (polars' spill folder). A server serves only commands whose values match; tfprof's own
+# TFPROF_* are read per call.
+_IMPORT_ENV = ("NUMBA_", "POLARS_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "RAYON_", "TMP", "TEMP", "LANG",
+               "LC_ALL", "LC_CTYPE")
+# Limits on what a process uses over its life or in all (CPU seconds, address space, data): a
+# server's use is not a fresh process's, so a client with a finite one runs its command itself.
+_WHOLE_PROCESS_LIMITS = ("RLIMIT_CPU", "RLIMIT_RTTIME", "RLIMIT_AS", "RLIMIT_VMEM", "RLIMIT_DATA")
+# From /proc/self/status: the rights and the CPUs and memory nodes a process has.
+_STATUS = ("Uid:", "Gid:", "Groups:", "Cap", "NoNewPrivs:", "Seccomp", "Cpus_allowed_list:", "Mems_allowed_list:")
 _PACKAGE = Path(__file__).resolve().parent.parent
 ACCEPT_WAIT_S = 0.25  # a busy server does not answer in time: the command runs in its own process
 CODE = struct.Struct("!i")
@@ -38,7 +47,24 @@ def served(args: list[str]) -> bool:
     """Whether ``tfprof ARGS`` goes to the server: a one-shot command, no help, no --debug."""
     if not args or args[0] not in SERVED or not enabled() or not hasattr(socket, "AF_UNIX"):
         return False
-    return not any(a in {"--help", "-h", "-help", "--debug", "-debug"} for a in args)
+    if any(a in {"--help", "-h", "-help", "--debug", "-debug"} for a in args):
+        return False
+    import resource
+
+    return all(resource.getrlimit(getattr(resource, name))[0] == resource.RLIM_INFINITY
+               for name in _WHOLE_PROCESS_LIMITS if hasattr(resource, name))
+
+
+def cwd_error() -> str | None:
+    """The ``Error:`` line for a working directory that no longer exists (or cannot be read), else
+    None: relative paths cannot be resolved, nor can a server run the command there."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return "Error: the current directory no longer exists; cd to one that does and run the command again"
+    except OSError as exc:
+        return f"Error: cannot read the current directory ({exc.strerror}); cd to another and run the command again"
+    return None
 
 
 def server_dir() -> Path:
@@ -52,11 +78,15 @@ def server_dir() -> Path:
 
 def server_key() -> str:
     """Names the server that may run this process's commands: same Python, same tfprof files
-    (paths, sizes, modification times) and the same import-time environment."""
+    (paths, sizes, modification times), same libraries installed, the same environment read
+    once per process, and the same rights, view of the system and resource limits (which a
+    server inherits from the client that starts it: see ``_process``)."""
     h = hashlib.sha256()
     h.update(f"{os.path.realpath(sys.executable)}\0{sys.version}\0{_PACKAGE}\0".encode())
     for name in sorted(k for k in os.environ if k.startswith(_IMPORT_ENV)):
         h.update(f"{name}={os.environ[name]}\0".encode())
+    for line in (*_libraries(), *_process()):
+        h.update(f"{line}\0".encode())
     stack = [_PACKAGE]
     entries = []
     while stack:
@@ -71,6 +101,48 @@ def server_key() -> str:
     for line in sorted(entries):
         h.update(line.encode())
     return h.hexdigest()[:16]
+
+
+def _libraries() -> list[str]:
+    """The distributions installed where this Python finds libraries (site-packages, the user's,
+    PYTHONPATH): each folder's modification time (an install, upgrade or removal changes its
+    listing) and its dist-info names (they hold the versions), so an upgraded pyarrow, polars,
+    duckdb, numba ... names a fresh server. Read from the folders: nothing is imported."""
+    import site
+
+    folders = [*site.getsitepackages(), site.getusersitepackages(),
+               *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    lines = []
+    for folder in dict.fromkeys(f for f in folders if f):
+        try:
+            lines.append(f"{folder} {os.stat(folder).st_mtime_ns}")
+            with os.scandir(folder) as it:
+                lines += sorted(e.name for e in it if e.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")))
+        except OSError:
+            lines.append(f"{folder} -")
+    return lines
+
+
+def _process() -> list[str]:
+    """What a command's own process would have that a request does not carry: its ids, groups,
+    capabilities and confinement (seccomp, no_new_privs, LSM label), its view of the system
+    (namespaces, cgroup), its CPUs, priority and resource limits. A server started by the client
+    inherits them all, so a client whose differ finds no server of its key and starts its own."""
+    import resource
+
+    lines = [f"{os.geteuid()} {os.getegid()} {sorted(os.getgroups())}"]
+    lines += [f"{n} {resource.getrlimit(getattr(resource, n))}" for n in sorted(dir(resource))
+              if n.startswith("RLIMIT_")]
+    with contextlib.suppress(OSError, AttributeError):
+        lines.append(f"nice {os.getpriority(os.PRIO_PROCESS, 0)} {os.sched_getscheduler(0)}")
+    for name in ("status", "cgroup", "attr/current"):
+        with contextlib.suppress(OSError):
+            text = Path("/proc/self", name).read_text(errors="replace")
+            lines += [line for line in text.splitlines() if name != "status" or line.startswith(_STATUS)]
+    with contextlib.suppress(OSError):
+        lines += [os.readlink(f"/proc/self/ns/{n}") for n in sorted(os.listdir("/proc/self/ns"))
+                  if not n.endswith("_for_children")]
+    return lines
 
 
 def socket_path(key: str | None = None) -> Path:

@@ -4,14 +4,17 @@ one at a time, in one process that imported tfprof and loaded its kernels once.
 ``python -m tfprof.cli.server SOCKET`` (the client starts it). Each command runs as it would in
 its own process: the client's working directory, environment, umask and arguments, and its
 stdin/stdout/stderr descriptors moved onto 0, 1 and 2, through ``tfprof.cli.main.main``, which
-keeps no state between calls. Afterwards the descriptors are let go (a reader of the client's
-pipe sees its end) and the server's own state is put back. A signal the client forwards is
-raised in this process's main thread, where the command runs, as a real one would be; a client
-that goes away mid-command interrupts it (nobody is left to read its output).
+keeps no state between calls; Python's cached temporary folder is forgotten before and after.
+What a request cannot carry (ids, resource limits, namespaces, libraries ...) is in the key that
+names this server, and it inherited them from the client that started it, so they are the
+client's too (``tfprof.cli.resident.server_key``). Afterwards the descriptors are let go (a
+reader of the client's pipe sees its end) and the server's own state is put back. A signal the
+client forwards is raised in this process's main thread, where the command runs, as a real one
+would be; a client that goes away mid-command interrupts it (nobody is left to read its output).
 
 Only this user's processes are answered (the socket's directory is private and the peer's uid
-is checked). The server exits after ``TFPROF_SERVER_IDLE`` seconds without a command, when the
-package's files change (the client's key no longer names it), or on ``tfprof server stop``.
+is checked). The server exits after ``TFPROF_SERVER_IDLE`` seconds without a command, when its
+key changes (tfprof's files or an installed library changed), or on ``tfprof server stop``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import signal
 import socket
 import struct
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -70,6 +74,11 @@ def serve(path: Path) -> int:
         _warm()
     except Exception as exc:  # noqa: BLE001 - commands still run, only the first one slower
         print(f"warm-up failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    if server_key() != key:  # tfprof or a library changed meanwhile, or an import changed a limit
+        print(f"not serving: this process's key is now {server_key()}, not {key}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            path.with_suffix(".lock").unlink()
+        return 0
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # left by a server that died; the lock says none is alive
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -156,7 +165,7 @@ def _handle(conn: socket.socket, facts: dict) -> str | None:
     if message.get("ping"):
         conn.sendall(b"A")
     elif message.get("status"):
-        conn.sendall(b"A" + json.dumps(facts).encode())
+        conn.sendall(b"A" + json.dumps({**facts, "key": server_key()}).encode())
     elif message.get("stop"):
         conn.sendall(b"AS")
         return "stop"
@@ -196,6 +205,7 @@ def _run(conn: socket.socket, message: dict, fds: list[int]) -> int:
         os.umask(int(message["umask"]))
         os.environ.clear()
         os.environ.update(message["env"])
+        tempfile.tempdir = None  # found again from the client's TMPDIR, as in a process of its own
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         sys.stdin, sys.stdout, sys.stderr = (_stream(fd, spec, fd == 0) for fd, spec in enumerate(message["stdio"]))
@@ -227,6 +237,7 @@ def _run(conn: socket.socket, message: dict, fds: list[int]) -> int:
         os.close(null)
         os.environ.clear()
         os.environ.update(saved_env)
+        tempfile.tempdir = None
         os.umask(saved_umask)
         os.chdir(saved_cwd)
 

@@ -24,7 +24,9 @@ def server(
     The first such command starts it in the background; it serves only you, through a socket
     in a folder only you can enter, runs one command at a time in your working directory with
     your environment, and exits after TFPROF_SERVER_IDLE seconds (600) without a command or
-    when tfprof is updated. TFPROF_SERVER=0 turns it off (off by default where CI is set).
+    when tfprof or a library it uses is updated. A command with other resource limits (ulimit),
+    TMPDIR or rights than the server's gets a server of its own; one under a CPU-time or memory
+    ulimit runs in its own process. TFPROF_SERVER=0 turns it off (off by default where CI is set).
 
     Examples:
 
