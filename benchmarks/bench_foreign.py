@@ -1,4 +1,4 @@
-"""Time the foreign-profile readers (issue 19) on scaled-up copies of the committed captures.
+"""Time the foreign-profile readers (docs/FOREIGN.md) on scaled-up copies of the committed captures.
 
     python benchmarks/bench_foreign.py            # Kineto CNN x100 (~52 MB), XSpace TF2 x300 (~7.5 MB), JAX x300
     python benchmarks/bench_foreign.py --quick    # x10 / x30 copies, for CI (< 30 s)

@@ -15,10 +15,10 @@ side goes first (A/B, B/A, ...):
   opened store (``run_view``: query and text report); a SQL aggregate through DuckDB; then each
   view as the whole ``tfprof VIEW STORE ...`` command a user types, timed from launch to exit,
   through the resident server (``served.py``): a first run, then the median of three;
-* the real tool (``../shared/tools/tfprof-reference python compare_reference.py``), in one
+* the real tool (``tfprof-reference python compare_reference.py``; ``REFERENCE`` below), in one
   process: ``ProfilerFromFile``, then the same four views with the same options.
 
-Reported: medians, ours/tfprof ratios against the issue's targets (cold ingest and reopen
+Reported: medians, ours/tfprof ratios against the targets (``TARGETS``: cold ingest and reopen
 against the real tool's load, each view against the same view), peak RSS of each side, and
 whether every view's report, from the ``node name |`` line on, equals the real tool's. Numba's
 one-time start in a process (loading the compiled kernels from its cache: ~0.4 s for the views,
@@ -87,7 +87,7 @@ group by n.op order by exec_micros desc limit 10
 # server (benchmarks/served.py): launch to exit, process start included.
 COMMANDS = {f"{v}_cmd": v for v in VIEWS}
 OURS = ("ingest", "reopen", *VIEWS, "sql", *COMMANDS)
-# ours/tfprof ratio targets (issue 6; the commands: issue 18): what each of our steps is compared with.
+# ours/tfprof ratio targets (for the whole commands too): what each of our steps is compared with.
 TARGETS = {"ingest": ("load", 0.3), "reopen": ("load", 0.02), **{v: (v, 0.1) for v in VIEWS},
            **{c: (v, 0.1) for c, v in COMMANDS.items()}}
 RSS_TARGET = 0.15
@@ -491,21 +491,21 @@ def machine() -> str:
             f"Python {platform.python_version()}")
 
 
-DOC_INTRO = """## Side by side with the real tfprof (issue 6)
+DOC_INTRO = """## Side by side with the real tfprof
 
 Written by `python benchmarks/compare.py --write-doc` (its docstring says what is measured):
 synthetic ProfileProtos from `benchmarks/synth.py`; every step of ours in a fresh process, its
-own time after imports; the real tool (TensorFlow's tfprof through
-`../shared/tools/tfprof-reference`) loads the profile once and runs the same views with the same
-options, in alternating runs; medians. Options: tfprof's command-line defaults (max_depth 10)
-with scope/graph `select micros,bytes,params`, op `select micros,bytes,occurrence
-order_by micros`, code `select micros`. Targets (issue 6), as ratios to the real tool in the same
-run: cold ingest ≤ 0.3× its load, reopen ≤ 0.02× its load, each view ≤ 0.1× the same view, peak
-RSS ≤ 0.15×. The machine is shared with other work, so times vary by ±30 %. Reproduce:
-`python benchmarks/compare.py --sizes 70k×5,70k×50 --repeat 3 --write-doc`, then
+own time after imports; the real tool (TensorFlow's tfprof through `tfprof-reference`, the
+reference Python with TensorFlow, kept outside this repository) loads the profile once and runs
+the same views with the same options, in alternating runs; medians. Options: tfprof's
+command-line defaults (max_depth 10) with scope/graph `select micros,bytes,params`, op `select
+micros,bytes,occurrence order_by micros`, code `select micros`. Targets, as ratios to the real
+tool in the same run: cold ingest ≤ 0.3× its load, reopen ≤ 0.02× its load, each view ≤ 0.1× the
+same view, peak RSS ≤ 0.15×. The machine is shared with other work, so times vary by ±30 %.
+Reproduce: `python benchmarks/compare.py --sizes 70k×5,70k×50 --repeat 3 --write-doc`, then
 `python benchmarks/compare.py --sizes 705k×5 --repeat 1 --force-reference --write-doc` (the real
-tool peaks at 21.8 GB there). The real tool needs `../shared/tools/tfprof-reference`; without
-it only our side runs.
+tool peaks at 21.8 GB there). The real tool needs `tfprof-reference` beside the checkout
+(`REFERENCE` in `benchmarks/compare.py`); without it only our side runs.
 """
 
 

@@ -1,6 +1,6 @@
 """The real tfprof's side of ``compare.py``: load a ProfileProto, run views, time them.
 
-    ../shared/tools/tfprof-reference python benchmarks/compare_reference.py PROFILE OUTDIR VIEWS_JSON
+    tfprof-reference python benchmarks/compare_reference.py PROFILE OUTDIR VIEWS_JSON
 
 Runs in the reference environment (TensorFlow's own tfprof, the C++ profiler inside the
 tensorflow-cpu wheel), so it imports nothing from this project. ``VIEWS_JSON`` is a JSON list of

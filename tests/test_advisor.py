@@ -4,9 +4,9 @@ tests/golden/advise/<profile>/ is written by tools/make_advice_golden.py with th
 per case, the printed text (checker blocks in the fixed order of spec 9.1), the AdviceProto and
 the stderr notes. Every case is compared exactly, text and proto. The decided divergences are
 applied to the golden as rules, and strict xfails show the real tool still says otherwise:
-DECISIONS #14 (FusedBatchNormV2/V3 count as fused), and issue 17's top graph nodes reported with
-their subtree times (computed here by plain SQL over the tables) where tfprof prints their own
-times, "0us" for a name scope.
+FusedBatchNormV2/V3 count as fused (docs/COMPATIBILITY.md row 7), and top graph nodes are reported
+with their subtree times (computed here by plain SQL over the tables) where tfprof prints their
+own times, "0us" for a name scope (row 20).
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ def _v2_v3_fused(prof: Profile) -> bool:
 
 
 def _decided(prof: Profile, text: str, proto: AdviceProto) -> tuple[str, AdviceProto]:
-    """The golden with DECISIONS #14 applied: a graph with FusedBatchNormV2/V3 ops is fused, so
-    the batch-norm advice the real tool gives it (spec 15.1 #14) is not expected from us."""
+    """The golden with the fused-batch-norm rule applied: a graph with FusedBatchNormV2/V3 ops is
+    fused, so the batch-norm advice the real tool gives it (docs/TFPROF_BEHAVIOUR.md, 'Known
+    quirks' #14) is not expected from us: that advice is wrong for every TF 2 graph."""
     if not _v2_v3_fused(prof) or "OperationChecker" not in proto.checkers:
         return text, proto
     fixed = AdviceProto()
@@ -142,7 +143,7 @@ def _divergent_cases():
                 yield pytest.param(name, case, id=f"{name}-{case['id']}")
 
 
-@pytest.mark.xfail(strict=True, reason="DECISIONS #14: tfprof advises FusedBatchNorm to graphs using FusedBatchNormV2/V3")
+@pytest.mark.xfail(strict=True, reason="tfprof advises FusedBatchNorm to graphs using FusedBatchNormV2/V3")
 @pytest.mark.parametrize(("name", "case"), list(_divergent_cases()))
 def test_batch_norm_divergence_still_differs(name, case):
     text, _, _ = _golden(name, case["id"])
@@ -157,7 +158,7 @@ def _graph_node_cases():
                 yield pytest.param(name, case, id=f"{name}-{case['id']}")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17: tfprof prints a top graph node's own time (0us for a name scope)")
+@pytest.mark.xfail(strict=True, reason="tfprof prints a top graph node's own time (0us for a name scope)")
 @pytest.mark.parametrize(("name", "case"), list(_graph_node_cases()))
 def test_graph_node_divergence_still_differs(name, case):
     text, proto, _ = _golden(name, case["id"])
@@ -189,7 +190,7 @@ def test_fixed_order_whatever_the_request_order():
 
 
 def test_builtin_checkers_accept_options():
-    """DECISIONS #12: per-checker options work (tfprof's Python API raises; its checkers ignore them)."""
+    """Per-checker options work (tfprof's Python API raises; its checkers ignore them)."""
     prof = _profile("gpu_tiny")
     assert advise(prof, {"AcceleratorUtilizationChecker": {"threshold": "0.9"}}).text == advise(
         prof, {"AcceleratorUtilizationChecker": {}}

@@ -1,5 +1,5 @@
 """The command line says what it does: usage lines, help text, option checks and warnings
-(issue 17, points 9 and 10). In-process through ``tfprof.cli.main.main``."""
+(docs/COMPATIBILITY.md rows 3 and 19). In-process through ``tfprof.cli.main.main``."""
 
 from __future__ import annotations
 

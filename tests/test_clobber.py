@@ -432,7 +432,7 @@ def test_emit_output_takes_force_and_protects_the_profiles_inputs(work):
 
 
 def test_tf_profiler_api_overwrites_as_tensorflow_but_never_an_input(work, capsys):
-    """tf.profiler's API replaces an existing output file, as TensorFlow does (DECISIONS),
+    """tf.profiler's API replaces an existing output file, as TensorFlow does,
     but not a file it was given as an input."""
     import tfprof
 

@@ -60,8 +60,8 @@ def test_per_node_equal_to_tensorflow(fixture, source):
 
 
 def test_divergences_are_only_the_decided_ones():
-    """DECISIONS #13: where we diverge, TensorFlow's number is 0 (NCHW) or uses the wrong k
-    (adj_x), and ours equals TensorFlow's for the same geometry written the way it counts."""
+    """Where we diverge (docs/COMPATIBILITY.md row 9), TensorFlow's number is 0 (NCHW) or uses the
+    wrong k (adj_x), and ours equals TensorFlow's for the same geometry written the way it counts."""
     cmp = _compared(_load("flops", "graph"))
     div = cmp.filter(pl.col("diverges"))
     pairs = json.loads((FLOPS / "pairs.json").read_text())

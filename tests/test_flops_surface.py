@@ -1,4 +1,4 @@
-"""FLOPs surfaced (issue 21): `tfprof check` lists the op types no shape rule covers."""
+"""FLOPs surfaced: `tfprof check` lists the op types no shape rule covers."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Every golden case of tests/golden/<fixture>/ (made by tools/make_golden.py with the real tfprof)
 rendered through the public API, compared line by line from the ``node name |`` header to the end.
 
-Divergences decided in ../shared/spec/DECISIONS.md are listed in ``DIVERGENT`` with their reason
+Deliberate divergences (docs/COMPATIBILITY.md) are listed in ``DIVERGENT`` with their reason
 and asserted to differ (strict xfail), so a change that accidentally "fixes" them is noticed.
 """
 
@@ -23,10 +23,10 @@ from tfprof.schema.proto.tfprof_output_pb2 import GraphNodeProto, MultiGraphNode
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# case id -> reason. Only DECISIONS.md divergences belong here (see docs/COMPATIBILITY.md).
+# case id -> reason. Only divergences listed in docs/COMPATIBILITY.md belong here.
 DIVERGENT = {
-    "op_account_double": "DECISIONS #2: tfprof counts a node once per matching account regex; we count it once",
-    "code_account_double": "DECISIONS #2: tfprof counts a node once per matching account regex; we count it once",
+    "op_account_double": "tfprof counts a node once per matching account regex; we count it once",
+    "code_account_double": "tfprof counts a node once per matching account regex; we count it once",
 }
 
 

@@ -1,4 +1,4 @@
-"""MACs surfaced (issue 21): ``node_flops`` per node, the ``macs`` select field and order key in
+"""MACs surfaced (docs/COMPATIBILITY.md row 24): ``node_flops`` per node, the ``macs`` select field and order key in
 every view, the header line naming op types without a rule, stores written before the table,
 and a PyTorch trace's estimated MACs.
 

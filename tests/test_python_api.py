@@ -156,8 +156,8 @@ def test_add_step_coverage_is_tensorflows(name):
 
 
 def test_missing_keys_take_the_builders_defaults():
-    """DECISIONS #11: a partial dict is completed from ProfileOptionBuilder() (TensorFlow shows
-    only the root)."""
+    """A partial dict is completed from ProfileOptionBuilder() (TensorFlow shows only the root,
+    which hides the mistake; docs/COMPATIBILITY.md row 12)."""
     prof = profiler("multistep")
     partial = prof.profile_operations({"select": ["params"], "output": "none"})
     full = prof.profile_operations(B().select(["params"]).with_empty_output().build())

@@ -2,7 +2,7 @@
 
 Measured numbers (docs/PERFORMANCE.md) refer to its profiles, so a given seed and size must
 always give the same file. The digests below were taken from the first generator, which held
-every node as a Python object, before it was made to stream (issue 6); the streaming one must
+every node as a Python object, before it was made to stream (to fit 7M-node profiles in memory); the streaming one must
 reproduce them, also across tower boundaries (towers 2.. come from templates), through a
 buffer that holds only a few nodes, and with numpy's shuffles redone by its own PCG64.
 """

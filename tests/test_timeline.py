@@ -191,8 +191,9 @@ def test_tree_events_skip_zero_time_subtrees():
 
 
 def test_children_outlasting_their_parent_do_not_abort():
-    # DECISIONS #15: tfprof CHECK-fails here (negative op times make a parent shorter than its
-    # shown children); we keep laying the children out back to back from the parent's start.
+    # tfprof CHECK-fails here (negative op times make a parent shorter than its shown
+    # children); we keep laying the children out back to back from the parent's start
+    # (docs/COMPATIBILITY.md row 16).
     frame = pl.DataFrame({
         "name": ["_TFProfRoot", "p", "p/a", "p/b", "q"],
         "indent": [0, 2, 4, 4, 2],

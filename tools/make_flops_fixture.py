@@ -16,7 +16,7 @@ into tests/fixtures/flops/:
                       the op-log builder counted as "no flops stats due to incomplete shapes"
     pairs.json        node pairs whose FLOPs must be equal: a node where we diverge from
                       TensorFlow on purpose (NCHW pooling/conv backprop, BatchMatMul adj_x;
-                      DECISIONS #13) and a node of the same geometry TensorFlow does count
+                      docs/COMPATIBILITY.md row 9) and a node of the same geometry TensorFlow does count
     tf_version.txt
 
 The graph covers the rules' edge cases too: broadcasting, int() truncation of the conv

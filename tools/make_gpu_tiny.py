@@ -1,6 +1,6 @@
 """Build tests/fixtures/gpu_tiny/profile.pb with the real tfprof from its hand-written text protos.
 
-Usage: ../shared/tools/tfprof-reference python tools/make_gpu_tiny.py
+Usage: tfprof-reference python tools/make_gpu_tiny.py   (the reference Python, tools/_reference.py)
 
 graph.pbtxt and run_meta_0.pbtxt (a GraphDef and a RunMetadata laid out as a GPU trace: canonical
 device, stream:all, stream:N, memcpy, a second canonical device, MEMCPY and _retval nodes) are

@@ -16,7 +16,7 @@ prints one ``Error: ...`` line and the prompt comes back. On a terminal the stdl
 gives line editing, history and tab completion; from a pipe, lines are read one by one with no
 prompt (as tfprof's linenoise does), so scripts can drive the shell.
 
-Where we differ from tfprof (DECISIONS #17): a line of spaces is ignored (tfprof crashes), and
+Where we differ from tfprof (docs/COMPATIBILITY.md row 8): a line of spaces is ignored (tfprof crashes), and
 ``quit``/``exit`` leave (tfprof has no such command).
 """
 
@@ -155,7 +155,7 @@ class Shell:
             tokens = _split(line)
         except ValueError as exc:  # shlex: an unclosed quote
             raise OptionError(f"Cannot read the line: {exc}") from None
-        if not tokens:  # only spaces (tfprof crashes here; DECISIONS #17)
+        if not tokens:  # only spaces (tfprof crashes here; we ignore the line)
             return True
         cmd, args = tokens[0], tokens[1:]
         if cmd not in COMMANDS:

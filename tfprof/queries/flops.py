@@ -14,7 +14,7 @@ rule (an expression over shape-derived columns and the shapes it needs fully def
 nodes. ``with_flops_from_shapes`` is the explicit opt-in that feeds those numbers to the views,
 merged as the Python API merges them (docs/TFPROF_BEHAVIOUR.md, 'Op log builder': a non-zero op-log value wins).
 
-Deliberate differences from TensorFlow (DECISIONS #13, docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #13), flagged per row in
+Deliberate differences from TensorFlow (docs/COMPATIBILITY.md row 9, docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #13), flagged per row in
 ``diverges``: BatchMatMul's ``k`` honours ``adj_x`` (TensorFlow reads a ``transpose_a`` attr these
 ops do not have), and pooling and conv-backprop rules also count NCHW graphs (TensorFlow
 raises, so those nodes get no FLOPs). Everything else, ``int()`` truncation and requirements on

@@ -34,7 +34,7 @@ def picked_members(nodes: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
     """Member nodes that count for their group (ReInit): any op type matching any account regex.
 
     tfprof counts a node once per matching regex (docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #2); we count it once
-    (docs/COMPATIBILITY.md, DECISIONS.md).
+    (docs/COMPATIBILITY.md row 2: the doubled numbers contradict the same profile's scope view).
     """
     if spec.account is None:
         return nodes

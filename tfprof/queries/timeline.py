@@ -69,7 +69,7 @@ def tree_events(frame: pl.DataFrame) -> pl.DataFrame:
 
     tfprof (tfprof_timeline.h EmitTreeNode) starts at the root with ts 0 and its total time;
     a child with no time is skipped with its subtree; depth d gets process d, named when first
-    reached. We never abort when children outlast their parent (DECISIONS #15).
+    reached. We never abort when children outlast their parent (docs/COMPATIBILITY.md row 16).
     """
     n = frame.height
     level = (frame["indent"].to_numpy() // 2).astype(np.int64)

@@ -22,8 +22,9 @@ from tfprof.queries.options import Options
 from tfprof.tf_api.option_builder import ProfileOptionBuilder
 from tfprof.tf_api.tf_graph import LiveGraph, is_tf_graph
 
-# DECISIONS #11: keys missing from a Python option dict take ProfileOptionBuilder()'s values
-# (TensorFlow's _build_options would leave them empty, which shows only the root).
+# Keys missing from a Python option dict take ProfileOptionBuilder()'s values (TensorFlow's
+# _build_options would leave them empty, which shows only the root and hides the mistake;
+# docs/COMPATIBILITY.md row 12).
 _BUILDER_DEFAULTS = Options.from_tfprof(ProfileOptionBuilder().build())
 
 

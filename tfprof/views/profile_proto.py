@@ -20,7 +20,8 @@ tfprof's own writer (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), with these choic
 * ``src_output_index`` has an entry per producer (the real tool derives input shapes from it),
   and ``input_shapes``/``outputs`` are left empty as tfprof leaves them;
 * an input that names no node (``node_inputs.input_id`` null) cannot be an id: it is left out
-  (tfprof aborts there, docs/TFPROF_BEHAVIOUR.md, 'ProfileProto' [bug]; DECISIONS #16).
+  (tfprof aborts there, docs/TFPROF_BEHAVIOUR.md, 'ProfileProto' [bug]; the edge carries no
+  statistics, docs/COMPATIBILITY.md row 14).
 
 Not carried by the format: ``allocator_memory`` (only the per-allocator sums in ``memory`` are)
 and ``checkpoint_tensors`` (their ``_checkpoint_variables`` op types are).

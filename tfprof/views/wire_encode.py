@@ -20,7 +20,7 @@ entries are messages with key = 1 and value = 2, both always written, as protobu
 
 Why not protobuf's runtime: building the ProfileProto with the generated classes
 (``tfprof.views.profile_proto_ref``, which tests hold equal to this encoder's output) takes 7 to
-13 times as long (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md, issue 18).
+13 times as long (``benchmarks/bench_proto.py``; docs/PERFORMANCE.md, 'Proto output').
 """
 
 from __future__ import annotations

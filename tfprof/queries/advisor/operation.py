@@ -6,7 +6,7 @@ Two findings, each one row when it fires, in tfprof's report order:
   norm op type. tfprof recognises only ``FusedBatchNorm`` itself, so graphs built with
   FusedBatchNormV2/V3 (every TF 2 graph) get the advice anyway (docs/TFPROF_BEHAVIOUR.md, 'Known quirks' #14); we
   recognise
-  V2 and V3 as fused (DECISIONS #14, docs/ADVISOR.md).
+  V2 and V3 as fused, since the advice is wrong for every TF 2 graph (docs/ADVISOR.md).
 * ``nhwc_on_gpu``: some node has ``data_format`` NHWC and a canonical device containing ``gpu``.
 
 Columns: ``finding``, ``nodes`` (how many nodes are evidence), ``example`` (the first of them
