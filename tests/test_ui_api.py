@@ -8,6 +8,8 @@ import csv
 import io
 import itertools
 import json
+import urllib.error
+import urllib.parse
 
 import pytest
 from conftest import FIXTURES
@@ -16,15 +18,21 @@ from starlette.testclient import TestClient
 import tfprof
 from tfprof.cli.main import main as cli_main
 from tfprof.ui.app import make_app
+from tfprof.ui.guard import TOKEN_HEADER
 from tfprof.ui.profiles import Profiles
 
 SAMPLE = str(tfprof.sample_path())
 MULTISTEP = str(FIXTURES / "multistep" / "profile.pb")
 
 
+def page_client(app) -> TestClient:
+    """A client as the UI's page is one: addressed to the server's own address, with its token."""
+    return TestClient(app, base_url="http://127.0.0.1:8765", headers={TOKEN_HEADER: app.state.token})
+
+
 @pytest.fixture(scope="module")
 def client() -> TestClient:
-    return TestClient(make_app(Profiles.load([SAMPLE, MULTISTEP])))
+    return page_client(make_app(Profiles.load([SAMPLE, MULTISTEP])))
 
 
 def cli_json(capsysbinary, *args: str) -> list[dict]:
@@ -143,9 +151,9 @@ def test_advice_names_nodes(client, capsysbinary):
 
 
 def test_sql_limits_rows_and_downloads_csv(client):
-    answer = client.get("/api/sql/1", params={"q": "select node_id, name from nodes order by node_id", "limit": 7}).json()
+    answer = client.post("/api/sql/1", data={"q": "select node_id, name from nodes order by node_id", "limit": 7}).json()
     assert answer["columns"] == ["node_id", "name"] and len(answer["rows"]) == 7 and answer["truncated"]
-    full = client.get("/api/sql/1/csv", params={"q": "select node_id, name from nodes order by node_id"})
+    full = client.post("/api/sql/1/csv", data={"q": "select node_id, name from nodes order by node_id"})
     assert full.headers["content-disposition"].startswith("attachment")
     rows = list(csv.DictReader(io.StringIO(full.text)))
     assert len(rows) == answer["total"] and rows[:7] == [{k: str(v) for k, v in r.items()} for r in answer["rows"]]
@@ -193,10 +201,6 @@ BAD = [
     ("/api/children/0/scope?node=100000", 400, "`node` takes -1 to"),
     ("/api/search/0/scope?q=", 400, "`q` is empty"),
     ("/api/flame/0/scope?metric=joules", 400, "Unknown metric `joules`"),
-    ("/api/sql/0?q=copy%20nodes%20to%20%27/tmp/x%27", 400, "`COPY` statements cannot run here"),
-    ("/api/sql/0?q=select%20*%20from%20read_csv(%27/etc/passwd%27)", 400, "read_csv"),
-    ("/api/sql/0?q=", 400, "`q` is empty"),
-    ("/api/sql/0?q=select%201&limit=0", 400, "`limit` takes 1 to"),
     ("/api/timeline/0?step=3", 400, "Option `step` 3 not found"),
     ("/api/trace/0?step=../../x", 400, "`step` takes an integer"),
     ("/nothing/here", 404, "no such page"),
@@ -211,29 +215,59 @@ def test_bad_requests_answer_one_line(client, url, status, message):
     assert message in error and "\n" not in error and "Traceback" not in error
 
 
+BAD_SQL = [
+    ({"q": "copy nodes to '/tmp/x'"}, 400, "`COPY` statements cannot run here"),
+    ({"q": "select * from read_csv('/etc/passwd')"}, 400, "read_csv"),
+    ({"q": ""}, 400, "`q` is empty"),
+    ({}, 400, "`q` is empty"),
+    ({"q": "select " + "1+" * 10_000 + "1"}, 400, "longer than 20000"),
+    ({"q": "x" * 300_000}, 413, "larger than"),
+]
+
+
+@pytest.mark.parametrize("form,status,message", [*BAD_SQL, ({"q": "select 1", "limit": 0}, 400, "`limit` takes 1 to")],
+                         ids=lambda v: str(v)[:40])
+def test_bad_queries_answer_one_line(client, form, status, message):
+    for url in ("/api/sql/0", "/api/sql/0/csv") if "limit" not in form else ("/api/sql/0",):
+        answer = client.post(url, data=form)
+        assert answer.status_code == status
+        error = answer.json()["error"]
+        assert message in error and "\n" not in error and "Traceback" not in error
+
+
 def test_files_are_read_only_from_the_given_profiles(client, tmp_path):
     target = tmp_path / "out.parquet"
-    answer = client.get("/api/sql/0", params={"q": f"copy (select 1) to '{target}'"})
+    answer = client.post("/api/sql/0", data={"q": f"copy (select 1) to '{target}'"})
     assert answer.status_code == 400 and not target.exists()
-    answer = client.get("/api/sql/0", params={"q": "select * from glob('/etc/*')"})
+    answer = client.post("/api/sql/0", data={"q": "select * from glob('/etc/*')"})
     assert answer.status_code == 400
 
 
 def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
     import os
+    import re
     import signal
     import subprocess
     import sys
     import urllib.request
 
-    proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", SAMPLE, MULTISTEP, "--port", "0", "--no-browser"],
+    proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", SAMPLE, MULTISTEP, "--port", "0", "--no-browser",
+                             "--query-timeout", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TFPROF_SERVER": "0"})
     try:
         line = proc.stdout.readline()
         assert line.startswith("tfprof ui: serving 2 profiles at http://127.0.0.1:")
         url = line.split(" at ")[1].split()[0]
-        listed = json.loads(urllib.request.urlopen(url + "api/profiles", timeout=30).read())["profiles"]
+        page = urllib.request.urlopen(url, timeout=30).read().decode()
+        token = {TOKEN_HEADER: re.search(r'<meta name="tfprof-token" content="([\w-]{40,})">', page)[1]}
+        listed = json.loads(urllib.request.urlopen(urllib.request.Request(url + "api/profiles", headers=token),
+                                                   timeout=30).read())["profiles"]
         assert [p["path"] for p in listed] == [SAMPLE, MULTISTEP]
+        q = "select sum(a.range * b.range) from range(100000000) a, range(100000) b"  # hours of work
+        runaway = urllib.parse.urlencode({"q": q}).encode()
+        with pytest.raises(urllib.error.HTTPError) as stopped:  # --query-timeout 1
+            urllib.request.urlopen(urllib.request.Request(url + "api/sql/0", runaway, token), timeout=30)
+        assert stopped.value.code == 400 and "stopped after 1 s" in json.load(stopped.value)["error"]
     finally:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
@@ -247,7 +281,7 @@ def test_python_entry_serves_in_the_background():
     try:
         assert str(running).startswith("http://127.0.0.1:") and "<iframe" in running._repr_html_()
         page = urllib.request.urlopen(str(running), timeout=30).read().decode()
-        assert "/static/app.js" in page
+        assert "/static/app.js" in page and f'content="{running.token}"' in page
     finally:
         running.stop()
     assert not running.thread.is_alive()
@@ -260,11 +294,11 @@ DIFF = FIXTURES / "diff"
 @pytest.fixture(scope="module")
 def pair() -> TestClient:
     """A server with two runs of one model, the second with a widened layer (tests/fixtures/diff)."""
-    return TestClient(make_app(Profiles.load([str(DIFF / "base" / "profile.pb"), str(DIFF / "wide" / "profile.pb")])))
+    return page_client(make_app(Profiles.load([str(DIFF / "base" / "profile.pb"), str(DIFF / "wide" / "profile.pb")])))
 
 
 def test_diff_gives_the_rows_tfprof_diff_prints(pair, capsysbinary):
-    got = pair.get("/api/diff/0/1/scope?max_depth=3&select=micros,params&limit=8").json()
+    got = pair.post("/api/diff/0/1/scope", data={"max_depth": 3, "select": "micros,params", "limit": 8}).json()
     args = ["diff", str(DIFF / "base" / "profile.pb"), str(DIFF / "wide" / "profile.pb"), "scope",
             "--max_depth", "3", "--select", "micros,params", "--format", "json"]
     assert cli_main(args) == 0
@@ -283,9 +317,16 @@ def test_diff_gives_the_rows_tfprof_diff_prints(pair, capsysbinary):
     ("/api/diff/0/1/scope?max_depth=-5", 400, "max_depth"),
     ("/api/diff/0/1/scope?hide_name_regexes=(", 400, "Bad regex"),
     ("/api/diff/0/1/scope?limit=999999", 400, "limit"),
+    ("/api/diff/0/1/scope?output=file:outfile=/tmp/x", 400, "Unknown parameter `output`"),
     ("/api/diff/..%2F..%2Fetc/1/scope", 404, "no such page"),
     ("/api/diff/..%5C..%5Cetc/1/scope", 404, "no profile"),
 ])
 def test_diff_refuses_bad_parameters(pair, url, status, words):
-    got = pair.get(url)
+    path, _, form = url.partition("?")
+    got = pair.post(path, content=form, headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert got.status_code == status and words in got.json()["error"]
+
+
+def test_a_post_takes_its_parameters_in_the_body_only(pair):
+    got = pair.post("/api/diff/0/1/scope?max_depth=3")  # not silently the default max_depth
+    assert got.status_code == 400 and "in its body" in got.json()["error"]

@@ -31,7 +31,9 @@ def server():
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        # evil.example resolves to this machine: a DNS-rebinding attacker's name (test_a_rebound_name...)
+        b = p.chromium.launch(executable_path=CHROMIUM,
+                              args=["--no-sandbox", "--host-resolver-rules=MAP evil.example 127.0.0.1"])
         yield b
         b.close()
 
@@ -201,6 +203,39 @@ def test_sql_console_and_a_refused_query(page, tmp_path):
     page.click("#run-sql")
     page.wait_for_selector("#error.on")
     assert "COPY" in page.inner_text("#error") and not target.exists()
+
+
+def test_sql_csv_download(page):
+    page.click("#tabs button[data-tab=sql]")
+    page.fill("#sql", "select node_id, name from nodes order by node_id limit 5")
+    with page.expect_download() as download:
+        page.click("#sql-csv")
+    assert download.value.suggested_filename == "tfprof-query.csv"
+    rows = Path(download.value.path()).read_text().splitlines()
+    expected = tfprof.load(SAMPLE).sql("select node_id, name from nodes order by node_id limit 5")
+    assert rows == ["node_id,name", *(f"{i},{n}" for i, n in expected.iter_rows())]
+
+
+def test_a_rebound_name_gets_no_page_and_other_pages_no_api(browser, server):
+    """DNS rebinding in the browser: evil.example resolves to 127.0.0.1 (the browser's resolver
+    rule), and neither the page nor the API answers it. A script of another origin that calls
+    the real address is stopped too: without the token by the server (403), with a header at all
+    by the browser's CORS preflight, which the server never grants."""
+    port = int(str(server).rstrip("/").rsplit(":", 1)[1])
+    pg = browser.new_page()
+    statuses: dict[str, int] = {}
+    pg.on("response", lambda r: statuses.__setitem__(f"{r.request.method} {r.url}", r.status))
+    answer = pg.goto(f"http://evil.example:{port}/")
+    assert answer.status == 421 and "Misdirected request" in pg.inner_text("body")
+    assert pg.evaluate("fetch('/api/profiles').then(r => r.status)") == 421
+    sql = f"http://127.0.0.1:{port}/api/sql/0"
+    pg.evaluate(f"""fetch('{sql}', {{method: 'POST', mode: 'no-cors', body: new URLSearchParams({{q: 'select 1'}})}})""")
+    pg.wait_for_timeout(300)
+    assert statuses[f"POST {sql}"] == 403
+    refused = pg.evaluate(f"""fetch('{sql}', {{method: 'POST', headers: {{'X-Tfprof-Token': 'guess'}},
+                                               body: new URLSearchParams({{q: 'select 1'}})}}).then(() => 'sent', e => String(e))""")
+    assert refused.startswith("TypeError")
+    pg.close()
 
 
 def test_two_profiles_side_by_side(page):

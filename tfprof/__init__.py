@@ -154,13 +154,16 @@ def summarize(prof: Profile):
     return run(prof)
 
 
-def ui(profile_or_paths, *, host: str = "127.0.0.1", port: int = 0):
+def ui(profile_or_paths, *, host: str = "127.0.0.1", port: int = 0, query_timeout: float | None = 30.0,
+       allow_hosts: tuple[str, ...] = ()):
     """Serve the web UI on a profile, a path, or a list of them, in a background thread
     (``tfprof.ui.start``); returns the running server: ``str()`` is its URL, ``.stop()`` ends
-    it, and a notebook shows the page in an IFrame. ``port`` 0 picks a free port."""
+    it, and a notebook shows the page in an IFrame. ``port`` 0 picks a free port; a SQL query
+    stops after ``query_timeout`` seconds (0 or None: no limit); ``allow_hosts``: more host
+    names it answers to, as ``tfprof ui --allow-host``."""
     from tfprof.ui import start
 
-    return start(profile_or_paths, host=host, port=port)
+    return start(profile_or_paths, host=host, port=port, query_timeout=query_timeout, allow_hosts=allow_hosts)
 
 
 class _Package(types.ModuleType):

@@ -21,25 +21,39 @@ def ui(
         str, typer.Option("--host", help="Address to listen on; the default serves this machine only.")
     ] = "127.0.0.1",
     no_browser: Annotated[bool, typer.Option("--no-browser", help="Do not open a browser.")] = False,
+    query_timeout: Annotated[
+        float, typer.Option("--query-timeout", metavar="SECONDS", help="Stop a SQL query after this long (0: no limit).")
+    ] = 30.0,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", metavar="NAME", help="Also answer requests addressed to NAME (a DNS alias, "
+                     "a proxy's name); repeatable. By default only this server's own address and localhost."),
+    ] = None,
 ) -> None:
     """Explore profiles in the browser: the four views as tree-tables with every option, a flame
     graph, one step's timeline, the advisor and a SQL console; side by side for two profiles.
 
-    Prints the URL and serves until Ctrl-C. Nothing is fetched from outside this server.
+    Prints the URL and serves until Ctrl-C. Nothing is fetched from outside this server. It
+    answers only requests addressed to it (127.0.0.1, localhost, the --host given; with --host
+    0.0.0.0 also this machine's name and addresses) and API calls only from the page it served.
 
     Examples:
 
       tfprof ui run.tfprof
 
       tfprof ui before.tfprof after.tfprof --port 9000 --no-browser
+
+      tfprof ui run.tfprof --host 0.0.0.0 --allow-host workstation.lan --query-timeout 120
     """
     from tfprof.errors import OptionError
-    from tfprof.ui import serve_until_interrupted, start
+    from tfprof.ui import checked_timeout, serve_until_interrupted, start
 
     if not 0 <= port <= 65535:
         raise OptionError(f"--port takes 0 to 65535, not `{port}`")
+    checked_timeout(query_timeout)
     loaded = [_load(profile_path=p) for p in profiles]
-    running = start(loaded, host=host, port=port, labels=[str(p) for p in profiles])
+    running = start(loaded, host=host, port=port, labels=[str(p) for p in profiles], query_timeout=query_timeout,
+                    allow_hosts=allow_host or ())
     print(f"tfprof ui: serving {len(loaded)} profile{'s' if len(loaded) > 1 else ''} at {running.url}  (Ctrl-C stops)",
           flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):

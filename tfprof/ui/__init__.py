@@ -11,7 +11,10 @@ server.
 ``start(items)`` runs it in a background thread and returns a ``Running`` server (its ``url``;
 ``stop()``), which is what ``tfprof.ui(...)`` does (in a notebook it shows the page in an
 IFrame); ``tfprof ui`` then waits for Ctrl-C (``serve_until_interrupted``). It binds 127.0.0.1
-unless told otherwise; the requests name profiles only by id (``tfprof.ui.profiles``).
+unless told otherwise; the requests name profiles only by id (``tfprof.ui.profiles``). It answers
+only requests that name it (``Host``), API calls only with the token of the page it served
+(``Running.token``, sent as ``X-Tfprof-Token``; ``tfprof.ui.guard``), and stops a query whose
+client went away or that ran past ``query_timeout`` seconds (``tfprof.ui.jobs``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tfprof.profile import Profile
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+DEFAULT_QUERY_TIMEOUT = 30.0
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Running:
     url: str
     server: Any
     thread: threading.Thread
+    token: str  # what the API takes in its X-Tfprof-Token header (the page carries it)
 
     def stop(self, timeout: float = 5.0) -> None:
         self.server.should_exit = True
@@ -50,6 +55,15 @@ class Running:
         return self.url
 
 
+def checked_timeout(seconds: float | None) -> float | None:
+    """A query time limit in seconds, or None for none (``seconds`` 0 or None)."""
+    from tfprof.errors import OptionError
+
+    if seconds is not None and not 0 <= seconds < 10**9:
+        raise OptionError(f"--query-timeout takes seconds, 0 for no limit, not `{seconds}`")
+    return seconds or None
+
+
 def _items(profile_or_paths: Any) -> list[str | Path | Profile]:
     if isinstance(profile_or_paths, (str, Path, Profile)):
         return [profile_or_paths]
@@ -57,16 +71,21 @@ def _items(profile_or_paths: Any) -> list[str | Path | Profile]:
 
 
 def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                warm: bool = True, labels: list[str] | None = None):
-    """A uvicorn server for the UI over ``items`` (profile paths or loaded profiles) and the URL
-    it serves. ``port`` 0 picks a free port. With ``warm`` the first profile's scope view is
-    built before the server answers, so the page's first paint does not wait for it."""
+                warm: bool = True, labels: list[str] | None = None, *,
+                query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = ()):
+    """A uvicorn server for the UI over ``items`` (profile paths or loaded profiles), its socket,
+    the URL it serves and its API token. ``port`` 0 picks a free port. With ``warm`` the first
+    profile's scope view is built before the server answers, so the page's first paint does not
+    wait for it. ``allow_hosts``: more names the server answers to (``guard.host_names``)."""
     import uvicorn
 
     from tfprof.api.options import Options
+    from tfprof.errors import OptionError
     from tfprof.ui.app import make_app
+    from tfprof.ui.guard import host_names, new_token
     from tfprof.ui.profiles import Profiles
 
+    query_timeout = checked_timeout(query_timeout)
     profiles = Profiles.load(_items(items), labels)
     if warm:
         profiles.tree("0", "scope", Options())
@@ -76,24 +95,26 @@ def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST,
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        from tfprof.errors import OptionError
-
         raise OptionError(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from None
     port = sock.getsockname()[1]
-    config = uvicorn.Config(make_app(profiles), log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    shown = f"[{host}]" if ":" in host else host
-    return server, sock, f"http://{shown}:{port}/"
+    token = new_token()
+    app = make_app(profiles, token=token, hosts=host_names(host, allow_hosts), query_timeout=query_timeout)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, f"[{host}]" if ":" in host else host)
+    return server, sock, f"http://{shown}:{port}/", token  # every interface: this machine's own address
 
 
-def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0, labels: list[str] | None = None) -> Running:
-    """Serve the UI in a background thread; returns once it answers (``Running.url``)."""
-    server, sock, url = make_server(_items(profile_or_paths), host, port, labels=labels)
+def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0, labels: list[str] | None = None, *,
+          query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = ()) -> Running:
+    """Serve the UI in a background thread; returns once it answers (``Running.url``). A query
+    stops after ``query_timeout`` seconds (0 or None: no limit)."""
+    server, sock, url, token = make_server(_items(profile_or_paths), host, port, labels=labels,
+                                           query_timeout=query_timeout, allow_hosts=allow_hosts)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="tfprof-ui")
     thread.start()
     while not server.started and thread.is_alive():
         time.sleep(0.02)
-    return Running(url, server, thread)
+    return Running(url, server, thread, token)
 
 
 def serve_until_interrupted(running: Running) -> None:

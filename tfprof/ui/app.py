@@ -6,6 +6,12 @@ functions the CLI calls: ``run_view`` (via ``tfprof.api.browse``), ``advise``, `
 ``{"error": "<one line>"}``; anything else answers 500 with one line too, never a traceback.
 Static files are served from a fixed list, not from a path taken from the request.
 
+Every request must name this server in its ``Host`` header, and every ``/api/`` call must carry
+the token written into the page (``tfprof.ui.guard``). Work that a request chooses beyond
+reading the profiles (SQL, and comparing two profiles) is POST only, its parameters in a form
+body; a query is stopped when its client goes away or it passes the time limit
+(``tfprof.ui.jobs``).
+
 =====================================  =========================================================
 ``GET /api/profiles``                  the profiles: id, label, path, source, nodes, steps
 ``GET /api/view/{id}/{cmd}``           a view (CLI options as parameters): columns, command line,
@@ -14,11 +20,11 @@ Static files are served from a fixed list, not from a path taken from the reques
 ``GET /api/search/{id}/{cmd}``         rows whose name contains ``q``, with their ancestors
 ``GET /api/flame/{id}/{cmd}``          ``metric`` boxes of ``node``'s subtree (-1: all)
 ``GET /api/advice/{id}``               each checker's reports and evidence, the nodes they name
-``GET /api/sql/{id}``                  ``q`` through the SQL sandbox, at most ``limit`` rows
-``GET /api/sql/{id}/csv``              the same result as a CSV download
+``POST /api/sql/{id}``                 ``q`` through the SQL sandbox, at most ``limit`` rows
+``POST /api/sql/{id}/csv``             the same result as a CSV download
 ``GET /api/timeline/{id}``             ``step``'s op bars and memory counters as columns
 ``GET /api/trace/{id}``                ``step``'s Chrome trace JSON as a download
-``GET /api/diff/{a}/{b}/{cmd}``        ``tfprof diff``'s rows of b against a (same options), the
+``POST /api/diff/{a}/{b}/{cmd}``       ``tfprof diff``'s rows of b against a (same options), the
                                        ``limit`` largest changes first, with the noise band
                                        where both have several steps
 =====================================  =========================================================
@@ -28,16 +34,21 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, column_kind, command_line
 from tfprof.errors import TfprofError
+from tfprof.ui import guard, jobs
 from tfprof.ui import params as P
 from tfprof.ui.profiles import Profiles
 
@@ -53,6 +64,7 @@ ROW_LIMIT = 2_000
 SQL_LIMIT = 10_000
 SQL_CSV_LIMIT = 1_000_000
 MAX_SQL = 20_000
+MAX_BODY = 256 * 1024  # a form body: MAX_SQL characters, each up to 4 bytes of UTF-8 percent-encoded
 DIFF_LIMIT = 2_000
 
 
@@ -65,47 +77,76 @@ def _error(status: int, message: str) -> Response:
     return _json({"error": message.splitlines()[0] if message else "error"}, status)
 
 
-def endpoint(fn):
-    """Run ``fn(request)`` with the profiles' lock; map what it raises to a one-line answer."""
+@dataclass
+class Call:
+    """One API request as an endpoint sees it: its path parameters, its parameters (a GET's query
+    string, a POST's form body), the server's profiles, and the job its queries run in."""
 
-    def handler(request: Request) -> Response:
-        profiles: Profiles = request.app.state.profiles
-        try:
-            with profiles.lock:
-                return fn(request, profiles)
-        except LookupError as exc:
-            return _error(404, str(exc.args[0]) if exc.args else "not found")
-        except TfprofError as exc:  # BadRequest, a bad option, a refused query
-            return _error(400, str(exc))
-        except Exception as exc:  # noqa: BLE001 - a bug: said in one line, never a traceback
-            return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+    path: Mapping[str, str]
+    params: Mapping[str, str]
+    profiles: Profiles
+    job: jobs.Job
+
+
+def endpoint(fn: Callable[[Call], Response]):
+    """An API endpoint: the token checked, then ``fn(call)`` run in a worker thread with the
+    profiles' lock (``jobs.run``); what it raises is mapped to a one-line answer."""
+
+    async def handler(request: Request) -> Response:
+        state = request.app.state
+        if not guard.token_ok(request, state.token):
+            return _error(403, f"the API answers only the page this server serves (its {guard.TOKEN_HEADER} header)")
+        params: Mapping[str, str] = request.query_params
+        if request.method == "POST":
+            if request.query_params:
+                return _error(400, "a POST takes its parameters in its body (a form), not in the URL")
+            body = b""
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > MAX_BODY:
+                    return _error(413, f"the request's body is larger than {MAX_BODY} bytes")
+            params = QueryParams(body.decode("utf-8", "replace"))
+
+        def work(job: jobs.Job) -> Response:
+            try:
+                with state.profiles.lock:
+                    job.check()  # the client left while the request waited for the lock
+                    return fn(Call(request.path_params, params, state.profiles, job))
+            except LookupError as exc:
+                return _error(404, str(exc.args[0]) if exc.args else "not found")
+            except TfprofError as exc:  # BadRequest, a bad option, a refused or stopped query
+                return _error(400, str(exc))
+            except Exception as exc:  # noqa: BLE001 - a bug: said in one line, never a traceback
+                return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+        return await jobs.run(request.receive, work, state.query_timeout)
 
     return handler
 
 
-def _tree(request: Request, profiles: Profiles):
-    pid, cmd = request.path_params["pid"], request.path_params["cmd"]
-    profiles.get(pid)
+def _tree(call: Call):
+    pid, cmd = call.path["pid"], call.path["cmd"]
+    call.profiles.get(pid)
     if cmd not in ("scope", "graph", "op", "code"):
         raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
-    options = P.view_options(request.query_params)
-    return profiles.get(pid), profiles.tree(pid, cmd, options)
+    options = P.view_options(call.params)
+    return call.profiles.get(pid), call.profiles.tree(pid, cmd, options)
 
 
-def _node(request: Request, tree) -> int:
-    return P.integer(request.query_params, "node", -1, -1, max(tree.table.height - 1, -1))
-
-
-@endpoint
-def api_profiles(request: Request, profiles: Profiles) -> Response:
-    return _json({"profiles": profiles.listing()})
+def _node(call: Call, tree) -> int:
+    return P.integer(call.params, "node", -1, -1, max(tree.table.height - 1, -1))
 
 
 @endpoint
-def api_view(request: Request, profiles: Profiles) -> Response:
-    entry, tree = _tree(request, profiles)
-    levels = P.integer(request.query_params, "open", 1, 0, 3)
-    limit = P.integer(request.query_params, "limit", 200, 1, ROW_LIMIT)
+def api_profiles(call: Call) -> Response:
+    return _json({"profiles": call.profiles.listing()})
+
+
+@endpoint
+def api_view(call: Call) -> Response:
+    entry, tree = _tree(call)
+    levels = P.integer(call.params, "open", 1, 0, 3)
+    limit = P.integer(call.params, "limit", 200, 1, ROW_LIMIT)
     rows = tree.rows_of(-1, 0, limit)
     frontier = [r for r in rows if r["children"]]
     for _ in range(levels):  # the first levels come open, so the page paints in one round trip
@@ -126,41 +167,41 @@ def api_view(request: Request, profiles: Profiles) -> Response:
 
 
 @endpoint
-def api_children(request: Request, profiles: Profiles) -> Response:
-    _, tree = _tree(request, profiles)
-    node = _node(request, tree)
-    offset = P.integer(request.query_params, "offset", 0, 0, 2**31)
-    limit = P.integer(request.query_params, "limit", 200, 1, ROW_LIMIT)
+def api_children(call: Call) -> Response:
+    _, tree = _tree(call)
+    node = _node(call, tree)
+    offset = P.integer(call.params, "offset", 0, 0, 2**31)
+    limit = P.integer(call.params, "limit", 200, 1, ROW_LIMIT)
     total = len(tree.children(node))
     return _json({"node": node, "offset": offset, "total": total, "rows": tree.rows_of(node, offset, limit)})
 
 
 @endpoint
-def api_search(request: Request, profiles: Profiles) -> Response:
-    _, tree = _tree(request, profiles)
-    q = P.text(request.query_params, "q")
+def api_search(call: Call) -> Response:
+    _, tree = _tree(call)
+    q = P.text(call.params, "q")
     if not q:
         raise P.BadRequest("`q` is empty: give part of a name")
-    limit = P.integer(request.query_params, "limit", 50, 1, 500)
+    limit = P.integer(call.params, "limit", 50, 1, 500)
     hits, total = tree.search(q, limit)
     return _json({"q": q, "total": total, "hits": [{"i": i, "path": tree.ancestors(i)} for i in hits],
                   "rows": tree.rows(hits)})
 
 
 @endpoint
-def api_flame(request: Request, profiles: Profiles) -> Response:
-    _, tree = _tree(request, profiles)
-    metric = P.choice(request.query_params, "metric", tuple(FLAME_METRICS), "micros")
-    node = _node(request, tree)
+def api_flame(call: Call) -> Response:
+    _, tree = _tree(call)
+    metric = P.choice(call.params, "metric", tuple(FLAME_METRICS), "micros")
+    node = _node(call, tree)
     path = tree.ancestors(node) if node >= 0 else []
     return _json({**tree.flame(metric, node), "path": path, "path_names": [tree.table["name"][i] for i in path]})
 
 
 @endpoint
-def api_advice(request: Request, profiles: Profiles) -> Response:
+def api_advice(call: Call) -> Response:
     from tfprof.api.advice import advise
 
-    entry = profiles.get(request.path_params["pid"])
+    entry = call.profiles.get(call.path["pid"])
     result = advise(entry.profile)
     checkers = []
     for name, rows in result.evidence.items():
@@ -201,72 +242,71 @@ def _export(frame, fmt: str) -> bytes:
     return export(frame, fmt)
 
 
-def _sql(request: Request, profiles: Profiles, limit: int):
-    entry = profiles.get(request.path_params["pid"])
-    q = request.query_params.get("q", "")
+def _sql(call: Call):
+    entry = call.profiles.get(call.path["pid"])
+    q = call.params.get("q", "")
     if not q.strip():
         raise P.BadRequest("`q` is empty: give one SQL query")
     if len(q) > MAX_SQL:
         raise P.BadRequest(f"`q` is longer than {MAX_SQL} characters")
-    frame = entry.profile.sql(q)
-    return frame, limit
+    return call.job.query(entry.profile.connection(), lambda: entry.profile.sql(q))
 
 
 @endpoint
-def api_sql(request: Request, profiles: Profiles) -> Response:
-    limit = P.integer(request.query_params, "limit", 1000, 1, SQL_LIMIT)
-    frame, _ = _sql(request, profiles, limit)
+def api_sql(call: Call) -> Response:
+    limit = P.integer(call.params, "limit", 1000, 1, SQL_LIMIT)
+    frame = _sql(call)
     shown = frame.head(limit)
     return _json({"columns": shown.columns, "rows": json.loads(_export(shown, "json")) if shown.width else [],
                   "total": frame.height, "truncated": frame.height > limit})
 
 
 @endpoint
-def api_sql_csv(request: Request, profiles: Profiles) -> Response:
-    frame, _ = _sql(request, profiles, SQL_CSV_LIMIT)
+def api_sql_csv(call: Call) -> Response:
+    frame = _sql(call)
     body = _export(frame.head(SQL_CSV_LIMIT), "csv") if frame.width else b""
     return Response(body, media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="tfprof-query.csv"'})
 
 
-def _step(request: Request, entry) -> int:
+def _step(call: Call, entry) -> int:
     from tfprof.api.steps import default_step
 
-    raw = request.query_params.get("step")
-    return default_step(entry.profile) if raw in (None, "") else P.integer(request.query_params, "step", 0, 0, 2**62)
+    raw = call.params.get("step")
+    return default_step(entry.profile) if raw in (None, "") else P.integer(call.params, "step", 0, 0, 2**62)
 
 
 @endpoint
-def api_timeline(request: Request, profiles: Profiles) -> Response:
+def api_timeline(call: Call) -> Response:
     from tfprof.api.steps import step_timeline
 
-    entry = profiles.get(request.path_params["pid"])
-    return _json(step_timeline(entry.profile, _step(request, entry)))
+    entry = call.profiles.get(call.path["pid"])
+    return _json(step_timeline(entry.profile, _step(call, entry)))
 
 
 @endpoint
-def api_trace(request: Request, profiles: Profiles) -> Response:
+def api_trace(call: Call) -> Response:
     from tfprof.api.steps import chrome_trace
 
-    entry = profiles.get(request.path_params["pid"])
-    step = _step(request, entry)
+    entry = call.profiles.get(call.path["pid"])
+    step = _step(call, entry)
     name = f"tfprof-{entry.id}-step{step}.trace.json"
     return Response(chrome_trace(entry.profile, step), media_type="application/json",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @endpoint
-def api_diff(request: Request, profiles: Profiles) -> Response:
+def api_diff(call: Call) -> Response:
     import dataclasses
 
     from tfprof.api.diff import run_diff
 
-    a, b = profiles.get(request.path_params["a"]), profiles.get(request.path_params["b"])
-    cmd = request.path_params["cmd"]
+    a, b = call.profiles.get(call.path["a"]), call.profiles.get(call.path["b"])
+    cmd = call.path["cmd"]
     if cmd not in ("scope", "graph", "op", "code"):
         raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
-    options = P.view_options(request.query_params)
-    limit = P.integer(request.query_params, "limit", 50, 1, DIFF_LIMIT)
+    options = P.view_options(call.params)
+    limit = P.integer(call.params, "limit", 50, 1, DIFF_LIMIT)
     result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))
     doc = dataclasses.replace(result, frame=result.frame.head(limit)).document()
     flags = command_line(cmd, "-", options)[len(f"tfprof {cmd} -"):]
@@ -275,8 +315,10 @@ def api_diff(request: Request, profiles: Profiles) -> Response:
 
 
 def page(request: Request) -> Response:
-    return Response(_read("index.html"), media_type="text/html",
-                    headers={"Content-Security-Policy": "default-src 'self'; img-src 'self' data:"})
+    body = _read("index.html").replace(b"{{token}}", request.app.state.token.encode())
+    return Response(body, media_type="text/html",
+                    headers={"Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+                             "Cache-Control": "no-store"})  # the token is this server's only
 
 
 def static(request: Request) -> Response:
@@ -290,12 +332,24 @@ def not_found(request: Request, exc: Exception) -> Response:
     return _error(getattr(exc, "status_code", 404), "no such page: the UI's pages are / and /api/...")
 
 
+def wrong_method(request: Request, exc: Exception) -> Response:
+    allow = (getattr(exc, "headers", None) or {}).get("Allow", "GET")
+    answer = _error(405, f"`{request.method[:10]}` is not allowed here; this endpoint takes {allow}"
+                    + (" with the page's token" if "POST" in allow else ""))
+    answer.headers["Allow"] = allow
+    return answer
+
+
 def _read(name: str) -> bytes:
     return files("tfprof.ui").joinpath("static", name).read_bytes()
 
 
-def make_app(profiles: Profiles) -> Starlette:
-    """The UI's ASGI app over ``profiles``."""
+def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[str] = frozenset({"localhost"}),
+             query_timeout: float | None = 30.0) -> Starlette:
+    """The UI's ASGI app over ``profiles``: its page carries ``token`` (a new random one by
+    default), it answers requests naming ``hosts`` or the address they came to
+    (``guard.HostGuard``), and stops a query after ``query_timeout`` seconds (None: never)."""
+    post = ["POST"]
     routes = [
         Route("/", page),
         Route("/static/{name}", static),
@@ -305,12 +359,15 @@ def make_app(profiles: Profiles) -> Starlette:
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),
-        Route("/api/sql/{pid}", api_sql),
-        Route("/api/sql/{pid}/csv", api_sql_csv),
+        Route("/api/sql/{pid}", api_sql, methods=post),
+        Route("/api/sql/{pid}/csv", api_sql_csv, methods=post),
         Route("/api/timeline/{pid}", api_timeline),
         Route("/api/trace/{pid}", api_trace),
-        Route("/api/diff/{a}/{b}/{cmd}", api_diff),
+        Route("/api/diff/{a}/{b}/{cmd}", api_diff, methods=post),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: wrong_method},
+                    middleware=[Middleware(guard.HostGuard, names=hosts)])
     app.state.profiles = profiles
+    app.state.token = token or guard.new_token()
+    app.state.query_timeout = query_timeout or None
     return app

@@ -93,7 +93,6 @@ async function doRefresh() {
         loadChanges($("cmp-a").value, $("cmp-b").value)]);
       state.loaded.compare = key + $("cmp-a").value + $("cmp-b").value;
     }
-    if (state.tab === "sql") $("sql-csv").href = `/api/sql/${state.pid}/csv?q=${encodeURIComponent($("sql").value)}`;
   } catch (e) { showError(e); }
 }
 
@@ -150,8 +149,6 @@ async function loadTimeline() {
   const data = await getJSON(`/api/timeline/${state.pid}?step=${stepSel.value}`);
   ui.timeline.set(data);
   $("tl-info").textContent = `${data.ts.length.toLocaleString()} ops on ${data.lanes.length} lanes`;
-  $("trace").href = `/api/trace/${state.pid}?step=${stepSel.value}`;
-  $("trace").download = `tfprof-step${stepSel.value}.trace.json`;
 }
 
 function table(columns, rows, link) {
@@ -183,7 +180,7 @@ async function loadChanges(a, b) {
   // tfprof diff of the right profile against the left: the largest changes of the first field
   const box = $("changes");
   if (a === b) { box.replaceChildren(el("div", "muted", "Pick two different profiles to see what changed.")); return; }
-  const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}?${query()}&limit=12`);
+  const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${query()}&limit=12`);
   const column = d.value_columns[0], field = d.fields[0];
   const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
   const fmt = (v) => (v === null || v === undefined ? "–" : Fmt.value(kind, Math.abs(v)));
@@ -226,11 +223,10 @@ async function loadAdvice() {
 
 async function runSQL() {
   const q = $("sql").value, limit = $("sql-limit").value || 1000;
-  $("sql-csv").href = `/api/sql/${state.pid}/csv?q=${encodeURIComponent(q)}`;
   const t0 = performance.now();
   try {
     showError(null);
-    const res = await getJSON(`/api/sql/${state.pid}?q=${encodeURIComponent(q)}&limit=${limit}`);
+    const res = await getJSON(`/api/sql/${state.pid}`, { q, limit });
     $("sql-result").replaceChildren(table(res.columns, res.rows));
     $("sql-info").textContent = `${res.total.toLocaleString()} rows${res.truncated ? `, first ${res.rows.length} shown` : ""} · ${Math.round(performance.now() - t0)} ms`;
   } catch (e) { $("sql-result").replaceChildren(); $("sql-info").textContent = ""; showError(e); }
@@ -276,6 +272,11 @@ async function init() {
   });
   $("tl-step").addEventListener("change", () => { state.loaded.timeline = null; refresh(); });
   $("run-sql").addEventListener("click", runSQL);
+  $("sql-csv").addEventListener("click", () => { showError(null); download(`/api/sql/${state.pid}/csv`, "tfprof-query.csv", { q: $("sql").value }).catch(showError); });
+  $("trace").addEventListener("click", () => {
+    const step = $("tl-step").value;
+    download(`/api/trace/${state.pid}?step=${step}`, `tfprof-step${step}.trace.json`).catch(showError);
+  });
   $("sql").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runSQL(); } });
   for (const s of [$("cmp-a"), $("cmp-b")]) s.addEventListener("change", refresh);
   facts(); fillPanel();

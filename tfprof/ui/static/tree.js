@@ -22,12 +22,28 @@ function el(tag, cls, text) {
   return e;
 }
 
-async function getJSON(url) {
-  const res = await fetch(url);
+// The API answers only calls carrying the token the server wrote into this page; what a call
+// asks the server to run (SQL, a diff) goes as POST with a form body.
+const TOKEN = document.querySelector("meta[name=tfprof-token]").content;
+
+async function api(url, form) {
+  const init = { headers: { "X-Tfprof-Token": TOKEN } };
+  if (form !== undefined) { init.method = "POST"; init.body = new URLSearchParams(form); }
+  const res = await fetch(url, init);
+  if (res.ok) return res;
   let body;
   try { body = await res.json(); } catch (e) { throw new Error(`${res.status} ${res.statusText}`); }
-  if (!res.ok) throw new Error(body.error || `${res.status}`);
-  return body;
+  throw new Error(body.error || `${res.status}`);
+}
+
+async function getJSON(url, form) { return (await api(url, form)).json(); }
+
+async function download(url, name, form) {
+  // a file the API sends, saved as `name` (a link cannot carry the token)
+  const blob = await (await api(url, form)).blob();
+  const a = el("a"); a.href = URL.createObjectURL(blob); a.download = name;
+  document.body.appendChild(a); a.click(); a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
 }
 
 class TreeTable {
@@ -229,4 +245,4 @@ class TreeTable {
   rows() { return this.visible.filter((n) => n.row).map((n) => n.row); }
 }
 
-window.Fmt = Fmt; window.TreeTable = TreeTable; window.getJSON = getJSON; window.el = el;
+window.Fmt = Fmt; window.TreeTable = TreeTable; window.getJSON = getJSON; window.download = download; window.el = el;
