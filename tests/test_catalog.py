@@ -143,6 +143,37 @@ def test_a_catalog_of_the_run_only_layout_is_upgraded_by_the_next_add(tmp_path):
         {"run": "a", "worker": "2", "n": 467}, {"run": "b", "worker": None, "n": 467}]
 
 
+def _to_run_only_layout(root: Path, keep_new: bool = False) -> None:
+    """Rewrite the catalog as an earlier tfprof wrote it (run=<name>/part-*.parquet); with
+    ``keep_new`` each file stays at its new place too, as an upgrade cut short leaves it."""
+    import pyarrow as pa
+
+    from tfprof.catalog.layout import write_runs
+
+    table = runs(root).to_pylist()
+    for row in table:
+        for f in row["files"]:
+            flat = f"{f['table']}/run={row['run']}/{Path(f['path']).name}"
+            (os.link if keep_new else os.replace)(root / f["path"], root / flat)
+            f["path"] = flat
+    write_runs(root, pa.Table.from_pylist(table, runs(root).schema))
+
+
+@pytest.mark.parametrize("cut_short", [False, True])
+def test_replacing_a_run_of_the_run_only_layout_leaves_no_file_behind(tmp_path, cut_short):
+    """The upgrade moves the replaced run's files before they are deleted: the new places are
+    what goes, and a target an earlier upgrade left is used, not deleted as unlisted."""
+    root = tmp_path / "cat"
+    _add(root, "a")
+    _add(root, "b")
+    _to_run_only_layout(root, keep_new=cut_short)
+    _add(root, "a", force=True)
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.parquet") if p.name != RUNS}
+    assert on_disk == listed_files(runs(root)) and all("/host=" in p for p in on_disk)
+    assert run_view(run_profile(root, "b"), "scope", {"max_depth": 2}).text == \
+        run_view(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 2}).text
+
+
 def test_add_refuses_an_existing_run_and_force_replaces_it(tmp_path):
     root = tmp_path / "cat"
     _add(root, "a")

@@ -1,6 +1,7 @@
 """A store records every file with its size and CRC-32; a damaged store is one `Error:` line
-naming the damaged file (exit code 2), never an internal error; a store written before files
-were listed still opens (tfprof.manifest, tfprof.store.verify_store).
+naming the damaged file (exit code 2), never an internal error nor a wrong number (every read
+checks the CRC-32s of the files it reads); a store written before files were listed still
+opens (tfprof.manifest, tfprof.store.verify_store).
 
 Each damage case damages one copy of a store and checks what `tables`, a view, SQL and
 `verify_store` say, and that nothing in the working directory changed (the commands only read).
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+import tfprof
 from conftest import FIXTURES
+from damage import flip_middle, silent_flip
 from tfprof.cli.main import main
 from tfprof.errors import ProfileFormatError
 from tfprof.store import MANIFEST, has_checksums, verify_store
@@ -198,3 +201,53 @@ def test_a_store_copied_elsewhere_still_verifies(store, tmp_path):
     shutil.copytree(store, moved)
     os.utime(moved / "nodes.parquet", (0, 0))  # times are not part of it
     verify_store(moved, checksums=True)
+
+
+def test_a_flipped_bit_is_an_error_not_a_wrong_number(store, capsys):
+    """One bit flipped in `execs.duration_micros` decodes to another sum (neither DuckDB nor
+    polars checks Parquet page checksums): every read checks the file's CRC-32 first."""
+    want, got = silent_flip(store / "execs.parquet", "duration_micros")
+    assert got != want  # what a reader without checksums would print
+    before = snapshot(store.parent)
+    for argv in (["sql", "select sum(duration_micros) from execs", "s.tfprof"],
+                 ["sql", "select n.name, e.duration_micros from nodes n join execs e using (node_id)", "s.tfprof"],
+                 ["graph", "s.tfprof", "--step", "0", "--output", "timeline:outfile=t.json"]):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and err.count("\n") == 1, (argv, err)
+        assert err.startswith("Error: `s.tfprof/execs.parquet` is damaged (its checksum differs") and "--force" in err
+        assert str(got) not in out
+    rc, out, err = run(capsys, "sql", "select count(*) n from nodes", "s.tfprof", "-f", "csv")
+    assert rc == 0 and out == "n\n467\n", err  # a query that reads only undamaged files still runs
+    prof = tfprof.load(store)
+    for read in (lambda: prof.frame("execs"), lambda: prof.columns("execs", ["duration_micros"]),
+                 lambda: prof.sql("select sum(duration_micros) from execs"), prof.connection):
+        with pytest.raises(ProfileFormatError, match=r"execs\.parquet.*checksum"):
+            read()
+    assert snapshot(store.parent) == before
+
+
+def test_a_flipped_bit_in_an_index_part_is_named(store, capsys):
+    flip_middle(store / "indexes" / "scope_layout" / "layout.arrow")
+    rc, _, err = run(capsys, "scope", "s.tfprof", "--max_depth", "3")
+    assert rc == 2 and err.count("\n") == 1 and "`s.tfprof/indexes/scope_layout/layout.arrow` is damaged" in err, err
+
+
+def test_each_file_is_checked_once_per_process_and_only_when_read(store, monkeypatch):
+    """The checksum of a file costs one read of it per process, and a table never read is
+    never checked (a lazy read of some columns stays proportional to the tables it touches)."""
+    import tfprof.manifest as manifest
+
+    read: list[str] = []
+    real = manifest.crc32_of
+    monkeypatch.setattr(manifest, "crc32_of", lambda f: read.append(Path(f).name) or real(f))
+    monkeypatch.setattr(manifest, "_VERIFIED", set())
+    for _ in range(2):
+        prof = tfprof.load(store)
+        assert prof.lazy("nodes").select("name").collect().height == 467
+        assert prof.sql("select count(*) n from steps")["n"][0] == 1
+    assert read == ["nodes.parquet", "steps.parquet"]
+    # a file written again is checked again
+    shutil.copy(store / "nodes.parquet", "n.parquet")
+    os.replace("n.parquet", store / "nodes.parquet")
+    tfprof.load(store).frame("nodes")
+    assert read == ["nodes.parquet", "steps.parquet", "nodes.parquet"]

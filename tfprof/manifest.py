@@ -29,9 +29,11 @@ import os
 import queue
 import threading
 import zlib
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from tfprof.errors import InputNotFoundError, ProfileFormatError
+from tfprof.errors import InputNotFoundError, ProfileFormatError, TfprofError
 from tfprof.schema import TABLES
 
 MANIFEST = "tfprof_store.json"
@@ -245,6 +247,60 @@ def check_tails(path: Path, manifest: dict) -> None:
         files += [path / _index_part(n, p) for n, parts in manifest.get("indexes", {}).items() for p in parts]
     for file in files:
         check_tail(path, file)
+
+
+def checksum_error(store: Path, file: Path) -> ProfileFormatError:
+    return ProfileFormatError(f"`{file}` is damaged (its checksum differs from the one written); {recreate_hint(store)}")
+
+
+def verify_store_files(path: Path, rels: Iterable[str]) -> None:
+    """Check files ``rels`` (relative paths) of store ``path`` against the CRC-32s its manifest
+    records, each once per process (``verify_files``); a file the manifest does not list (a
+    store written before checksums were recorded) is not checked."""
+    listed = listed_files(path, read_manifest(path))
+    verify_files([(path / rel, listed[rel][1]) for rel in rels if rel in listed], lambda f: checksum_error(path, f))
+
+
+# Files whose CRC-32 was found as recorded in this process: (path, device, inode, size, mtime,
+# ctime, crc). A file written again, even in place, has another mtime and ctime.
+_VERIFIED: set[tuple] = set()
+_PARALLEL_BYTES = 32 << 20  # below this in all, the files are checked on the calling thread
+
+
+def verify_files(files: list[tuple[Path, int]], damaged: Callable[[Path], TfprofError]) -> None:
+    """Raise ``damaged(file)`` for the first ``(file, crc32)`` of ``files`` whose CRC-32 is not
+    ``crc32``. Files already found as recorded in this process are skipped; the others are read
+    on up to 8 threads at once (``zlib.crc32`` releases the GIL)."""
+    todo = []
+    for file, crc in files:
+        try:
+            st = os.stat(file)
+        except OSError:
+            raise damaged(file) from None
+        key = (str(Path(file).absolute()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, crc)
+        if key not in _VERIFIED:
+            todo.append((file, key, st.st_size))
+    if not todo:
+        return
+    workers = min(len(todo), os.cpu_count() or 1, 8)
+    if workers > 1 and sum(size for *_, size in todo) > _PARALLEL_BYTES:
+        with ThreadPoolExecutor(workers, thread_name_prefix="tfprof-verify") as pool:
+            sums = list(pool.map(lambda item: _crc_or_none(item[0]), todo))
+    else:
+        sums = [_crc_or_none(file) for file, *_ in todo]
+    for (file, key, _size), crc in zip(todo, sums):
+        if crc != key[-1]:
+            raise damaged(file)
+        if len(_VERIFIED) > 100_000:  # a long-lived process (the resident server) forgets, and checks again
+            _VERIFIED.clear()
+        _VERIFIED.add(key)
+
+
+def _crc_or_none(file: Path) -> int | None:
+    try:
+        return crc32_of(file)
+    except OSError:
+        return None
 
 
 def crc32_of(file: Path) -> int:

@@ -3,6 +3,8 @@
 A store is a directory with one ``<table>.parquet`` file per table and a ``tfprof_store.json``
 manifest. Opening a store reads only the manifest; a table is read (memory-mapped) the first
 time it is used, and ``lazy(name)`` scans the file without reading columns the query does not use.
+A table's file is compared with its checksum when it is first used (``tfprof.manifest``), and
+SQL checks the files of the tables a query names.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from tfprof.errors import ProfileFormatError, UnknownTableError
 from tfprof.manifest import recreate_hint
 from tfprof.schema import TABLES
 from tfprof.output import Inputs, PathLike, input_paths
-from tfprof.store import check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, verify_store
+from tfprof.store import (check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, verify_store,
+                          verify_store_files)
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb
@@ -101,11 +104,13 @@ class Profile:
             raise undecodable(self._store, file, exc) from None
 
     def _store_file(self, name: str) -> Path:
-        """The store's Parquet file of table ``name``, its tail and schema checked once per profile."""
+        """The store's Parquet file of table ``name``, its tail, checksum and schema checked once
+        per profile (the checksum once per process)."""
         return self.memo(("table_file", name), lambda: self._checked_file(name))
 
     def _checked_file(self, name: str) -> Path:
         file = table_file(self._store, name)
+        verify_store_files(self._store, [file.name])
         try:
             schema = pq.read_schema(file, memory_map=True)
         except (pa.ArrowException, OSError, ValueError) as exc:
@@ -197,7 +202,12 @@ class Profile:
         """
         from tfprof import sqlbox
 
-        rows = sqlbox.query(self.connection(), query)
+        con = self._connection()
+        if self._store is not None:  # the checksums of the files the query reads, before it does
+            for name in tables_read(con, query):
+                if name not in self._tables:
+                    self._store_file(name)
+        rows = sqlbox.query(con, query)
         if rows is None:  # a statement with no result
             rows = pa.table({})
         if output == "arrow":
@@ -215,7 +225,16 @@ class Profile:
         run on it directly are not checked as ``sql`` checks them, though: one could drop a view
         of this connection or, through ``COPY ... (use_tmp_file false)``, overwrite one of the
         store's table files. Give SQL you did not write to ``sql``, not to this connection.
+        Every table file of a store is checked against its checksum first (``sql`` checks only
+        those a query names).
         """
+        if self._store is not None:
+            for name in TABLES:
+                if name not in self._tables:
+                    self._store_file(name)
+        return self._connection()
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
             from tfprof import sqlbox
 
@@ -229,3 +248,43 @@ class Profile:
         counts = self.row_counts()
         where = f"store={str(self._store)!r}" if self._store else "in memory"
         return f"Profile({where}, nodes={counts.get('nodes', 0)}, steps={counts.get('steps', 0)})"
+
+
+def named_tables(query: str) -> set[str] | None:
+    """The names of the tables ``query`` reads (lower case, CTE names included), from DuckDB's
+    parse tree (``json_serialize_sql``, which binds nothing); None when it cannot say (a
+    statement other than a query, or a syntax error)."""
+    import json
+
+    import duckdb
+
+    try:
+        with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
+            tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": query}).fetchone()[0])
+    except (duckdb.Error, ValueError, TypeError):
+        return None
+    if tree.get("error"):
+        return None
+    names: set[str] = set()
+    stack: list = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
+                names.add(node["table_name"].lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def tables_read(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
+    """The profile's tables ``query`` names; every table when the parser cannot say, once the
+    sandbox has found nothing to refuse in it."""
+    named = named_tables(query)
+    if named is None:
+        from tfprof import sqlbox
+
+        sqlbox.check(con, query)  # a syntax error or a refused statement is said before any file is read
+        return list(TABLES)
+    return [n for n in TABLES if n in named]

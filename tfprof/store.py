@@ -29,6 +29,7 @@ from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest ar
     STORE_FORMAT,
     Checksums,
     check_tails,
+    checksum_error,
     crc32_of,
     has_checksums,
     listed_files,
@@ -38,6 +39,7 @@ from tfprof.manifest import (  # noqa: F401 - the constants and read_manifest ar
     stored_tables,
     table_file,
     undecodable,
+    verify_store_files,
 )
 from tfprof.output import Inputs, PathLike, new_directory
 from tfprof.schema import TABLES
@@ -158,9 +160,7 @@ def verify_store(path: PathLike, *, checksums: bool) -> None:
         return
     for rel, (_size, crc) in sorted(listed_files(path, manifest).items()):
         if crc32_of(path / rel) != crc:
-            raise ProfileFormatError(
-                f"`{path / rel}` is damaged (its checksum differs from the one written); {recreate_hint(path)}"
-            )
+            raise checksum_error(path, path / rel)
     for name in stored_tables(manifest):
         file = path / f"{name}.parquet"
         try:
@@ -180,13 +180,14 @@ def verify_store(path: PathLike, *, checksums: bool) -> None:
 
 def read_index(path: Path, name: str) -> dict | None:
     """Index ``name`` of store ``path`` as {part: polars DataFrame}, or None if it has none (or
-    has it in an older layout)."""
+    has it in an older layout); its files' checksums are checked first (once per process)."""
     import polars as pl
 
     manifest = read_manifest(path)
     parts = manifest.get("indexes", {}).get(name)
     if parts is None or manifest.get("index_format", 1) != INDEX_FORMAT:
         return None
+    verify_store_files(path, [f"{INDEXES_DIR}/{name}/{part}{INDEX_SUFFIX}" for part in parts])
     return {part: pl.from_arrow(_read_ipc(path, path / INDEXES_DIR / name / f"{part}{INDEX_SUFFIX}")) for part in parts}
 
 

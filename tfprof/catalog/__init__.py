@@ -1,11 +1,14 @@
 """A catalog of runs: many profiles as one Parquet dataset per table, hive-partitioned by run,
 host and worker, with a ``runs`` table listing them (``layout``); adding and removing runs safely (``write``);
 one run as a ``Profile``, every run through SQL (``read``); several runs aggregated into one
-profile that every view runs on (``aggregate``); and the reference backend on Spark (``spark``).
+profile that every view runs on (``aggregate``); the reference backend on Spark (``spark``);
+what a catalog may name, since it is never trusted (``trust``), and a full check (``check``).
 """
 
 from tfprof.catalog.aggregate import AGGREGATES, aggregate_profile
+from tfprof.catalog.check import check_catalog
 from tfprof.catalog.read import match_runs, run_profile, runs, sql
 from tfprof.catalog.write import add_run, remove_run
 
-__all__ = ["AGGREGATES", "add_run", "aggregate_profile", "match_runs", "remove_run", "run_profile", "runs", "sql"]
+__all__ = ["AGGREGATES", "add_run", "aggregate_profile", "check_catalog", "match_runs", "remove_run", "run_profile", "runs",
+           "sql"]

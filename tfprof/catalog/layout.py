@@ -26,12 +26,14 @@ files beside the old ones and the old ones are deleted only after the new list i
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import io
 import os
 import re
+import stat
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -63,13 +65,16 @@ RUNS_SCHEMA = pa.schema([
 ])
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_TOKEN_LOCK = re.compile(r"[0-9a-f]{6,64}\.lock")  # a writer's lock in .staging (its token: hex digits)
 
 
 def check_name(name: str, what: str = "run name") -> str:
     """``name`` if it can name a run, host or worker (a hive partition directory), else an
-    ``OptionError``."""
+    ``OptionError`` (the name shown with control characters escaped)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise OptionError(f"bad {what} `{name}`: use letters, digits, `.`, `_` and `-` (at most 128, "
+        from tfprof.ingest.sources import one_line
+
+        raise OptionError(f"bad {what} `{one_line(str(name))}`: use letters, digits, `.`, `_` and `-` (at most 128, "
                           "not starting with `.`, `_` or `-`)")
     return name
 
@@ -81,41 +86,85 @@ def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None 
     return root.joinpath(table, f"{PARTITION}={run}", *(f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]))
 
 
-def check_levels(tags: dict[str, str]) -> None:
-    """Refuse a ``host`` or ``worker`` tag that cannot name a partition directory."""
-    for key in LEVELS[1:]:
-        if key in tags:
-            check_name(tags[key], f"--tag {key}")
+class UntrustedCatalog(ProfileFormatError):
+    """What makes a catalog unusable (``tfprof.catalog.trust``): ``problem`` says what, the
+    message also what to do."""
+
+    def __init__(self, root: Path, problem: str) -> None:
+        super().__init__(f"the catalog `{root}` cannot be used: {problem}; nothing was changed (restore the "
+                         f"catalog from a copy you trust; `tfprof check {root}` lists every problem)")
+        self.problem = problem
 
 
-def upgrade_layout(root: Path, runs: pa.Table) -> pa.Table:
-    """The runs table of a catalog written before host and worker were partition levels
-    (``run=<name>/part-*``), with its files moved to ``run=/host=/worker=``: datasets of mixed
-    depths cannot be read as one. Each file is linked at its new place, the new table written
-    (the commit), then the old names unlinked; called with the exclusive lock held."""
-    rows = runs.to_pylist()
-    old = []
+LINKED = "is a symbolic link (a catalog holds none: it could lead outside it)"
+
+
+def no_links(root: Path, rel: str, *, directory: bool = False, checked: set[Path] | None = None) -> Path:
+    """``root / rel`` once no part of it below ``root`` is found to be a symbolic link, and it
+    is a regular file (with ``directory``, a directory) or absent; ``checked`` remembers the
+    directories already looked at. A violation is a ``ProfileFormatError`` naming the entry."""
+    checked = set() if checked is None else checked
+    parts = PurePosixPath(rel).parts
+    if PurePosixPath(rel).is_absolute() or ".." in parts:  # (the run list's paths are checked before)
+        raise UntrustedCatalog(root, f"`{rel}` is not a path inside the catalog")
+    path = root
+    for i, part in enumerate(parts):
+        path = path / part
+        last = i == len(parts) - 1
+        if not last and path in checked:
+            continue
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return root / rel
+        except OSError as exc:
+            raise ProfileFormatError(f"`{path}` in the catalog `{root}` cannot be read: {exc.strerror or exc}") from None
+        if stat.S_ISLNK(mode):
+            raise UntrustedCatalog(root, f"`{path}` {LINKED}")
+        if not (stat.S_ISDIR(mode) if not last or directory else stat.S_ISREG(mode)):
+            kind = "directory" if not last or directory else "file"
+            raise UntrustedCatalog(root, f"`{path}` is not a {kind}")
+        if not last:
+            checked.add(path)
+    return root / rel
+
+
+def layout_moves(root: Path, rows: list[dict]) -> list[tuple[str, str]]:
+    """For a catalog written before host and worker were partition levels (``run=<name>/part-*``):
+    each such file's (old, new) path, relative; datasets of mixed depths cannot be read as one.
+    ``rows`` were checked (``tfprof.catalog.trust.check_runs``); the new places are checked here."""
+    moves = []
     for row in rows:
         tags = dict(row["tags"] or [])
         for entry in row["files"]:
-            if "/host=" in entry["path"]:
-                continue
-            new = partition_dir(root, entry["table"], row["run"], tags) / Path(entry["path"]).name
-            new.parent.mkdir(parents=True, exist_ok=True)
-            if not new.exists():
-                os.link(root / entry["path"], new)
-            old.append(entry["path"])
-            entry["path"] = new.relative_to(root).as_posix()
-    if not old:
-        return runs
+            if "/host=" not in entry["path"]:
+                new = partition_dir(root, entry["table"], row["run"], tags) / Path(entry["path"]).name
+                moves.append((entry["path"], no_links(root, new.relative_to(root).as_posix()).relative_to(root).as_posix()))
+    return moves
+
+
+def upgrade_layout(root: Path, rows: list[dict], moves: list[tuple[str, str]]) -> pa.Table | None:
+    """Apply ``moves`` (``layout_moves``): each file is linked at its new place, the new runs
+    table written (the commit), then the old names unlinked; returns the new table (None when
+    there was nothing to move). Called with the exclusive lock held."""
+    if not moves:
+        return None
+    new_of = dict(moves)
+    for old, new in moves:
+        (root / new).parent.mkdir(parents=True, exist_ok=True)
+        if not (root / new).exists():
+            os.link(root / old, root / new)
+    for row in rows:
+        for entry in row["files"]:
+            entry["path"] = new_of.get(entry["path"], entry["path"])
     table = pa.Table.from_pylist(rows, RUNS_SCHEMA)
     write_runs(root, table)
-    remove_files(root, old)
+    remove_files(root, list(new_of))
     return table
 
 
 def is_catalog(root: Path) -> bool:
-    return (root / RUNS).is_file()
+    return os.path.lexists(root / RUNS)  # (a link there is refused when read)
 
 
 def require_catalog(root: PathLike) -> Path:
@@ -130,8 +179,9 @@ def require_catalog(root: PathLike) -> Path:
 
 
 def read_runs(root: Path) -> pa.Table:
-    """The runs table (empty with its schema where the catalog has none yet)."""
-    file = root / RUNS
+    """The runs table (empty with its schema where the catalog has none yet); its rows are not
+    checked here (``tfprof.catalog.trust.check_runs`` does)."""
+    file = no_links(root, RUNS)
     if not file.exists():
         return RUNS_SCHEMA.empty_table()
     try:
@@ -154,10 +204,16 @@ def write_runs(root: Path, table: pa.Table) -> None:
 def locked(root: Path, *, shared: bool = False) -> Iterator[None]:
     """Hold the catalog's lock: exclusive for a writer, shared for a reader (a reader then
     never sees a partition removed under it)."""
-    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o666) if not shared or (root / LOCK).exists() else None
-    if fd is None:  # a catalog nobody has written yet through this version: nothing to wait for
+    if shared and not os.path.lexists(root / LOCK):  # a catalog nobody has written yet through this version
         yield
         return
+    flags = os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT  # (a reader's flock needs no write access)
+    try:  # never through a link: the lock must be the catalog's own
+        fd = os.open(root / LOCK, flags | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UntrustedCatalog(root, f"`{root / LOCK}` {LINKED}") from None
+        raise ProfileFormatError(f"`{root / LOCK}` cannot be opened: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
@@ -170,27 +226,19 @@ def listed_files(runs: pa.Table) -> set[str]:
     return {f["path"] for files in runs.column("files").to_pylist() for f in files}
 
 
-def remove_unlisted(root: Path, runs: pa.Table, tables: list[str]) -> None:
-    """Delete partition files that ``runs`` does not list (a writer died after placing them) and
-    empty partition directories; only ``run=*/host=*/worker=*`` (and ``run=*``) directories of
-    the table folders are looked at, only ``part-*.parquet`` files in them removed. Called with the
-    exclusive lock held."""
-    keep = listed_files(runs)
-    patterns = ("/".join(f"{k}=*" for k in LEVELS), f"{PARTITION}=*")  # and the run-only layout's leftovers
-    for table in tables:
-        folder = root / table
-        if not folder.is_dir():
-            continue
-        for part_dir in (d for pattern in patterns for d in folder.glob(pattern)):
-            for file in part_dir.glob("part-*.parquet"):
-                if file.relative_to(root).as_posix() not in keep:
-                    file.unlink(missing_ok=True)
-            remove_empty_dirs(part_dir, folder)
+def remove_unlisted(root: Path, files: list[Path]) -> None:
+    """Delete the partition files no run lists (``tfprof.catalog.trust.unlisted_files``: a
+    writer died after placing them) and the partition directories they leave empty. Called
+    with the exclusive lock held."""
+    for file in files:
+        file.unlink(missing_ok=True)
+        remove_empty_dirs(file.parent, root / file.relative_to(root).parts[0])
 
 
 def remove_files(root: Path, paths: list[str]) -> None:
-    """Unlink the partition files at ``paths`` (relative to ``root``, listed nowhere now) and
-    the directories they leave empty; called with the exclusive lock held, after the commit."""
+    """Unlink the partition files at ``paths`` (relative to ``root``, listed nowhere now, and
+    checked: ``tfprof.catalog.trust``) and the directories they leave empty; called with the
+    exclusive lock held, after the commit."""
     for rel in paths:
         (root / rel).unlink(missing_ok=True)
         remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])
@@ -208,14 +256,21 @@ def remove_empty_dirs(leaf: Path, top: Path) -> None:
 
 def remove_stale_staging(root: Path) -> None:
     """Delete what writers that died left in ``.staging``: a writer holds ``<token>.lock`` while
-    it ingests, so a lock that can be taken at once belongs to nobody."""
-    staging = root / STAGING
-    if not staging.is_dir():
-        return
+    it ingests, so a lock that can be taken at once belongs to nobody, and so do the entries
+    named with its token. Nothing is followed: a ``.staging`` that is a link is left alone,
+    as is any link in it."""
     import shutil
 
+    staging = root / STAGING
+    if not staging.is_dir() or staging.is_symlink():
+        return
     for lock in staging.glob("*.lock"):
-        fd = os.open(lock, os.O_RDWR)
+        if not _TOKEN_LOCK.fullmatch(lock.name):
+            continue
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -223,7 +278,8 @@ def remove_stale_staging(root: Path) -> None:
             continue
         token = lock.stem
         for leftover in staging.iterdir():
-            if token in leftover.name and leftover != lock:
+            if f"-{token}" in leftover.name and leftover.is_dir() and not leftover.is_symlink():
                 shutil.rmtree(leftover, ignore_errors=True)
         lock.unlink(missing_ok=True)
         os.close(fd)
+

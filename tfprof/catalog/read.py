@@ -1,9 +1,11 @@
 """Reading a catalog: its runs, one run as a ``Profile``, and every run at once for SQL.
 
 Partition files are named by the runs table (``tfprof.catalog.layout``), never found by listing
-folders, and each is checked against it before it is read (its size, that it ends as a
-Parquet file, its schema); readers hold the catalog's shared lock meanwhile, so a concurrent
-remove cannot take a file from under them.
+folders. The runs table's names and paths are checked first (``tfprof.catalog.trust``), and
+each file against it before it is read: reached without a link, its size, that it ends as a
+Parquet file, its CRC-32 (once per process: ``tfprof.manifest.verify_files``), its schema.
+SQL checks the CRC-32s of the tables a query names. Readers hold the catalog's shared lock
+meanwhile, so a concurrent remove cannot take a file from under them.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import LEVELS, locked, read_runs, require_catalog
+from tfprof.catalog.layout import LEVELS, check_name, locked, read_runs, require_catalog
+from tfprof.catalog.trust import check_runs, no_links, shown
 from tfprof.errors import OptionError, ProfileFormatError
+from tfprof.manifest import verify_files
 from tfprof.output import PathLike, input_paths
-from tfprof.profile import Profile
+from tfprof.profile import Profile, tables_read
 from tfprof.schema import TABLES
 
 
@@ -43,22 +47,28 @@ def match_runs(catalog: PathLike, pattern: str) -> list[str]:
     names = runs(catalog).column("run").to_pylist()
     hit = sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
     if not hit:
-        raise OptionError(f"no run of the catalog `{catalog}` matches `{pattern}`; runs: {', '.join(names) or 'none'}")
+        raise OptionError(f"no run of the catalog `{catalog}` matches `{shown(pattern)}`; runs: "
+                          f"{shown(', '.join(names), 400) or 'none'}")
     return hit
 
 
-def _entries(root: Path, table: pa.Table, run: str) -> tuple[dict, dict[str, dict]]:
-    rows = [r for r in table.to_pylist() if r["run"] == run]
-    if not rows:
-        names = table.column("run").to_pylist()
+def _entries(root: Path, rows: list[dict], run: str) -> tuple[dict, dict[str, dict]]:
+    mine = [r for r in rows if r["run"] == run]
+    if not mine:
+        names = [r["run"] for r in rows]
         raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
-    return rows[0], {f["table"]: f for f in rows[0]["files"]}
+    return mine[0], {f["table"]: f for f in mine[0]["files"]}
 
 
-def _checked(root: Path, entry: dict) -> Path:
-    """The partition file of ``entry``, its size and tail checked against the runs table."""
-    file = root / entry["path"]
-    hint = f"remove the run (`tfprof runs {root} --remove NAME`) and add it again"
+def _hint(root: Path) -> str:
+    return f"remove the run (`tfprof runs {root} --remove NAME`) and add it again"
+
+
+def partition_file(root: Path, entry: dict, checked: set[Path] | None = None) -> Path:
+    """The partition file of ``entry`` (of rows ``check_runs`` passed), reached without a link,
+    its size and tail checked against the runs table."""
+    file = no_links(root, entry["path"], checked=checked)
+    hint = _hint(root)
     try:
         size = os.stat(file).st_size
     except FileNotFoundError:
@@ -73,8 +83,15 @@ def _checked(root: Path, entry: dict) -> Path:
     return file
 
 
-def _read(root: Path, name: str, entry: dict) -> pa.Table:
-    file = _checked(root, entry)
+def verify_partitions(root: Path, entries: list[dict]) -> None:
+    """The CRC-32 of each entry's file (found by ``partition_file``), once per process."""
+    verify_files([(root / e["path"], int(e["crc32"], 16)) for e in entries], lambda file: ProfileFormatError(
+        f"`{file}` is damaged (its checksum differs from the one the catalog recorded); {_hint(root)}"))
+
+
+def _read(root: Path, name: str, entry: dict, checked: set[Path]) -> pa.Table:
+    file = partition_file(root, entry, checked)
+    verify_partitions(root, [entry])
     try:
         table = pq.ParquetFile(file, memory_map=True).read()  # the file alone: no partition column
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -95,28 +112,40 @@ def run_profile(catalog: PathLike, run: str) -> Profile:
     >>> run_profile(cat, "a").row_counts()["nodes"]
     467
     """
+    check_name(run)
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        row, entries = _entries(root, read_runs(root), run)
-        tables = {name: _read(root, name, entries[name]) for name in TABLES if name in entries}
+        row, entries = _entries(root, check_runs(root, read_runs(root)), run)
+        checked: set[Path] = set()
+        tables = {name: _read(root, name, entries[name], checked) for name in TABLES if name in entries}
     prof = Profile(tables, source=row["format"])
     prof.inputs = input_paths(profile_path=root)  # no output may land in the catalog
     return prof
 
 
-def partition_files(catalog: PathLike, names: list[str] | None = None) -> dict[str, list[Path]]:
-    """Per table, the partition files of runs ``names`` (every run when None), checked; the
+def partition_files(catalog: PathLike, names: list[str] | None = None) -> tuple[dict[str, list[Path]], dict]:
+    """Per table, the partition files of runs ``names`` (every run when None), checked (not
+    their CRC-32s: ``verify_tables``), and the entries of the runs table naming them; the
     caller holds the shared lock while it reads them."""
     root = require_catalog(catalog)
-    table = read_runs(root)
-    chosen = table.column("run").to_pylist() if names is None else names
+    rows = check_runs(root, read_runs(root))
+    chosen = [r["run"] for r in rows] if names is None else names
     out: dict[str, list[Path]] = {name: [] for name in TABLES}
+    listed: dict[str, list[dict]] = {name: [] for name in TABLES}
+    checked: set[Path] = set()
     for run in chosen:
-        _row, entries = _entries(root, table, run)
+        _row, entries = _entries(root, rows, run)
         for name in TABLES:
             if name in entries:
-                out[name].append(_checked(root, entries[name]))
-    return out
+                out[name].append(partition_file(root, entries[name], checked))
+                listed[name].append(entries[name])
+    return out, listed
+
+
+def verify_tables(catalog: PathLike, listed: dict[str, list[dict]], con, query: str) -> None:
+    """The CRC-32s of the partitions (``partition_files``' entries) of the tables ``query``
+    names, before it runs on ``con``."""
+    verify_partitions(Path(catalog), [e for name in tables_read(con, query) for e in listed[name]])
 
 
 def with_run_column(name: str) -> pa.Schema:
@@ -146,13 +175,14 @@ def sql(catalog: PathLike, query: str) -> pa.Table:
 
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        files = partition_files(root)
+        files, listed = partition_files(root)
         sources: dict[str, object] = {
             name: files[name] if files[name] else with_run_column(name).empty_table() for name in TABLES
         }
         sources["runs"] = read_runs(root)
         con = sqlbox.connect(sources)
         try:
+            verify_tables(root, listed, con, query)
             rows = sqlbox.query(con, query)
         finally:
             con.close()

@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.catalog.layout import locked, read_runs, require_catalog
-from tfprof.catalog.read import partition_files
+from tfprof.catalog.read import partition_files, verify_tables
 from tfprof.errors import MissingDependencyError, OptionError, QueryError
 from tfprof.output import PathLike
 from tfprof.queries.reference.sql import sql_text
@@ -154,7 +154,7 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
     root = require_catalog(catalog)
     spark = session(master)
     with locked(root, shared=True):
-        files = partition_files(root)
+        files, listed = partition_files(root)
         runs = read_runs(root)
         # the sandbox's checks (one read-only query, no file functions) on the local schema
         from tfprof.catalog.read import with_run_column
@@ -162,6 +162,7 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
         con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": runs.slice(0, 0)})
         try:
             sqlbox.check(con, query)
+            verify_tables(root, listed, con, query)  # the CRC-32s of the partitions it reads
         finally:
             con.close()
         for name in TABLES:

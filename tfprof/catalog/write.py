@@ -5,7 +5,9 @@ at the same time), then, holding the catalog's exclusive lock, moves each table'
 partition under a fresh name and replaces the runs table: the commit. Until then nothing a
 reader sees has changed; a writer that dies earlier leaves only unlisted files, which the next
 writer deletes. An existing run name is refused unless ``force``; then the old partitions are
-deleted after the new run list is in place.
+deleted after the new run list is in place. What the catalog holds is checked first
+(``tfprof.catalog.trust``: the run list's names and paths, no links on the way), once before
+the ingest and again under the lock, before any file is changed.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.catalog.layout import (RUNS_SCHEMA, STAGING, check_levels, check_name, is_catalog, locked,
-                                   partition_dir, read_runs, remove_files, remove_stale_staging, remove_unlisted,
-                                   upgrade_layout, write_runs)
+from tfprof.catalog.layout import (LOCK, RUNS_SCHEMA, STAGING, check_name, is_catalog, layout_moves, listed_files,
+                                   locked, partition_dir, read_runs, remove_files, remove_stale_staging,
+                                   remove_unlisted, upgrade_layout, write_runs)
+from tfprof.catalog.trust import check_runs, check_tags, no_links, unlisted_files
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
 from tfprof.output import PathLike, input_paths
@@ -32,15 +35,20 @@ from tfprof.store import read_manifest, write_store
 
 
 def parse_tags(tags: list[str] | dict[str, str] | None) -> dict[str, str]:
-    """``["k=v", ...]`` (the CLI's ``--tag``) or a dict as a dict of strings."""
+    """``["k=v", ...]`` (the CLI's ``--tag``) or a dict as a dict of strings, checked
+    (``tfprof.catalog.trust.check_tags``)."""
     if isinstance(tags, dict):
-        return {str(k): str(v) for k, v in tags.items()}
-    out = {}
-    for item in tags or []:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise OptionError(f"bad --tag `{item}`; the format is KEY=VALUE")
-        out[key] = value
+        out = {str(k): str(v) for k, v in tags.items()}
+    else:
+        out = {}
+        for item in tags or []:
+            key, eq, value = item.partition("=")
+            if not eq or not key:
+                from tfprof.catalog.trust import shown
+
+                raise OptionError(f"bad --tag `{shown(item)}`; the format is KEY=VALUE")
+            out[key] = value
+    check_tags(out)
     return out
 
 
@@ -50,7 +58,7 @@ def _open_catalog(root: Path) -> None:
     if root.exists():
         if not root.is_dir():
             raise OutputError(f"`{root}` is a file, not a catalog directory")
-        if not is_catalog(root) and any(p.name not in (".lock", STAGING) for p in root.iterdir()):
+        if not is_catalog(root) and any(p.name not in (LOCK, STAGING) for p in root.iterdir()):
             raise OutputError(f"`{root}` is a directory that is not a tfprof catalog; give a new or empty directory")
     root.mkdir(parents=True, exist_ok=True)
 
@@ -71,29 +79,31 @@ def add_run(
     root = Path(catalog)
     check_name(run)
     tag_map = parse_tags(tags)
-    check_levels(tag_map)
     inputs = input_paths(**given)
     clash = inputs.clash(root, directory=True)
     if clash:
         raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
     _open_catalog(root)
     with locked(root):
-        _refuse_existing(root, run, force)
+        _plan(root, run, tag_map, force, read_runs(root))  # refused before the ingest: nothing made yet
     staging = root / STAGING
     staging.mkdir(exist_ok=True)
     token = secrets.token_hex(6)
-    lock_fd = os.open(staging / f"{token}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    lock_fd = os.open(staging / f"{token}.lock", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     fcntl.flock(lock_fd, fcntl.LOCK_EX)
     store = staging / f"{run}-{token}"
     try:
         source = _ingest(store, progress, given, profile)
         manifest = read_manifest(store)
         with locked(root):
-            runs = upgrade_layout(root, read_runs(root))
-            old = _refuse_existing(root, run, force, runs)
-            remove_unlisted(root, runs, list(TABLES))
+            runs = read_runs(root)
+            rows, unlisted, moves = _plan(root, run, tag_map, force, runs)
+            # everything is checked: from here on, act
+            runs = upgrade_layout(root, rows, moves) or runs  # (its rows now name the new places)
+            old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
+            remove_unlisted(root, unlisted)
             row = _place(root, store, run, token, manifest, source, tag_map, inputs)
-            kept = runs.filter(pc.not_equal(runs.column("run"), run)) if old else runs
+            kept = runs.filter(pc.not_equal(runs.column("run"), run))
             write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
             remove_files(root, old)  # the replaced run's files, now listed nowhere
     finally:
@@ -104,15 +114,27 @@ def add_run(
     return row
 
 
-def _refuse_existing(root: Path, run: str, force: bool, runs: pa.Table | None = None) -> list[str]:
-    """The files of run ``run`` if it exists and ``force`` allows replacing it ([] if it does
-    not exist); an ``OutputError`` if it exists without ``force``."""
-    runs = read_runs(root) if runs is None else runs
-    rows = [r for r in runs.select(["run", "files"]).to_pylist() if r["run"] == run]
-    if rows and not force:
+def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table):
+    """Everything adding run ``run`` will touch, checked, before anything is: the runs table's
+    rows (``check_runs``) and the files they list (an existing run is an ``OutputError``
+    without ``force``), the unlisted files to delete, the moves of the run-only layout, and the
+    new partitions' directories, ``.staging`` and ``.lock``, none of them reached through a link.
+    Returns (rows, the unlisted files, the moves)."""
+    rows = check_runs(root, runs)
+    if any(r["run"] == run for r in rows) and not force:
         raise OutputError(f"run `{run}` is already in the catalog `{root}`; pass --force to replace it "
                           "(Python: force=True)")
-    return [f["path"] for r in rows for f in r["files"]]
+    checked: set[Path] = set()
+    for rel in sorted(listed_files(runs)):
+        no_links(root, rel, checked=checked)
+    no_links(root, STAGING, directory=True)
+    no_links(root, LOCK)
+    for table in TABLES:
+        no_links(root, partition_dir(root, table, run, tags).relative_to(root).as_posix(), directory=True,
+                 checked=checked)
+    moves = layout_moves(root, rows)
+    keep = listed_files(runs) | {new for _old, new in moves}  # a move's target left by an upgrade cut short is kept
+    return rows, unlisted_files(root, keep, list(TABLES)), moves
 
 
 def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
@@ -161,12 +183,17 @@ def remove_run(catalog: PathLike, run: str) -> None:
     their directories, and nothing else."""
     from tfprof.catalog.layout import require_catalog
 
+    check_name(run)
     root = require_catalog(catalog)
     with locked(root):
         runs = read_runs(root)
-        names = runs.column("run").to_pylist()
+        rows = check_runs(root, runs)  # every row, though one is removed: a run list that lies is not used
+        names = [r["run"] for r in rows]
         if run not in names:
             raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
-        old = [f["path"] for r in runs.select(["run", "files"]).to_pylist() if r["run"] == run for f in r["files"]]
+        old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
+        checked: set[Path] = set()
+        for rel in old:
+            no_links(root, rel, checked=checked)
         write_runs(root, runs.filter(pc.not_equal(runs.column("run"), run)))
         remove_files(root, old)

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -181,13 +182,55 @@ def runs(
 
 
 def runs_text(rows: list[dict]) -> str:
-    """The runs as an aligned text table, one line per run."""
+    """The runs as an aligned text table, one line per run: what the runs table holds is shown
+    with control characters escaped (it may have been written by anyone)."""
+    from tfprof.catalog.trust import shown
+
     head = ("run", "format", "nodes", "steps", "errors", "warnings", "ingested_at", "tags", "source_file")
     cells = [head] + [
-        (r["run"], r["format"], f"{r['nodes']:,}", f"{r['steps']:,}", str(r["errors"]), str(r["warnings"]),
-         r["ingested_at"], ",".join(f"{k}={v}" for k, v in r["tags"].items()) or "-", r["source_file"])
+        tuple(shown(str(c), 1000) for c in (
+            r["run"], r["format"], f"{r['nodes']:,}", f"{r['steps']:,}", r["errors"], r["warnings"],
+            r["ingested_at"], ",".join(f"{k}={v}" for k, v in r["tags"].items()) or "-", r["source_file"]))
         for r in rows
     ]
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
     return "\n".join(lines) + "\n" + f"{len(rows)} runs\n"
+
+
+def check_directory(path: Path, fmt: str, checksums: bool) -> bool:
+    """The files of ``tfprof check DIR``. A store's are checked (``verify_store``) and False
+    returned: its data's check follows. A catalog is checked whole (``check_catalog``) and True
+    returned: a line per run (its files, and its data's findings as ingest counted them) and
+    one per problem; exit code 2 (one ``Error:`` line) when there is any."""
+    import sys
+
+    from tfprof.catalog import check_catalog
+    from tfprof.catalog.layout import is_catalog
+    from tfprof.errors import ProfileFormatError
+    from tfprof.store import MANIFEST, read_manifest, recreate_hint, verify_store
+
+    if not is_catalog(path) or os.path.lexists(path / MANIFEST):
+        verify_store(path, checksums=checksums)
+        if "validation" not in read_manifest(path)["tables"]:
+            print(f"Warning: `{path}` was written before tfprof validated the data it ingests, so "
+                  f"its checks are not in it; {recreate_hint(path)}", file=sys.stderr)
+        return False
+    report = check_catalog(path, checksums=checksums)
+    if fmt == "json":
+        typer.echo(json.dumps(report, indent=1))
+    else:
+        runs = report["runs"]
+        lines = [f"catalog {report['catalog']}: " + (f"{len(runs)} runs" if runs is not None else "no run list read")]
+        lines += [f"  problem: {p}" for p in report["problems"]]
+        for r in runs or []:
+            state = "damaged" if r["problems"] else f"{r['files']} files ok"
+            lines.append(f"run {r['run']}: {state}; its data: {r['errors']} errors, {r['warnings']} warnings")
+            lines += [f"  problem: {p}" for p in r["problems"]]
+        typer.echo("\n".join(lines))
+    bad = [r["run"] for r in report["runs"] or [] if r["problems"]]
+    if report["problems"] or bad:
+        first = (report["problems"] or [p for r in report["runs"] for p in r["problems"]])[0]
+        runs = f" (runs {', '.join(bad)})" if bad else ""
+        raise ProfileFormatError(f"the catalog `{path}` is damaged{runs}: {first}")
+    return True

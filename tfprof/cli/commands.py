@@ -6,7 +6,6 @@ of the same functions the Python API calls (``tfprof.api``, ``tfprof.store``, ``
 from __future__ import annotations
 
 import functools
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,7 +24,8 @@ from tfprof.cli.app import (
     app,
     takes_inputs,
 )
-from tfprof.cli.catalog_command import CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption
+from tfprof.cli.catalog_command import (CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption,
+                                        check_directory)
 
 
 def _version(value: bool) -> None:
@@ -164,22 +164,25 @@ def check(
     fmt: Annotated[str, typer.Option("--format", "-f", help="text (the default) or json.")] = "text",
     checksums: Annotated[
         bool,
-        typer.Option("--checksums/--no-checksums", help="For a store: compare every file with its checksum (reads them all)."),
+        typer.Option("--checksums/--no-checksums", help="For a store or catalog: compare every file with its checksum (reads them all)."),
     ] = True,
 ) -> None:
     """Check a profile's data: negative or absurd times and sizes, totals that would wrap,
-    names and inputs that point nowhere (docs/COMPATIBILITY.md), and for a store its files.
+    names and inputs that point nowhere (docs/COMPATIBILITY.md), and for a store its files
+    (for a catalog, every run's files and the paths its run list names).
 
     Prints a summary line per severity, then what each check found; `--format json` gives
     {"profile", "counts", "entries"}. Other commands print one warning line on stderr when
     there are warnings or errors. The exit code is 0 whatever was found; 2 when the input
-    cannot be read (or a store file is damaged).
+    cannot be read (or a store or catalog file is damaged).
 
     Examples:
 
       tfprof check run.tfprof
 
       tfprof check --graph_path graph.pbtxt --run_meta_path rm0.pb,rm1.pb --format json
+
+      tfprof check runs/     # a catalog: every run's files, and the paths its run list names
     """
     from tfprof.errors import OptionError
     from tfprof.api.shell import ops_without_flops_rule, render_json, render_text, report
@@ -187,13 +190,8 @@ def check(
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
     profile_path = inputs.get("profile_path")
-    if profile_path is not None and Path(profile_path).is_dir():
-        from tfprof.store import read_manifest, recreate_hint, verify_store
-
-        verify_store(profile_path, checksums=checksums)
-        if "validation" not in read_manifest(Path(profile_path))["tables"]:
-            print(f"Warning: `{profile_path}` was written before tfprof validated the data it ingests, so "
-                  f"its checks are not in it; {recreate_hint(Path(profile_path))}", file=sys.stderr)
+    if profile_path is not None and Path(profile_path).is_dir() and check_directory(Path(profile_path), fmt, checksums):
+        return  # a catalog: every run's files and the paths its run list names were checked, and said
     prof = _load(warn=False, **inputs)
     data = report(prof.table("validation"), _spelled(inputs), ops_without_flops_rule(prof))
     typer.echo(render_json(data) if fmt == "json" else render_text(data), nl=False)
