@@ -26,6 +26,8 @@ Readers (``READERS``):
   manifest): the input is the file's path in the store, a newline, and its bytes (a path that
   is not one picks a file by its CRC). The manifest's record of that file (size, checksum) is
   made to match, to reach the decoding behind the check.
+* ``catalog``, ``store_flip``: crafted surroundings (``hostile.py``): a catalog whose run list
+  and folders point outside it, and a store file changed behind its manifest.
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ from __future__ import annotations
 import tfprof
 import json
 import shutil
+import sys
 import tempfile
 import zlib
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hostile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -355,6 +361,8 @@ READERS = {
     "store": _store_file,
     "kineto": _kineto,
     "xspace": _xspace,
+    "catalog": lambda data: hostile.catalog(data, sys.modules[__name__]),
+    "store_flip": lambda data: hostile.store_flip(data, sys.modules[__name__]),
 }
 
 

@@ -10,6 +10,7 @@ ignores); nothing here is committed but this script.
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from contract import CHECKPOINTS, FIXTURES, READERS, cut_profile, store_seed, store_template  # noqa: E402
+from hostile import TWISTS  # noqa: E402
 
 LARGE = ("cnn", "rnn", "multistep")
 KEEP = 24  # nodes, records or entries kept of a large fixture
@@ -86,6 +88,25 @@ def _kineto_seeds() -> dict[str, bytes]:
     return out
 
 
+def _nonfinite_seeds() -> dict[str, bytes]:
+    """Chrome traces whose times are not finite or do not fit 64 bits."""
+    out = {}
+    for name, value in (("nan", "NaN"), ("inf", "Infinity"), ("neg_inf", "-Infinity"), ("huge", "1e400"),
+                        ("1e29", "1e29"), ("2_64", str(2**64 + 1))):
+        for field in ("ts", "dur"):
+            event = {"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 1, "dur": 2, "pid": 1, "tid": 1}
+            text = json.dumps({"traceEvents": [event]}).replace(f'"{field}": {event[field]}', f'"{field}": {value}')
+            out[f"bad_{field}_{name}"] = text.encode()
+    return out
+
+
+def _catalog_parts() -> list[Path]:
+    from hostile import _template_catalog
+    import contract
+
+    return sorted(_template_catalog(contract).rglob("part-*.parquet"))
+
+
 def _xspace_cut(name: str) -> bytes:
     from tfprof.schema.proto import xplane_pb2
 
@@ -97,7 +118,8 @@ def _xspace_cut(name: str) -> bytes:
 
 
 def seeds(reader: str) -> dict[str, bytes]:
-    """The seeds of ``reader``: name -> bytes."""
+    """The seeds of ``reader``: name -> bytes. Seeds named ``bad_*`` are hostile on purpose and
+    may be rejected; every other seed loads."""
     out: dict[str, bytes] = {}
     if reader in ("profile", "profile_reference"):
         out["gpu_tiny"] = (FIXTURES / "gpu_tiny" / "profile.pb").read_bytes()
@@ -126,6 +148,22 @@ def seeds(reader: str) -> dict[str, bytes]:
         out.update({name.replace("/", "_"): store_seed(name) for name in files})
     elif reader == "kineto":
         out.update(_kineto_seeds())
+        out.update(_nonfinite_seeds())
+    elif reader == "catalog":
+        out["plain"] = b"\x00"
+        out["dotdot"] = b"\x00../outside/victim.txt\nnodes/../../outside/sub/keep.txt"
+        out["absolute"] = b"\x00@OUT@/victim.txt\n@OUT@/sub"
+        out["copies_outside"] = b"\x00" + "\n".join(f"../outside/{p.name}" for p in _catalog_parts()).encode()
+        out.update({f"{twist}": bytes([k]) for k, twist in enumerate(TWISTS) if k})
+    elif reader == "store_flip":
+        from tfprof.store import MANIFEST
+
+        _, files = store_template()
+        for name in (f for f in files if f != MANIFEST):  # the manifest itself is the store reader's
+            seed = store_seed(name)
+            mid = len(seed) - (len(seed) - len(name) - 1) // 2
+            out[name.replace("/", "_")] = seed
+            out["bad_" + name.replace("/", "_") + "_flip"] = seed[:mid] + bytes([seed[mid] ^ 0x10]) + seed[mid + 1:]
     elif reader == "xspace":
         out["jax_mlp"] = (FOREIGN / "jax_mlp.xplane.pb").read_bytes()
         out["tf2_keras_cut"] = _xspace_cut("tf2_keras.xplane.pb")

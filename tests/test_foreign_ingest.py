@@ -1,4 +1,4 @@
-"""Foreign profiles (issue 19) read into tfprof's tables and views: every number is held against what
+"""Foreign profiles (Kineto traces, XSpace) read into tfprof's tables and views: every number is held against what
 tests/foreign_expect.py, or a small computation here over Python's ``json``, finds in the raw file.
 
 The self times computed here walk each thread's spans with a stack in plain Python (no tfprof code),

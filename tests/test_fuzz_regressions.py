@@ -51,6 +51,13 @@ EXPECT = {
     # Chrome-trace counter events: without a time stamp (a null in counters.time_ns), without a name
     "kineto/counter_event_without_ts": "has no `ts`",
     "kineto/counter_event_without_name": "loaded",
+    # times that are not finite or do not fit int64 nanoseconds (an InvalidOperationError before)
+    "kineto/ts_nan_event_time": "has `ts` nan, not a finite number",
+    "kineto/dur_neg_inf_event_time": "has `dur` -inf, not a finite number",
+    "kineto/dur_1e29_event_time": "more than int64 ns hold",
+    "kineto/ts_2_64_event_time": "more than int64 ns hold",
+    # one bit of a table changed behind the manifest: answered from before checksums were read
+    "store_flip/execs_bit_flipped": "its checksum differs from the one written",
     "profile/map_entry_with_extra_field_bad_utf8_name":
         "field 1 `nodes[1].name` (string) at byte 22 is not valid UTF-8",
 }
@@ -109,7 +116,8 @@ def _message(reader: str, data: bytes) -> str:
 
 
 def test_every_reader_has_a_harness_and_seeds():
-    """The contract covers the readers the fuzz runner knows, and each has seeds that load."""
+    """The contract covers the readers the fuzz runner knows, and each has seeds that load (the
+    hostile ``bad_*`` seeds may be rejected, but must keep the contract too)."""
     spec = importlib.util.spec_from_file_location("tfprof_fuzz_make_corpus", ROOT / "fuzz" / "make_corpus.py")
     sys.path.insert(0, str(ROOT / "fuzz"))
     sys.modules["contract"] = contract  # make_corpus imports it by that name: the same module
@@ -119,8 +127,8 @@ def test_every_reader_has_a_harness_and_seeds():
         for reader in contract.READERS:
             seeds = module.seeds(reader)
             assert seeds, reader
-            outcomes = {contract.check(reader, data) for data in seeds.values()}
-            assert outcomes == {"loaded"}, (reader, outcomes)
+            outcomes = {name: contract.check(reader, data) for name, data in seeds.items()}
+            assert {o for n, o in outcomes.items() if not n.startswith("bad_")} == {"loaded"}, (reader, outcomes)
     finally:
         sys.path.remove(str(ROOT / "fuzz"))
         del sys.modules["contract"]

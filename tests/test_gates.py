@@ -58,6 +58,33 @@ def test_bad_expressions(text, why):
     assert why in str(info.value)
 
 
+@pytest.mark.parametrize("text, why", [
+    ("micros > 1e99999999999ms", "overflows to infinity"),
+    ("micros +1e99999%", "overflows to infinity"),
+    ("micros < 0 * 1e400 * base", "overflows to infinity"),
+    ("micros > 1e30", "beyond any value a profile holds"),
+    ("bytes > -10000000000GB", "beyond any value a profile holds"),
+])
+def test_a_gate_whose_numbers_decide_it_for_every_profile_is_refused_28(text, why):
+    with pytest.raises(tfprof.OptionError, match="--fail-if") as info:
+        parse(text)
+    assert why in str(info.value) and f"`{text}`" in str(info.value)
+
+
+@pytest.mark.parametrize("args, gate", [
+    (("scope", BASE), "scope:no/such/scope micros > 0"),
+    (("op", BASE, "--max_depth", "100"), "op:NoSuchOp micros > 1us"),
+    (("scope", BASE, "--max_depth", "1"), "scope:mlp/fc2/weights params > 1"),  # there, but not shown
+    (("op", BASE, "--show_name_regexes", "nothing"), "micros > 1us"),  # no row at all
+    (("diff", BASE, WIDE), "scope:no/such/scope micros +0%"),
+    (("scope", BASE), "micros > 1e99999999999ms"),
+])
+def test_a_gate_that_could_never_trip_is_one_error_line_28(capsys, args, gate):
+    code, _, err = run(capsys, *args, "--fail-if", gate)
+    assert code == 2 and err.startswith(f"Error: Bad --fail-if `{gate}`") and err.count("\n") == 1, err
+    assert "never trip" in err or "every row or on none" in err
+
+
 def test_gate_rows_on_a_diff_frame():
     frame = pl.DataFrame({"path": ["a", "b", "c"], "v_a": [100, 100, None], "v_b": [104, 120, 50],
                           "v_significant": [True, False, None]})

@@ -1,4 +1,4 @@
-"""Bad input and careless use, as a table of command lines (issue 17's acceptance suite).
+"""Bad input and careless use, as a table of command lines (the acceptance suite of the bad-input rules).
 
 Every case runs ``tfprof`` in-process in a fresh working directory holding copies of the cnn
 fixture's inputs and a store ingested from them. Whatever the case, the run must end with exit

@@ -247,12 +247,7 @@ _EXTERNAL_REFERENCE = re.compile(
     r"|\.\./shared/"           # anything in the directory beside the checkout
 )
 _SELF_CONTAINED = ("tfprof/", "tests/", "docs/", "benchmarks/", "tools/", "notebooks/", "fuzz/", ".ci/", "README.md")
-# Files that still hold such references, owned by work in progress; empty this list as they are fixed.
-_EXTERNAL_REFERENCE_TODO = {
-    "docs/SECURITY.md",
-    "tests/test_foreign_ingest.py",
-    "tests/test_misuse.py",
-}
+
 
 
 def test_no_references_outside_the_repository():
@@ -260,7 +255,7 @@ def test_no_references_outside_the_repository():
     if proc.returncode != 0:
         pytest.skip(f"not a git checkout: {proc.stderr.decode(errors='replace').strip()}")
     hits = []
-    for name in sorted(set(proc.stdout.decode().split("\0")) - {""} - _EXTERNAL_REFERENCE_TODO):
+    for name in sorted(set(proc.stdout.decode().split("\0")) - {""}):
         path = ROOT / name
         if not path.is_file():
             continue  # deleted in the working tree

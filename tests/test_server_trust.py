@@ -177,3 +177,20 @@ def test_a_deleted_working_directory_is_one_line(env, tmp_path, server, args):  
     assert proc.stdout == ""
     assert proc.stderr.startswith("Error: the current directory no longer exists")
     assert proc.stderr.count("\n") == 1
+
+
+def test_main_in_a_deleted_directory_is_one_line(tmp_path, capsys):
+    """``tfprof.cli.main.main`` called from Python (not through the client) says the same line."""
+    from tfprof.cli.main import main
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    here = os.getcwd()
+    os.chdir(gone)
+    try:
+        gone.rmdir()
+        code = main(["sql", "select 1", str(tmp_path / "x.pb")])
+    finally:
+        os.chdir(here)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("Error: the current directory no longer exists")

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -93,6 +96,61 @@ def test_an_interrupted_view_leaves_no_output_and_the_previous_file(tmp_path, bi
     assert proc.stdout == ""  # tfprof's "written" lines come only once all files are in place
     assert [p.name for p in work.iterdir()] == ["t_0"]
     assert snapshot(work) == before
+
+
+@pytest.fixture(scope="module")
+def long_trace(tmp_path_factory) -> Path:
+    """A Kineto trace whose events DuckDB reads for a few tenths of a second: the transformer
+    capture's events 60 times over, each copy shifted past the previous one (48 MB)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    bench = importlib.import_module("bench_foreign")
+    path = tmp_path_factory.mktemp("kineto") / "long.pt.trace.json"
+    bench._kineto_scaled(ROOT / "tests" / "fixtures" / "foreign" / "torch_transformer.pt.trace.json.gz", 60, path)
+    return path
+
+
+def reading(name: str) -> bool:
+    """True while this process holds a file called ``name`` open for reading only (Linux:
+    /proc/self/fd and fdinfo), as DuckDB does, not for writing, as tfprof does before."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").endswith("/" + name):
+                flags = Path(f"/proc/self/fdinfo/{fd}").read_text().split("flags:")[1].split()[0]
+                if int(flags, 8) & os.O_ACCMODE == os.O_RDONLY:
+                    return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
+
+
+@pytest.mark.parametrize(("sig", "code", "line"), SIGNALS, ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_duckdb_reads_a_kineto_trace_28(tmp_path, long_trace, capsys, monkeypatch, sig, code, line):
+    """The Kineto reader's DuckDB query used to end as `Internal error: RuntimeError: Query
+    interrupted`, exit 1. In-process, a thread sends the signal to the main thread as soon as
+    DuckDB holds the trace's events file open (a window of some 50 ms)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    done, sent = threading.Event(), []
+
+    def watch() -> None:
+        while not done.is_set():
+            if reading("events.ndjson"):
+                sent.append(sig)
+                signal.pthread_kill(threading.main_thread().ident, sig)
+                return
+            time.sleep(0.0005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        rc = main(["tables", str(long_trace)])
+    finally:
+        done.set()
+        watcher.join()
+    assert sent, "the events file was never seen open"
+    assert (rc, capsys.readouterr().err) == (code, line + "\n")
+    assert list(scratch.iterdir()) == []  # the events file and its folder are gone
 
 
 def test_an_interrupted_command_in_process_gives_130(tmp_path, capsys, monkeypatch):

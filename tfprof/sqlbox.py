@@ -287,8 +287,19 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, *, params: Mapping[str, Any]
     """
     statement = check(con, sql)
     try:
+        return run_arrow(con, statement, params)
+    except duckdb.Error as exc:
+        raise QueryError(first_line(exc)) from None
+
+
+def run_arrow(con: duckdb.DuckDBPyConnection, sql, params: Mapping[str, Any] | None = None) -> pa.Table | None:
+    """The rows of ``sql`` (a statement or its text, not checked: for tfprof's own queries) as
+    Arrow, or None if it returned none. Ctrl-C and SIGTERM stop it (see ``_stopped_by_signals``)
+    and raise what they raise in Python code (``KeyboardInterrupt``, the CLI's ``Terminated``);
+    DuckDB's own errors propagate."""
+    try:
         with _stopped_by_signals(con):
-            rel = con.sql(statement, params=dict(params) if params else None)
+            rel = con.sql(sql, params=dict(params) if params else None)
             if rel is None:  # no rows came back (no query does this, but the API allows it)
                 return None
             reader = rel.arrow()  # a stream, read at once: to_arrow_table() ignores interrupts
@@ -301,8 +312,6 @@ def query(con: duckdb.DuckDBPyConnection, sql: str, *, params: Mapping[str, Any]
             raise
         # stopped by con.interrupt() from another thread (a signal's handler raises its own)
         raise KeyboardInterrupt from None
-    except duckdb.Error as exc:
-        raise QueryError(first_line(exc)) from None
 
 
 _STOPPING = frozenset({signal.SIGINT, signal.SIGTERM})

@@ -12,7 +12,7 @@ import polars as pl
 
 from tfprof.errors import OptionError
 from tfprof.queries import diff as rules
-from tfprof.queries.gates import Gate, parse, tripped
+from tfprof.queries.gates import Gate, parse, targeted, tripped
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 from tfprof.views.units import FORMATS
@@ -58,6 +58,7 @@ def view_failures(cmd: str, result: ViewResult, gates: list[Gate]) -> list[str]:
     lines: list[str] = []
     for gate in gates:
         column, kind = _resolve(gate, cmd, numeric)
+        _check_targeted(gate, table, f"the {cmd} view")
         rows = tripped(gate, table, column, kind, diff=False)
         if rows.height:
             lines += _report(gate, rows, [column], [FORMATS[kind]], diff=False)
@@ -69,10 +70,24 @@ def diff_failures(result: DiffResult, gates: list[Gate]) -> list[str]:
     lines: list[str] = []
     for gate in gates:
         column, kind = _resolve(gate, result.cmd, list(result.columns))
+        _check_targeted(gate, result.frame, f"the {result.cmd} diff")
         rows = tripped(gate, result.frame, column, kind, diff=True)
         if rows.height:
             lines += _report(gate, rows, [column], [FORMATS[kind]], diff=True)
     return lines
+
+
+def _check_targeted(gate: Gate, rows: pl.DataFrame, where: str) -> None:
+    """A gate that looks at no row could never trip: an error naming it, not a silent pass."""
+    if targeted(gate, rows):
+        return
+    if gate.path is None:
+        raise OptionError(f"Bad --fail-if `{gate.text}`: {where} has no rows, so the gate could never trip; "
+                          "check the view options that filter rows")
+    example = f" (its paths read like `{rows['path'][min(1, rows.height - 1)]}`)" if rows.height else ""
+    raise OptionError(f"Bad --fail-if `{gate.text}`: no row of {where} has a path matching `{gate.path}`{example}, "
+                      "so the gate could never trip; check the path, and the view options that hide rows "
+                      "(max_depth, show/hide)")
 
 
 def _report(gate: Gate, rows: pl.DataFrame, columns: list[str], fmts: list, *, diff: bool) -> list[str]:

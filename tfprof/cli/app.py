@@ -96,9 +96,13 @@ def _progress():
     """A progress callback drawing a bar on stderr when it is a terminal, else None."""
     if not sys.stderr.isatty():
         return None
+    from rich.console import Console
     from rich.progress import Progress
 
-    bar = Progress(transient=True, console=None)
+    from tfprof.cli.streams import unguarded
+
+    # the bar draws with escape sequences: on the terminal itself, not through the guard that escapes them
+    bar = Progress(transient=True, console=Console(file=unguarded(sys.stderr), stderr=True))
     state: dict = {}
 
     def update(done: int, total: int, what: str) -> None:

@@ -4,11 +4,16 @@ what ends it to an exit code and one line on stderr.
 Errors the user can fix (``TfprofError``, bad usage) print one ``Error: ...`` line and exit with
 code 2; ``--debug`` shows the traceback instead. Ctrl-C exits with 130, SIGTERM with 143, each
 after what was being written is removed. Anything else is a bug: exit code 1.
+
+While a command runs, stdout and stderr are guarded (``tfprof.cli.streams``): output that
+cannot be written (a full disk, a closed stdout) is an error, exit code 2, never a success with
+the output lost; a broken pipe (``| head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -22,7 +27,8 @@ import tfprof.cli.diff_command  # noqa: F401 - and `tfprof diff`
 import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
 from tfprof.cli.app import _STORES, app
-from tfprof.errors import TfprofError
+from tfprof.cli.streams import StdoutError, drop_stdout, guarded_streams
+from tfprof.errors import TfprofError, printable
 
 
 def _normalise_args(args: list[str]) -> list[str]:
@@ -89,9 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: runs the app and maps errors to exit codes (2: an error the user
     can fix; 130: interrupted, SIGINT; 143: terminated, SIGTERM; 1: a bug)."""
     args = _normalise_args(sys.argv[1:] if argv is None else argv)
+    from tfprof.cli.resident import cwd_error
+
+    if problem := cwd_error():  # relative paths, and temporaries beside outputs, would fail later
+        print(printable(problem), file=sys.stderr)
+        return 2
     _STORES.clear()
     said: list[str] = []
-    with _signals():
+    with _signals(), guarded_streams():
         try:
             return _main(args, said)
         # One Ctrl-C can raise twice (tfprof.output.files._undo): the second may come while the
@@ -100,7 +111,6 @@ def main(argv: list[str] | None = None) -> int:
             return _stopped("Interrupted.", 130, said)
         except Terminated:
             return _stopped("Terminated.", 143, said)
-
 
 
 def _stopped(message: str, code: int, said: list[str]) -> int:
@@ -118,7 +128,13 @@ def _main(args: list[str], said: list[str]) -> int:
         from tfprof.cli.interactive import split_root_args
 
         args, shell_options = split_root_args(args, set(typer.main.get_command(app).commands))
-        return _invoke(args, shell_options)
+        code = _invoke(args, shell_options)
+        sys.stdout.flush()  # here, so that output that cannot be written is an error, not exit 0
+        return code
+    except StdoutError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        drop_stdout()
+        return 2
     except TfprofError as exc:
         if debug:
             raise
@@ -131,16 +147,14 @@ def _main(args: list[str], said: list[str]) -> int:
         if debug:
             raise
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        print(f"Error: {message}", file=sys.stderr)
+        print(f"Error: {printable(message)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return _stopped("Interrupted.", 130, said)
     except Terminated:
         return _stopped("Terminated.", 143, said)
-    except BrokenPipeError:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        drop_stdout()
         return 0
     except Exception as exc:  # a bug, or a damaged store that only failed when decoded
         if debug:
@@ -149,7 +163,8 @@ def _main(args: list[str], said: list[str]) -> int:
         if damage is not None:
             print(f"Error: {damage}", file=sys.stderr)
             return 2
-        print(f"Internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+        print(f"Internal error: {type(exc).__name__}: {printable(str(exc))} (run with --debug for the traceback)",
+              file=sys.stderr)
         return 1
 
 

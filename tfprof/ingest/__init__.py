@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest import foreign, profile_proto, raw, sources, validate
 from tfprof.ingest.sources import in_memory
+from tfprof.output.scratch import scratch_file
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
 Progress = Callable[[int, int, str], None]
@@ -185,9 +185,7 @@ def _memory_profile_batches(source, progress, checks=None) -> list[dict[str, pa.
     None when the bytes are damaged: the reference decoder then says how, naming the input as
     given in memory rather than the temporary file."""
     data = sources.read_bytes(source, "profile")
-    with tempfile.TemporaryDirectory(prefix="tfprof-") as tmp:
-        path = Path(tmp) / "profile.pb"
-        path.write_bytes(data)
+    with scratch_file("profile.pb", data) as path:
         try:
             return list(_profile_batches(path, progress, checks))
         except ProfileFormatError:

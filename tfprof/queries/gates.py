@@ -20,11 +20,14 @@ without the row counts as 0), and ``change`` is shorthand: ``micros +5%`` is ``m
 ``significant`` keeps only rows outside the noise band (every row where there is no band). A
 gate trips when any row it looks at satisfies it.
 
-A gate is kept as a linear form ``metric OP c0 + c1 × base``; ``base × base`` is refused.
+A gate is kept as a linear form ``metric OP c0 + c1 × base``; ``base × base`` is refused, and so
+is a gate that could never trip: a number that is not finite or a bound beyond any value a
+profile holds (``LIMIT``), or, on the rows, a target that matches none (``targeted``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -33,6 +36,7 @@ import polars as pl
 from tfprof.errors import OptionError
 
 OPERATORS = (">=", "<=", "==", "!=", ">", "<")
+LIMIT = 2.0 ** 63  # every value a profile holds is an int64: a bound beyond it is the same for every row
 UNITS = {
     "time": {"us": 1, "ms": 1_000, "s": 1_000_000},
     "memory": {"B": 1, "KB": 1_000, "MB": 1_000_000, "GB": 1_000_000_000},
@@ -108,7 +112,18 @@ def parse(text: str, views: tuple[str, ...] = ("scope", "graph", "op", "code")) 
     if second["op"] not in OPERATORS:
         raise _fail(text, f"expected a comparison after `{metric}`, got `{second.group().strip()}`")
     const, coef, unit, kind = _sum(text, tokens[2:])
-    return Gate(text, view, path, metric, second["op"], const, coef, significant, unit, kind)
+    return _bounded(Gate(text, view, path, metric, second["op"], const, coef, significant, unit, kind))
+
+
+def _bounded(gate: Gate) -> Gate:
+    """``gate``, unless its numbers make it trip on every row or on none whatever the profile."""
+    if not (math.isfinite(gate.const) and math.isfinite(gate.coef)):
+        raise _fail(gate.text, "a number in it is too large to compare with (it overflows to infinity), so the "
+                               "gate could never trip")
+    if abs(gate.const) >= LIMIT:
+        raise _fail(gate.text, f"its bound {gate.const:g} is beyond any value a profile holds (int64, "
+                               "±9.2e18), so the gate would trip on every row or on none")
+    return gate
 
 
 def _change(text, view, path, metric, sign, token, significant) -> Gate:
@@ -117,11 +132,11 @@ def _change(text, view, path, metric, sign, token, significant) -> Gate:
         raise _fail(text, f"a change needs % or a unit (`{sign}{token['num']}%`)")
     up = sign == "+"
     if unit == "%":
-        return Gate(text, view, path, metric, ">" if up else "<", 0.0, 1 + amount / 100 if up else 1 - amount / 100,
-                    significant, None, None)
+        return _bounded(Gate(text, view, path, metric, ">" if up else "<", 0.0,
+                             1 + amount / 100 if up else 1 - amount / 100, significant, None, None))
     kind, scale = _unit_kind(text, unit)
-    return Gate(text, view, path, metric, ">" if up else "<", amount * scale * (1 if up else -1), 1.0, significant,
-                unit, kind)
+    return _bounded(Gate(text, view, path, metric, ">" if up else "<", amount * scale * (1 if up else -1), 1.0,
+                         significant, unit, kind))
 
 
 def _sum(text: str, tokens: list) -> tuple[float, float, str | None, str | None]:
@@ -178,6 +193,15 @@ def _compare(left: pl.Expr, op: str, right: pl.Expr) -> pl.Expr:
             "==": left == right, "!=": left != right}[op]
 
 
+def _on_target(gate: Gate) -> pl.Expr:
+    return pl.col("path").str.contains(f"^(?:{gate.path})$") if gate.path is not None else pl.lit(True)
+
+
+def targeted(gate: Gate, frame: pl.DataFrame) -> int:
+    """How many rows of ``frame`` (with a ``path`` column) ``gate`` looks at: 0 means it can never trip."""
+    return frame.filter(_on_target(gate)).height
+
+
 def tripped(gate: Gate, frame: pl.DataFrame, column: str, kind: str, *, diff: bool) -> pl.DataFrame:
     """The rows of ``frame`` on which ``gate`` trips. ``column``: the metric's column (a view's,
     or a diff's base name with ``_a``/``_b``); ``kind``: its number format (time, memory, number)."""
@@ -190,8 +214,7 @@ def tripped(gate: Gate, frame: pl.DataFrame, column: str, kind: str, *, diff: bo
             raise _fail(gate.text, "`base`, changes (+5%) and `significant` need a baseline: use them with tfprof diff")
         value, base = pl.col(column), pl.lit(0)
     condition = _compare(value.cast(pl.Float64), gate.op, pl.lit(gate.const) + gate.coef * base.cast(pl.Float64))
-    if gate.path is not None:
-        condition = condition & pl.col("path").str.contains(f"^(?:{gate.path})$")
+    condition = condition & _on_target(gate)
     if gate.significant and diff:
         condition = condition & pl.col(f"{column}_significant").fill_null(True)
     return frame.filter(condition)

@@ -23,8 +23,8 @@ def kind(path) -> str | None:
     if not isinstance(path, (str, Path)) or not Path(path).is_file():
         return None
     with open(path, "rb") as f:
-        head = f.read(1 << 16)
-    if looks_like_trace(head if head[:2] != b"\x1f\x8b" else Path(path).read_bytes()):
+        head = f.read(1 << 16)  # a gzipped head is enough too: only its first 8 KB inflated are looked at
+    if looks_like_trace(head):
         return "kineto"
     from tfprof.ingest.foreign.xspace import looks_like_xspace
 

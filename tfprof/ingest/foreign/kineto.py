@@ -10,6 +10,7 @@ events are counters; ``s``/``f`` events are flows. ``build`` turns that into tab
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import polars as pl
@@ -26,6 +27,9 @@ STEP_PREFIX = "ProfilerStep#"
 MODULE_PREFIX = "nn.Module: "
 MEMORY_EVENT = "[memory]"
 TIMED_PHASES = ("X", "B", "E", "i", "I", "s", "f", "t", "C")  # the phases read, each needs a time
+# Times are kept as int64 ns: a time, length or end beyond 9e18 ns (the year 2255) cannot be.
+MAX_NS = 9e18
+_BEYOND = "±9e18 ns (1970 ± 285 years), more than int64 ns hold"
 
 
 def read(path: Path, data: bytes) -> dict[str, pa.Table]:
@@ -41,9 +45,14 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` (ph `{bad['ph']}`) has no `ts`")
     try:
         base = int(top.get("baseTimeNanoseconds") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` is not a number of nanoseconds") from None
-    ev = _classify(_begin_end_spans(_named(raw)), base)
+    if abs(base) > MAX_NS:
+        raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` {base} is beyond {_BEYOND}")
+    _check_times(path, raw.filter(pl.col("ph").is_in(list(TIMED_PHASES))), base, "ts")
+    spans = _begin_end_spans(_named(raw))
+    _check_times(path, spans.filter(pl.col("ph") == "X"), base, "dur")
+    ev = _classify(spans, base)
     if ev.filter(pl.col("role") == "op").height == 0:
         raise ProfileFormatError(
             f"`{path}` is a Chrome trace without op events (`cat` {', '.join(OP_CATEGORIES)}); nothing to profile")
@@ -55,6 +64,28 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     nodes = _with_float_ops(tables)
     formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
     return {**tables, "nodes": nodes, "node_flops": node_flops_table(nodes, formulas, estimated=True)}
+
+
+def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> None:
+    """A ``ts`` (or an ``X`` span's ``dur``) that is not finite, or whose time in ns (the start,
+    the length, the end) lies beyond ``MAX_NS``, is an error naming the event: cast to int64 it
+    would fail or wrap. Values within it that only look wrong are the validation table's."""
+    start = pl.lit(float(base)) + pl.col("ts") * 1000
+    if field == "ts":
+        bad = pl.col("ts").is_finite().not_() | (start.abs() > MAX_NS)
+    else:
+        dur = pl.col("dur").fill_null(0) * 1000
+        bad = pl.col("dur").fill_null(0).is_finite().not_() | (dur.abs() > MAX_NS) | ((start + dur).abs() > MAX_NS)
+    wrong = events.filter(bad)
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        value = row[field]
+        what = (f"{value}, not a finite number of microseconds" if not math.isfinite(value)
+                else f"{value!r} µs, which puts its start beyond {_BEYOND}" if field == "ts"
+                else f"{value!r} µs, which puts its length or its end beyond {_BEYOND}")
+        more = f" ({wrong.height - 1:,} more events like it)" if wrong.height > 1 else ""
+        raise ProfileFormatError(f"`{path}`: event `{one_line(row['name'])}` (ph `{row['ph']}`) has `{field}` "
+                                 f"{what}{more}; the trace is damaged")
 
 
 def _with_float_ops(tables: dict[str, pa.Table]) -> pa.Table:

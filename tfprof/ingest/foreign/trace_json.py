@@ -10,10 +10,9 @@ writes the same newline-delimited text, so both end in the same DuckDB read.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import tempfile
+import re
 import zlib
 from pathlib import Path
 
@@ -21,10 +20,18 @@ import numpy as np
 import pyarrow as pa
 
 from tfprof import kernels
-from tfprof.errors import ProfileFormatError
+from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest.sources import one_line
+from tfprof.output.scratch import scratch_file
 
 GZIP_MAGIC = b"\x1f\x8b"
+# A gzipped trace inflates to at most INFLATE_RATIO times its size (at least INFLATE_FLOOR bytes)
+# unless LIMIT_VARIABLE says otherwise: Kineto's JSON compresses about 15x, a bomb about 1000x.
+LIMIT_VARIABLE = "TFPROF_MAX_INFLATED"
+INFLATE_RATIO = 100
+INFLATE_FLOOR = 64 << 20
+_IN_PIECE = 1 << 16  # compressed bytes fed at a time
+_NONZERO = re.compile(rb"[^\x00]")
 # Every event column the readers use, typed: pid/tid/id are strings (Kineto writes numbers and strings).
 COLUMNS = {
     "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR", "ts": "DOUBLE",
@@ -66,16 +73,58 @@ def _to_ndjson_py(buf: np.ndarray) -> int:
 
 
 
-def decompress(path: Path, data: bytes) -> bytes:
-    """``data``, gunzipped when it starts with gzip's magic bytes."""
+def decompress(path: Path, data: bytes) -> bytes | bytearray:
+    """``data``, gunzipped when it starts with gzip's magic bytes (every member of a multi-member
+    file), a piece at a time: inflating past ``inflate_limit`` stops with an error naming the file."""
     if not data.startswith(GZIP_MAGIC):
         return data
+    limit, why = inflate_limit(len(data))
+    out = bytearray()
+    view, start = memoryview(data), 0
     try:
-        return gzip.decompress(data)
+        while start < len(data):  # a member
+            member, pos = zlib.decompressobj(16 + zlib.MAX_WBITS), start
+            while not member.eof:
+                if pos >= len(data):
+                    raise EOFError("it ends inside the compressed data")
+                piece = view[pos:pos + _IN_PIECE]
+                pos += len(piece)
+                while piece and not member.eof:  # at most the bytes left under the limit, then one more
+                    out += member.decompress(piece, limit + 1 - len(out))
+                    if len(out) > limit:
+                        raise ProfileFormatError(f"`{path}` inflates to more than {_size(limit)}, {why}; if the file "
+                                                 f"is genuine, set {LIMIT_VARIABLE} to a larger size (e.g. "
+                                                 f"{LIMIT_VARIABLE}=16GB)")
+                    piece = member.unconsumed_tail
+            start = pos - len(member.unused_data)
+            nonzero = _NONZERO.search(data, start)  # gzip allows zero padding after a member
+            start = nonzero.start() if nonzero else len(data)
     except (OSError, EOFError, zlib.error) as exc:
         raise ProfileFormatError(
             f"`{path}` is not a complete gzip file ({one_line(str(exc))}); check that the file is complete"
         ) from None
+    return out
+
+
+def inflate_limit(compressed: int) -> tuple[int, str]:
+    """The most bytes a gzipped trace of ``compressed`` bytes may inflate to, and what sets it:
+    ``TFPROF_MAX_INFLATED`` when set, else ``INFLATE_RATIO`` times the compressed size, at least
+    ``INFLATE_FLOOR`` (docs/SECURITY.md, 'Bad input from elsewhere')."""
+    text = os.environ.get(LIMIT_VARIABLE, "").strip()
+    if not text:
+        return max(INFLATE_FLOOR, INFLATE_RATIO * compressed), (
+            f"over {INFLATE_RATIO} times its size: far more than a Chrome trace compresses, so it is refused as a "
+            "likely decompression bomb")
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?", text, re.IGNORECASE)
+    if not match:
+        raise OptionError(f"{LIMIT_VARIABLE}=`{text}` is not a size; give bytes or a size such as 500MB or 16GB")
+    unit = (match[2] or "B").upper()
+    scale = 1024 ** "BKMGT".index(unit[0]) if "I" in unit else 1000 ** "BKMGT".index(unit[0])
+    return int(float(match[1]) * scale), f"the limit {LIMIT_VARIABLE} sets"
+
+
+def _size(n: int) -> str:
+    return f"{n:,} bytes" if n < 10_000 else f"{n / 1e6:,.1f} MB"
 
 
 def _array_start(data: bytes) -> tuple[int, bool]:
@@ -99,7 +148,9 @@ def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
     start, array_form = _array_start(data)
     if start <= 0:
         raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
-    body = np.frombuffer(data, dtype=np.uint8)[start:].copy()
+    body = np.frombuffer(data, dtype=np.uint8)[start:]
+    if not body.flags.writeable:  # the file's bytes (gunzipped ones are ours to rewrite)
+        body = body.copy()
     end = kernels.compiled(_to_ndjson_py)(body)
     if end < 0:
         # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
@@ -138,21 +189,19 @@ def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
 def _duckdb_read(path: Path, body: np.ndarray) -> pa.Table:
     import duckdb
 
+    from tfprof import sqlbox
+
     columns = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
-    with tempfile.TemporaryDirectory(prefix="tfprof-trace-") as tmp:
-        lines = Path(tmp) / "events.ndjson"
-        lines.write_bytes(body.data)
-        con = duckdb.connect(config={"threads": os.cpu_count() or 1})
+    with scratch_file("events.ndjson", body.data, prefix="tfprof-trace-") as lines:
+        # nothing spills: DuckDB's default would write .tmp/ into the working directory
+        con = duckdb.connect(config={"threads": os.cpu_count() or 1, "temp_directory": ""})
         try:
-            rows = con.sql(
-                f"SELECT * FROM read_json('{lines}', format='newline_delimited', columns={columns}, "
-                "maximum_object_size=1073741824)"
-            ).to_arrow_table()
+            return sqlbox.run_arrow(con, f"SELECT * FROM read_json($path, format='newline_delimited', "
+                                         f"columns={columns}, maximum_object_size=1073741824)", {"path": str(lines)})
         except duckdb.Error as exc:
-            raise ProfileFormatError(f"`{path}` is not a valid Chrome trace ({one_line(str(exc))})") from None
+            raise ProfileFormatError(f"`{path}` is not a valid Chrome trace ({one_line(sqlbox.first_line(exc))})") from None
         finally:
             con.close()
-    return rows
 
 
 def looks_like_trace(data: bytes) -> bool:

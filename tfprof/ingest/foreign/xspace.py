@@ -26,6 +26,9 @@ from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
 TASK_ENVIRONMENT = "Task Environment"
+# Times are kept as int64 ns: a line's start must leave room for its events' offsets and
+# durations (int64 ps each, so under 9.3e15 ns) within int64 ns, or they would wrap.
+MAX_LINE_NS = 8.9e18
 METADATA_PLANE = "/host:metadata"
 
 
@@ -79,12 +82,14 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     for plane in space.planes:
         names = {k: m.name for k, m in plane.stat_metadata.items()}
         if plane.name == TASK_ENVIRONMENT:
-            start_ns = next((int(_value(s, names)) for s in plane.stats if names.get(s.metadata_id) == "profile_start_time"), 0)
+            start_ns = next((_start_ns(path, _value(s, names)) for s in plane.stats
+                             if names.get(s.metadata_id) == "profile_start_time"), 0)
         if plane.name == METADATA_PLANE:
             for meta in plane.event_metadata.values():
                 for s in meta.stats:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
+    _check_line_starts(path, space, start_ns)
     raw = xevents.columns(space, data, start_ns, _value) if kernels.enabled() else None
     if raw is None:
         raw = _raw_reference(space, start_ns)
@@ -92,6 +97,29 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     if ev.filter(pl.col("role") == "op").height == 0:
         raise ProfileFormatError(f"`{path}` is an XSpace without op events (TensorFlow graph ops or HLO instructions)")
     return build.build(ev)
+
+
+def _start_ns(path: Path, value) -> int:
+    """The session's start (``profile_start_time``) in ns, or an error naming the file."""
+    try:
+        start = int(value)
+    except (TypeError, ValueError, OverflowError):
+        start = None
+    if start is None or abs(start) > MAX_LINE_NS:
+        raise ProfileFormatError(f"`{path}`: its `profile_start_time` {one_line(str(value))} is not a time in ns "
+                                 "within ±8.9e18 (1970 ± 282 years); the XSpace is damaged")
+    return start
+
+
+def _check_line_starts(path: Path, space: xplane_pb2.XSpace, start_ns: int) -> None:
+    """Every line's start in ns (the session's start plus its own) within ``MAX_LINE_NS``."""
+    for plane in space.planes:
+        for line in plane.lines:
+            if abs(start_ns + line.timestamp_ns) > MAX_LINE_NS:
+                raise ProfileFormatError(
+                    f"`{path}`: line `{one_line(line.name or str(line.id))}` of plane `{one_line(plane.name)}` starts at "
+                    f"{start_ns + line.timestamp_ns} ns, beyond ±8.9e18 ns (1970 ± 282 years), more than int64 ns hold "
+                    "with its events; the XSpace is damaged")
 
 
 def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:

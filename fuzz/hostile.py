@@ -1,0 +1,166 @@
+"""Readers for crafted surroundings rather than crafted profiles: a catalog whose run list names
+places outside it, and a store with bytes changed behind its manifest's back.
+
+* ``catalog``: the input's first byte picks a twist of the catalog's directory (none, ``.staging``
+  a symlink out, a partition directory a symlink out, ``.lock`` a symlink out); the rest is text,
+  one partition path a line (``@OUT@`` names the outside folder), written into the run list in place of the real paths (cycling). Then
+  everything a user does to a catalog runs on it: list, read a run, check it, add a run, replace
+  one with ``force``, remove one. Each may succeed or raise a one-line ``TfprofError``; the
+  contract is that nothing outside the catalog changes (a sibling folder of files, hashed before
+  and after), and that a run whose listed paths leave the catalog is never read.
+* ``store_flip``: like ``store`` (the input is a file's path in the store, a newline, and its new
+  bytes) but the manifest is left as it was: any change to a table's bytes must be rejected by
+  the time every table has been read, never answered from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+
+TWISTS = ("none", "staging_out", "partition_out", "lock_out")
+_catalog: Path | None = None
+
+
+def _template_catalog(c) -> Path:
+    """A catalog of one small run (``r1``, with a host tag) written once per process."""
+    global _catalog
+    if _catalog is None or not _catalog.exists():
+        from tfprof.catalog import add_run
+
+        _catalog = c.workdir() / "catalog_template"
+        source = c._write("catalog_source.pb", c.cut_profile(c.STORE_SOURCE, 12))
+        add_run(_catalog, "r1", tags={"host": "h1"}, profile_path=source)
+    return _catalog
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    """Every entry under ``folder`` (not following links): its kind and, for files, a hash."""
+    out = {}
+    for dirpath, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(dirpath, name)
+            rel = path.relative_to(folder).as_posix()
+            if path.is_symlink():
+                out[rel] = "link:" + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha1(path.read_bytes()).hexdigest()
+    return out
+
+
+def _craft(root: Path, outside: Path, data: bytes) -> list[str]:
+    """Apply the input to the copied catalog at ``root``; the paths now listed for run r1."""
+    from tfprof.catalog.layout import RUNS_SCHEMA, read_runs, write_runs
+
+    twist = TWISTS[data[0] % len(TWISTS)] if data else "none"
+    lines = [_aim(root, outside, line) for line in data[1:].decode("utf-8", "replace").split("\n") if line]
+    runs = read_runs(root).to_pylist()
+    if lines:
+        k = 0
+        for row in runs:
+            for entry in row["files"]:
+                entry["path"] = lines[k % len(lines)]
+                k += 1
+        write_runs(root, pa.Table.from_pylist(runs, RUNS_SCHEMA))
+    if twist == "staging_out":
+        shutil.rmtree(root / ".staging", ignore_errors=True)
+        os.symlink(os.path.relpath(outside, root), root / ".staging")
+    elif twist == "partition_out":
+        victim = root / "nodes" / "run=r1"
+        shutil.rmtree(victim)
+        os.symlink(os.path.relpath(outside, victim.parent), victim)
+    elif twist == "lock_out":
+        (root / ".lock").unlink(missing_ok=True)
+        os.symlink(os.path.relpath(outside / "victim.txt", root), root / ".lock")
+    return [e["path"] for row in runs if row["run"] == "r1" for e in row["files"]]
+
+
+def _aim(root: Path, outside: Path, line: str) -> str:
+    """A listed path as the input gives it, with ``@OUT@`` standing for the outside folder's
+    absolute path; one that would lead beyond the fuzzer's own folder (``root``'s parent) is
+    pointed into the outside folder instead, so a broken containment check can only ever damage
+    what this reader watches."""
+    line = line.replace("@OUT@", str(outside)).replace("\0", "")
+    base = os.path.normpath(root.parent)
+    if not os.path.normpath(os.path.join(root, line)).startswith(base + os.sep):
+        return str(outside / "victim.txt")
+    return line
+
+
+def _escapes(root: Path, rel: str) -> bool:
+    real = os.path.realpath(root / rel)
+    return not real.startswith(os.path.realpath(root) + os.sep)
+
+
+def catalog(data: bytes, c) -> None:
+    """The ``catalog`` reader; ``c`` is the contract module (its scratch folder and helpers)."""
+    from tfprof.catalog import add_run, remove_run, run_profile, runs
+
+    template = _template_catalog(c)
+    base = c.workdir() / "hostile"
+    shutil.rmtree(base, ignore_errors=True)
+    root, outside = base / "cat", base / "outside"
+    shutil.copytree(template, root, symlinks=True)
+    # Outside: a victim file, and a copy of the run's files (so a path that escapes would read).
+    outside.mkdir()
+    (outside / "victim.txt").write_text("do not touch\n")
+    for part in template.rglob("part-*.parquet"):
+        shutil.copy(part, outside / part.name)
+    (outside / "sub").mkdir()
+    (outside / "sub" / "keep.txt").write_text("nor this\n")
+    listed = _craft(root, outside, data)
+    before = _digest(outside)
+    source = c._write("catalog_add.pb", c.cut_profile(c.STORE_SOURCE, 6))
+
+    def read_r1(_):
+        prof = run_profile(root, "r1")
+        for name in prof.table_names:
+            prof.table(name)
+        # It read: then nothing it lists may lie outside the catalog.
+        bad = [p for p in listed if _escapes(root, p)]
+        assert not bad, f"run r1 was read though its paths leave the catalog: {bad}"
+
+    steps = (
+        lambda _: runs(root),
+        read_r1,
+        lambda _: add_run(root, "r2", profile_path=source),
+        lambda _: add_run(root, "r1", force=True, profile_path=source),
+        lambda _: remove_run(root, "r1"),
+    )
+    for step in steps:
+        c._guard(step, b"")
+    after = _digest(outside)
+    assert after == before, f"files outside the catalog changed: {sorted(set(before.items()) ^ set(after.items()))}"
+
+
+def store_flip(data: bytes, c) -> None:
+    """The ``store_flip`` reader; ``c`` is the contract module."""
+    from tfprof.profile import Profile
+    from tfprof.store import MANIFEST
+
+    import zlib
+
+    template, files = c.store_template()
+    target, _, content = data.partition(b"\n")
+    name = target.decode("utf-8", "replace")
+    if name not in files:
+        name = files[zlib.crc32(target) % len(files)]
+    if name == MANIFEST:
+        name = files[(files.index(name) + 1) % len(files)]
+    dest = c.workdir() / "store_flip"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(template, dest)
+    (dest / name).write_bytes(content)
+    changed = content != (template / name).read_bytes()
+    prof = Profile.open(dest)
+    c.run_views(prof)
+    for table in prof.table_names:
+        prof.table(table)
+    assert not changed, f"`{name}` was changed behind the manifest and every table still read"
