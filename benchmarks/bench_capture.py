@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
 
         tf_first = timed(lambda: tf_step(0))
         theirs = [timed(lambda s=s: tf_step(s)) for s in range(1, n)]
-        tf_dump = timed(lambda: ref._write_profile(str(work / "profile_tf")))
+        tf_dump = timed(lambda ref=ref: ref._write_profile(str(work / "profile_tf")))
     del ref
 
     base = rows["full-trace run"]

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         point, n = _timed(lambda: run_diff(a, b, cmd, opts, noise_band=False).frame.height)
         again, _ = _timed(lambda: run_diff(a, b, cmd, opts, noise_band=False).frame.height)
         band, banded = _timed(lambda: run_diff(a, b, cmd, opts))
-        text, _ = _timed(lambda: sum(len(piece) for piece in banded.text_blocks()))  # as the CLI writes it
+        text, _ = _timed(lambda r=banded: sum(len(piece) for piece in r.text_blocks()))  # as the CLI writes it
         rows.append((cmd, point, again, band, text, n, banded.frame["significant"].sum()))
         del banded
     counts = Profile.open(a_store).row_counts()

@@ -18,8 +18,8 @@ or a mismatch, never on timing.
 
 from __future__ import annotations
 
-import os
 import argparse
+import os
 import statistics
 import subprocess
 import sys

@@ -12,8 +12,8 @@ plus bytes and params. Prints a Markdown table; fails only on errors, never on t
 
 from __future__ import annotations
 
-import os
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,13 +27,15 @@ os.environ.setdefault("TFPROF_ENGINE", "kernels")
 sys.path.insert(0, str(ROOT))
 
 from tfprof import Profile  # noqa: E402
-from tfprof.api import run_view  # noqa: E402
+from tfprof.api import (
+    ingest_to_store,  # noqa: E402
+    run_view,  # noqa: E402
+)
 from tfprof.queries.code import code  # noqa: E402
 from tfprof.queries.graph import graph  # noqa: E402
 from tfprof.queries.op import op_view  # noqa: E402
 from tfprof.queries.options import Options  # noqa: E402
 from tfprof.queries.scope import scope  # noqa: E402
-from tfprof.api import ingest_to_store  # noqa: E402
 
 QUERIES = {"scope": scope, "graph": graph, "op": op_view, "code": code}
 

@@ -50,11 +50,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-
-from synthkernels import (A_HEAD_LEN, A_TAIL_LEN, C_BOUND, C_NAME_LEN, C_NAME_TAIL_LEN, C_OP, C_SHAPE_LEN, CAT_RELU,
-                          CAT_SHAPE, CAT_VAR_CONST, F_TEXT, I_IN_TOWER, K_ODD, N_DEVICES, N_LIB, N_STACK, N_WRAPPERS,
-                          O_BYTES, O_ENTRY_LEN, OP_LIB, OP_NAME_LEN, pcg_get, pcg_set, run_pass, seed_numba,
-                          shuffle_pass, trace_pass, write_chunk)
+from synthkernels import (
+    A_HEAD_LEN,
+    A_TAIL_LEN,
+    C_BOUND,
+    C_NAME_LEN,
+    C_NAME_TAIL_LEN,
+    C_OP,
+    C_SHAPE_LEN,
+    CAT_RELU,
+    CAT_SHAPE,
+    CAT_VAR_CONST,
+    F_TEXT,
+    I_IN_TOWER,
+    K_ODD,
+    N_DEVICES,
+    N_LIB,
+    N_STACK,
+    N_WRAPPERS,
+    O_BYTES,
+    O_ENTRY_LEN,
+    OP_LIB,
+    OP_NAME_LEN,
+    pcg_get,
+    pcg_set,
+    run_pass,
+    seed_numba,
+    shuffle_pass,
+    trace_pass,
+    write_chunk,
+)
 
 DEVICE_PREFIX = "/job:localhost/replica:0/task:0/device:"
 CPU = DEVICE_PREFIX + "cpu:0"

@@ -32,13 +32,14 @@ Readers (``READERS``):
 
 from __future__ import annotations
 
-import tfprof
 import json
 import shutil
 import sys
 import tempfile
 import zlib
 from pathlib import Path
+
+import tfprof
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile  # noqa: E402
@@ -113,11 +114,8 @@ def _guard(fn, data: bytes) -> str:
 
 
 def _profile(data: bytes) -> None:
-    from tfprof.ingest import profile_proto
     from tfprof.errors import TfprofError
-    from tfprof.profile import Profile
-
-    from tfprof.ingest import wire
+    from tfprof.ingest import profile_proto, wire
 
     path = _write("profile.pb", data)
     prof = tfprof.load(profile_path=path)
@@ -152,8 +150,6 @@ def _profile_reference(data: bytes) -> None:
 
 
 def _graph(data: bytes, name: str = "graph.pb") -> None:
-    from tfprof.profile import Profile
-
     run_views(tfprof.load(graph_path=_write(name, data)))
 
 
@@ -162,20 +158,14 @@ def _graph_text(data: bytes) -> None:
 
 
 def _run_meta(data: bytes) -> None:
-    from tfprof.profile import Profile
-
     run_views(tfprof.load(graph_path=GRAPH, run_meta_path=[_write("run_meta.pb", data)]))
 
 
 def _op_log(data: bytes) -> None:
-    from tfprof.profile import Profile
-
     run_views(tfprof.load(graph_path=GRAPH, op_log_path=_write("op_log.pb", data)))
 
 
 def _checkpoint(data: bytes) -> None:
-    from tfprof.profile import Profile
-
     if not data:
         data = b"\x00"
     source = CHECKPOINTS[data[0] % len(CHECKPOINTS)]

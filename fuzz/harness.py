@@ -41,6 +41,8 @@ def main() -> None:
         sys.exit("usage: harness.py READER [libFuzzer flags] [CORPUS ...]")
     reader = sys.argv.pop(1)
     with atheris.instrument_imports(include=["tfprof", "google.protobuf.text_format"], exclude=compiled_modules()):
+        from google.protobuf import text_format  # noqa: F401
+
         import tfprof  # noqa: F401
         import tfprof.api  # noqa: F401
         import tfprof.ingest.checkpoint  # noqa: F401
@@ -50,7 +52,6 @@ def main() -> None:
         import tfprof.ingest.profile_proto  # noqa: F401
         import tfprof.ingest.raw  # noqa: F401
         import tfprof.store  # noqa: F401
-        from google.protobuf import text_format  # noqa: F401
     import contract
 
     if reader not in contract.READERS:

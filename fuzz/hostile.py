@@ -141,10 +141,10 @@ def catalog(data: bytes, c) -> None:
 
 def store_flip(data: bytes, c) -> None:
     """The ``store_flip`` reader; ``c`` is the contract module."""
+    import zlib
+
     from tfprof.profile import Profile
     from tfprof.store import MANIFEST
-
-    import zlib
 
     template, files = c.store_template()
     target, _, content = data.partition(b"\n")

@@ -101,8 +101,8 @@ def _nonfinite_seeds() -> dict[str, bytes]:
 
 
 def _catalog_parts() -> list[Path]:
-    from hostile import _template_catalog
     import contract
+    from hostile import _template_catalog
 
     return sorted(_template_catalog(contract).rglob("part-*.parquet"))
 

@@ -11,7 +11,6 @@ own times, "0us" for a name scope (row 20).
 
 from __future__ import annotations
 
-import tfprof
 import difflib
 import json
 import re
@@ -21,10 +20,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import NODE_TIMES_SQL, raw_inputs
 from google.protobuf import text_format
 from polars.testing import assert_frame_equal
 
-from conftest import NODE_TIMES_SQL, FIXTURES, raw_inputs
+import tfprof
 from tfprof import Profile
 from tfprof.api import advise
 from tfprof.errors import InputNotFoundError, OptionError

@@ -3,11 +3,11 @@ plain Python statements of what they compute."""
 
 from __future__ import annotations
 
-import tfprof
 import numpy as np
 import pyarrow as pa
 import pytest
 
+import tfprof
 from tfprof.queries.arrays import rows_of, string_parts
 
 

@@ -23,9 +23,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import assert_tables_equal
 
 import tfprof
-from conftest import assert_tables_equal
 from tfprof.tf_api.option_builder import ProfileOptionBuilder as B
 from tfprof.views.units import fmt_time
 
@@ -507,8 +507,9 @@ def test_write_op_log_writes_what_tensorflow_writes(tf, tmp_path, capfd, build, 
 
 @needs_tf
 def test_write_op_log_merges_the_callers_log(tf, tmp_path):
-    from tfprof.schema.proto.tfprof_log_pb2 import OpLogProto as Ours
     from tensorflow.core.profiler.tfprof_log_pb2 import OpLogProto as Theirs
+
+    from tfprof.schema.proto.tfprof_log_pb2 import OpLogProto as Ours
 
     (g, _), (g2, _) = twins(tf, mlp, batch=4)
     logs = []

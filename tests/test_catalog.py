@@ -131,9 +131,9 @@ def test_a_catalog_of_the_run_only_layout_is_upgraded_by_the_next_add(tmp_path):
             flat = f"{f['table']}/run=a/{Path(f['path']).name}"
             os.replace(root / f["path"], root / flat)
             f["path"] = flat
-    from tfprof.catalog.layout import write_runs
-
     import pyarrow as pa
+
+    from tfprof.catalog.layout import write_runs
     write_runs(root, pa.Table.from_pylist(table, runs(root).schema))
     assert run_profile(root, "a").row_counts()["nodes"] == 467
     _add(root, "b")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from damage import silent_flip
 
 import tfprof
-from damage import silent_flip
 from tfprof.catalog import add_run, run_profile, runs
 from tfprof.catalog.layout import RUNS_SCHEMA, read_runs, write_runs
 from tfprof.cli.main import main

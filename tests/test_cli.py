@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tfprof import api
 import subprocess
 import sys
 
 from conftest import FIXTURES, run_metas
-from tfprof import Profile
+
+from tfprof import api
 
 
 def tfprof(*args: str) -> subprocess.CompletedProcess:

@@ -7,8 +7,8 @@ import csv
 import io
 
 import pytest
-
 from conftest import FIXTURES
+
 from tfprof.cli.main import main
 from tfprof.queries.options import SELECT_FIELDS
 

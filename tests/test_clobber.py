@@ -8,7 +8,6 @@ case named with --force, and that no temporary (`.<name>.*`) is left.
 
 from __future__ import annotations
 
-import tfprof
 import errno
 import hashlib
 import io
@@ -19,8 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
+import tfprof
 from tfprof.cli.main import main
 from tfprof.errors import OutputError
 
@@ -143,7 +143,6 @@ def test_a_timeline_of_several_steps_goes_to_disk_one_step_at_a_time(tmp_path, m
     data is handed to the writer as functions, called one after the other."""
     import tfprof.output.files as output
     from tfprof.api import run_view, write_output
-    from tfprof.profile import Profile
 
     seen: list[list[str]] = []
     fill = output._fill
@@ -325,7 +324,6 @@ def test_ingest_replaces_a_store_only_with_force(work, capsys):
     assert rc == 0, err
     assert {p.split(os.sep)[0] for p in changed(before, snapshot(work))} == {"s.tfprof"}
     manifest = json.loads((work / "s.tfprof" / "tfprof_store.json").read_text())
-    from tfprof import Profile
 
     assert manifest["tables"]["nodes"] == tfprof.load(profile_path=work / "rnn.pb").row_counts()["nodes"]
     no_debris(work)
@@ -413,7 +411,6 @@ def test_save_needs_force_and_never_writes_its_own_store(work):
 
 
 def test_emit_output_takes_force_and_protects_the_profiles_inputs(work):
-    from tfprof import Profile
     from tfprof.api import emit_output, run_view
 
     (work / "out.txt").write_bytes(b"precious")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import tfprof
 import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, golden_totals
-from tfprof import Profile
+
+import tfprof
 from tfprof.api import run_view
 from tfprof.errors import OptionError
 

@@ -51,7 +51,9 @@ def hand_flops(name: str, dims: list, concrete: list) -> int | None:
 
 def outermost_ruled(events: list[dict]) -> dict[int, int]:
     """ns start of each op event with a rule and no enclosing op with one (per thread, by time) -> its FLOPs."""
-    ns = lambda us: round(float(us) * 1000)
+    def ns(us) -> int:
+        return round(float(us) * 1000)
+
     by_thread = defaultdict(list)
     for e in events:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":

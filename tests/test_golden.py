@@ -7,7 +7,6 @@ and asserted to differ (strict xfail), so a change that accidentally "fixes" the
 
 from __future__ import annotations
 
-import tfprof
 import difflib
 import json
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
+import tfprof
 from tfprof import Profile
 from tfprof.api import run_view
 from tfprof.errors import OptionError

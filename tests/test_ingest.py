@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import tfprof
 import polars as pl
 import pyarrow as pa
 import pytest
-
 from conftest import FIXTURES, assert_tables_equal, raw_inputs
+
+import tfprof
 from tfprof import Profile
 from tfprof.schema import TABLES
 

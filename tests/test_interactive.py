@@ -19,7 +19,6 @@ import pytest
 from conftest import FIXTURES
 
 import tfprof.api
-from tfprof import Profile
 from tfprof.api import run_view
 from tfprof.cli.interactive import completions, options_listing, split_root_args
 from tfprof.queries.options import SELECT_FIELDS, Options

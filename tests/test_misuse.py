@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import random
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from tfprof.cli.main import main
 
 CNN = FIXTURES / "cnn"

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from google.protobuf.message import DecodeError
 
-from conftest import FIXTURES
 from tfprof.cli.main import main
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, assert_tables_equal
 from google.protobuf import text_format
+from test_roundtrip import raw_inputs
 
 import tfprof
-from conftest import FIXTURES, assert_tables_equal
-from test_roundtrip import raw_inputs
 from tfprof.api import advise as core_advise
 from tfprof.errors import InputError, InputNotFoundError, OptionError, OutputError, TfprofError
 from tfprof.schema import TABLES

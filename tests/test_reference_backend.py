@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_profiles import load, profiles
 
 import tfprof
-from reference_profiles import load, profiles
 from tfprof.api import run_view
 from tfprof.errors import OptionError, TfprofError
 from tfprof.queries.code import code

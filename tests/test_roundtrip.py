@@ -8,7 +8,6 @@ prints what it prints for its own profiles, and our ingest reads them back into 
 
 from __future__ import annotations
 
-import tfprof
 import difflib
 import json
 from pathlib import Path
@@ -16,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import FIXTURES, assert_tables_equal
 from google.protobuf import text_format
 
-from conftest import FIXTURES, assert_tables_equal
+import tfprof
 from tfprof import Profile
 from tfprof.api import run_view
 from tfprof.errors import OptionError, ProfileFormatError

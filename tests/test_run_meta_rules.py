@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import tfprof
 import polars as pl
+from conftest import assert_tables_equal
 from google.protobuf import text_format
 
-from conftest import assert_tables_equal
+import tfprof
 from tfprof import Profile
-
 from tfprof.ingest.raw import RawProfile
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2
 

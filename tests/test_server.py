@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_signals import SIGNALS, big, interrupt, snapshot, temporaries  # noqa: F401 - big is a fixture
 
 from tfprof.cli import resident
-from test_signals import SIGNALS, big, interrupt, snapshot, temporaries  # noqa: F401 - big is a fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ROOT / "tests" / "fixtures" / "cnn" / "profile.pb"

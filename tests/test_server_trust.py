@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_server import CNN, ROOT, env, served, tfprof  # noqa: F401 - env is a fixture
 
 from tfprof.cli import resident
-from test_server import CNN, ROOT, env, served, tfprof  # noqa: F401 - env is a fixture
 
 TRACE = ROOT / "tfprof" / "sample" / "torch_transformer.pt.trace.json.gz"
 _, _FSIZE_HARD = resource.getrlimit(resource.RLIMIT_FSIZE)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-import tfprof
 from tfprof.api import run_view
 from tfprof.catalog import add_run, run_profile, sql
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tfprof import api
 import io
 import json
 import subprocess
@@ -10,9 +9,9 @@ import sys
 
 import polars as pl
 import pytest
-
 from conftest import FIXTURES
-from tfprof import Profile, QueryError
+
+from tfprof import QueryError, api
 
 PB = str(FIXTURES / "multistep" / "profile.pb")
 PER_STEP = "select step, sum(duration_micros) as us from execs group by step order by step"

@@ -5,7 +5,6 @@ sandbox relies on is shown to take effect; ordinary queries give what plain Duck
 
 from __future__ import annotations
 
-import tfprof
 import hashlib
 import io
 import os
@@ -20,8 +19,9 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
-
 from conftest import FIXTURES
+
+import tfprof
 from tfprof import Profile, QueryError, sqlbox
 from tfprof.api import advise
 from tfprof.cli.main import main

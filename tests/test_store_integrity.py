@@ -17,10 +17,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-
-import tfprof
 from conftest import FIXTURES
 from damage import flip_middle, silent_flip
+
+import tfprof
 from tfprof.cli.main import main
 from tfprof.errors import ProfileFormatError
 from tfprof.store import MANIFEST, has_checksums, verify_store

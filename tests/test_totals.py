@@ -7,8 +7,8 @@ accounts every node (`.*`) or only `_trainable_variables`, once per step and for
 from __future__ import annotations
 
 from conftest import FIXTURES, golden_totals, raw_inputs
+
 import tfprof
-from tfprof import Profile
 from tfprof.queries.totals import totals
 
 ROOT_FIELDS = {

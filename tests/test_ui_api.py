@@ -10,6 +10,7 @@ import itertools
 import json
 import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 from conftest import FIXTURES
@@ -249,7 +250,6 @@ def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
     import signal
     import subprocess
     import sys
-    import urllib.request
 
     proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", SAMPLE, MULTISTEP, "--port", "0", "--no-browser",
                              "--query-timeout", "1"],

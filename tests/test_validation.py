@@ -6,15 +6,15 @@ and computes the expected codes, nodes, steps and counts from that data.
 
 from __future__ import annotations
 
-import tfprof
 import json
 import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from conftest import FIXTURES, raw_inputs
+
+import tfprof
 from tfprof import Profile, sample_path
 from tfprof.api import run_view
 from tfprof.cli.main import main

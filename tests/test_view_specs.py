@@ -6,9 +6,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import NODE_TIMES_SQL
 
 import tfprof
-from conftest import NODE_TIMES_SQL
 from tfprof.api import run as api_run
 from tfprof.queries.options import Options
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec

@@ -7,7 +7,6 @@ real tool's fixtures, in any batch size; damaged files must raise ``ProfileForma
 
 from __future__ import annotations
 
-import tfprof
 import importlib.util
 import random
 import sys
@@ -17,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import tfprof
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest import wire
 from tfprof.ingest.profile_proto import parse_profile, tables_from_message
@@ -435,7 +435,6 @@ def test_devices_met_in_batches_decoded_at_once(tmp_path):
 def test_ingest_falls_back_for_a_group_at_the_top_level(tmp_path):
     """A deprecated group among the ProfileProto's own fields is valid protobuf: the scan leaves
     it to the reference decoder, and an ingest (not only ``decode_profile``) follows it there."""
-    from tfprof import Profile
 
     path = _write(tmp_path, _profile(_node(0, "n"), _node(1, "m")).SerializeToString() + b"\x8b\x01\x08\x01\x8c\x01")
     ingested = tfprof.load(profile_path=path).tables()

@@ -19,8 +19,8 @@ from tfprof.errors import (
     MissingDependencyError,
     OptionError,
     OutputError,
-    QueryError,
     ProfileFormatError,
+    QueryError,
     TfprofError,
 )
 from tfprof.samples import SAMPLES, sample_path  # noqa: F401 - re-exported

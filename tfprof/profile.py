@@ -17,10 +17,18 @@ import pyarrow.parquet as pq
 
 from tfprof.errors import ProfileFormatError, UnknownTableError
 from tfprof.manifest import recreate_hint
-from tfprof.schema import TABLES
 from tfprof.output import Inputs, PathLike, input_paths
-from tfprof.store import (check_tails, read_index, read_manifest, stored_tables, table_file, undecodable, verify_store,
-                          verify_store_files)
+from tfprof.schema import TABLES
+from tfprof.store import (
+    check_tails,
+    read_index,
+    read_manifest,
+    stored_tables,
+    table_file,
+    undecodable,
+    verify_store,
+    verify_store_files,
+)
 
 if TYPE_CHECKING:  # DuckDB is imported on first SQL use: a view or an ingest never needs it
     import duckdb

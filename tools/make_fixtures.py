@@ -472,7 +472,7 @@ _NOISE = ("oneDNN custom operations", "All log messages before absl::InitializeL
 
 
 def _clean(text: str) -> str:
-    return "\n".join(l for l in text.splitlines() if l.strip() and not any(n in l for n in _NOISE))
+    return "\n".join(line for line in text.splitlines() if line.strip() and not any(n in line for n in _NOISE))
 
 
 def _summarize(text: str) -> str:

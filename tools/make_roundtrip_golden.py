@@ -31,7 +31,6 @@ changes or when the writer's output changes (tests/test_roundtrip.py says so).
 
 from __future__ import annotations
 
-import tfprof
 import argparse
 import hashlib
 import json
@@ -43,6 +42,8 @@ import tempfile
 from pathlib import Path
 
 from _reference import FIXTURES, GOLDEN, REFERENCE, ROOT, captured, write_cases
+
+import tfprof
 
 OUT = GOLDEN / "roundtrip"
 NAMES = ("cnn", "rnn", "multistep", "gpu_tiny")
@@ -102,7 +103,6 @@ def option_builder_answers(B) -> dict:  # noqa: N803  (a ProfileOptionBuilder cl
 
 
 def write_ours(names) -> None:
-    from tfprof import Profile
     from tfprof.views.profile_proto import profile_proto_bytes
 
     OUT.mkdir(parents=True, exist_ok=True)

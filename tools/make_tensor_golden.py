@@ -48,12 +48,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from _reference import FIXTURES, GOLDEN, ROOT, captured, write_cases  # noqa: E402
 from google.protobuf import text_format  # noqa: E402
 from tensorflow.core.framework import graph_pb2  # noqa: E402
 from tensorflow.core.profiler import tfprof_output_pb2  # noqa: E402
 from tensorflow.python.profiler import model_analyzer, option_builder  # noqa: E402
-
-from _reference import FIXTURES, GOLDEN, ROOT, captured, write_cases  # noqa: E402
 
 INPUTS = FIXTURES / "tensor_value"
 OUT = GOLDEN / "tensor_value"

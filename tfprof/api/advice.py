@@ -12,6 +12,7 @@ import polars as pl
 from tfprof.errors import InputError, InputNotFoundError, OptionError
 from tfprof.profile import Profile
 
+
 @dataclass
 class AdviceResult:
     """The advice: ``text`` (what tfprof prints), ``proto`` (the AdviceProto it returns),

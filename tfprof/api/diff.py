@@ -25,22 +25,21 @@ from typing import Any
 import polars as pl
 
 from tfprof import kernels
+from tfprof.api.run import VIEWS, check_step, on_kernels, run_view
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
+from tfprof.queries import diff as rules
+from tfprof.queries import noise
 from tfprof.queries.code import code
 from tfprof.queries.graph import graph
 from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.op import op_view
-from tfprof.queries.scope import scope
-from tfprof.queries import diff as rules
-from tfprof.queries import noise
 from tfprof.queries.options import Options
+from tfprof.queries.scope import scope
 from tfprof.queries.spec import sample_name, tree_spec
 from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
-
-from tfprof.api.run import VIEWS, check_step, on_kernels, run_view
 
 _THRESHOLDS = tuple(f"min_{m}" for m in (
     "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",

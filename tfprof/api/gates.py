@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from tfprof.api.diff import DiffResult, public_column
+from tfprof.api.run import VIEWS, ViewResult
 from tfprof.errors import OptionError
 from tfprof.queries import diff as rules
 from tfprof.queries.gates import Gate, parse, targeted, tripped
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 from tfprof.views.units import FORMATS
-
-from tfprof.api.diff import DiffResult, public_column
-from tfprof.api.run import VIEWS, ViewResult
 
 SHOWN = 20
 # public column (self name) -> number format kind

@@ -12,8 +12,7 @@ from tfprof.ingest import Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.ingest.foreign import kind as foreign_kind
 from tfprof.output import Inputs, PathLike, check_directory, input_paths
 from tfprof.profile import Profile
-from tfprof.store import (INDEX_SUFFIX, INDEXES_DIR, read_manifest, store_files, trim_memory, write_ipc,
-                          write_store)
+from tfprof.store import INDEX_SUFFIX, INDEXES_DIR, read_manifest, store_files, trim_memory, write_ipc, write_store
 
 
 def load(
@@ -183,8 +182,8 @@ def _warm_up_ingest() -> None:
     """Load the compiled kernels an ingest runs (the decoder's and the indexes') from numba's
     cache, by ingesting the bundled sample profile in memory: numba's start in a process takes
     about 0.3 s, then a few milliseconds per kernel."""
-    from tfprof.samples import sample_path
     from tfprof.queries.indexes import INDEXES
+    from tfprof.samples import sample_path
 
     prof = load(profile_path=sample_path())
     for build in INDEXES.values():

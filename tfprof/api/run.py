@@ -20,17 +20,17 @@ from tfprof.ingest.foreign import no_source as foreign_no_source
 from tfprof.profile import Profile
 from tfprof.queries.code import code
 from tfprof.queries.flops import macs_gaps
-from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.graph import graph
+from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
+from tfprof.views.columns import decode
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
-from tfprof.views.columns import decode
 from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head
 
 # The views by name: what each means (``tfprof.queries.spec``). A view added here runs on the

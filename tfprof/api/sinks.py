@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from tfprof.api.run import ViewResult
+from tfprof.api.view_files import FILE_KINDS, check_view_file
 from tfprof.errors import OptionError, OutputError
 from tfprof.output import Inputs, check_target, write_files
 from tfprof.profile import Profile
-from tfprof.api.view_files import FILE_KINDS, check_view_file
 from tfprof.queries.options import FILE_OUTPUTS, Options
+
 
 @dataclass
 class Written:

@@ -22,9 +22,23 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.catalog.layout import (LOCK, RUNS_SCHEMA, STAGING, check_name, is_catalog, layout_moves, listed_files,
-                                   locked, partition_dir, read_runs, remove_files, remove_stale_staging,
-                                   remove_unlisted, upgrade_layout, write_runs)
+from tfprof.catalog.layout import (
+    LOCK,
+    RUNS_SCHEMA,
+    STAGING,
+    check_name,
+    is_catalog,
+    layout_moves,
+    listed_files,
+    locked,
+    partition_dir,
+    read_runs,
+    remove_files,
+    remove_stale_staging,
+    remove_unlisted,
+    upgrade_layout,
+    write_runs,
+)
 from tfprof.catalog.trust import check_runs, check_tags, no_links, unlisted_files
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs

@@ -15,7 +15,6 @@ from typing import Annotated, Optional
 
 import typer
 
-
 app = typer.Typer(
     name="tfprof",
     help="Analyse TensorFlow profiles (tfprof's inputs and views, over Arrow tables, polars and DuckDB).",
@@ -166,10 +165,10 @@ def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE"
           inputs=None) -> None:
     """Write a tabular result in ``fmt`` to ``out`` (atomically; an existing file only with
     ``force``, never one of ``inputs``) or stdout."""
-    from tfprof.errors import OptionError
-    from tfprof.output import write_file
     from tfprof.api.shell import BINARY
     from tfprof.api.shell import export as render
+    from tfprof.errors import OptionError
+    from tfprof.output import write_file
 
     body = render(data, fmt)
     if out is not None:

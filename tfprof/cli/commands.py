@@ -24,8 +24,7 @@ from tfprof.cli.app import (
     app,
     takes_inputs,
 )
-from tfprof.cli.catalog_command import (CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption,
-                                        check_directory)
+from tfprof.cli.catalog_command import CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption
 
 
 def _version(value: bool) -> None:
@@ -184,8 +183,9 @@ def check(
 
       tfprof check runs/     # a catalog: every run's files, and the paths its run list names
     """
-    from tfprof.errors import OptionError
     from tfprof.api.shell import ops_without_flops_rule, render_json, render_text, report
+    from tfprof.cli.catalog_command import check_directory
+    from tfprof.errors import OptionError
 
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
@@ -275,8 +275,8 @@ def advise(
 
 def _checker_options(checkers: str | None, options: list[str]) -> dict | None:
     """`--checkers` and `--checker_option` as the advisor's {checker: {option: value}} (None: defaults)."""
-    from tfprof.errors import OptionError
     from tfprof.api.shell import DEFAULT_CHECKERS
+    from tfprof.errors import OptionError
 
     if checkers is None and not options:
         return None
@@ -318,9 +318,8 @@ def _view_command(cmd: str, summary: str):
         force: Force = False,
         fail_if: Annotated[Optional[list[str]], typer.Option("--fail-if", help="A gate, repeatable (docs/DIFF.md).")] = None,
     ) -> None:
-        from tfprof.cli.viewopts import parse_view_args
-
         from tfprof.cli.catalog_command import take_view_flags, view_engine, view_profile
+        from tfprof.cli.viewopts import parse_view_args
 
         many, view_args = take_view_flags(list(ctx.args))
 

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, unknown_value
 from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, OPTION_HELP, parse_view_args
 from tfprof.errors import OptionError, TfprofError
-from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, unknown_value
 
 PROMPT = "tfprof> "
 VIEW_COMMANDS = ("scope", "graph", "op", "code")

@@ -13,8 +13,6 @@ the output lost; a broken pipe (``| head``) ends the command quietly.
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
 import signal
 import sys
 import threading

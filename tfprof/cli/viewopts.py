@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from tfprof.errors import OptionError
 from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, unknown_value
+from tfprof.errors import OptionError
 
 BOOL_OPTIONS = ("account_displayed_op_only",)
 _TRUE = {"true", "t", "yes", "y", "1"}

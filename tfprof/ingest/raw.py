@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tfprof.ingest import derive
-from tfprof.ingest.validate import Findings, stream_overlaps
 from tfprof.ingest.sources import damaged, parse, read_bytes
+from tfprof.ingest.validate import Findings, stream_overlaps
 from tfprof.schema import NODE_TABLES, TABLES, conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 

@@ -33,7 +33,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.ingest.names import name_set
-
 from tfprof.schema import conform, node_flops_table
 from tfprof.schema.checks import CHECKS, SEVERITIES
 

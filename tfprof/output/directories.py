@@ -12,6 +12,7 @@ from pathlib import Path
 from tfprof.errors import OutputError
 from tfprof.output.targets import Inputs, PathLike, check_target, temp_name
 
+
 @contextlib.contextmanager
 def new_directory(
     path: PathLike,

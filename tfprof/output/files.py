@@ -11,6 +11,7 @@ from pathlib import Path
 from tfprof.errors import OutputError
 from tfprof.output.targets import Data, Inputs, PathLike, check_target, temp_name
 
+
 def _temp_file(dest: Path, temps: list[str]) -> None:
     """Create an empty temporary file beside ``dest`` and add its name to ``temps``. The name
     is listed before the file exists, so a signal that arrives while it is created cannot leave

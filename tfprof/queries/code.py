@@ -21,6 +21,7 @@ from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.scope import counted_columns
 from tfprof.queries.spec import ROOT, TreeSpec, as_spec, sample_names
 
+
 def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The trie of call stacks and the picked member nodes (each with its trie node ``tid``).
 

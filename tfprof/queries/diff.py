@@ -29,7 +29,6 @@ import polars as pl
 from tfprof.queries.paths import CHECK_SEED, code_paths, display_parents, path_keys
 from tfprof.schema import PUBLIC_NAMES
 
-
 KEYS = ("path", "occurrence")
 ORDERS = ("delta", "delta_pct", "name", "tree")
 STATUSES = ("both", "added", "removed")

@@ -21,8 +21,8 @@ import polars as pl
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.code import code_tree
-from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.forest import subtree_sums
+from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.options import Options
 from tfprof.queries.spec import as_spec
 

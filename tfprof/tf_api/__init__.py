@@ -8,14 +8,13 @@ profiles a running TensorFlow program and needs TensorFlow. Re-exported by ``tfp
 
 from __future__ import annotations
 
-from tfprof.tf_names import TF_API_NAMES
-
-# Every import below is a re-export (F401); the names are listed once, in tfprof.tf_names.
+# Every `noqa: F401` import below is a re-export; the names are listed once, in tfprof.tf_names.
 from tfprof.schema.proto.tfprof_log_pb2 import OpLogProto  # noqa: F401
 from tfprof.schema.proto.tfprof_output_pb2 import AdviceProto, GraphNodeProto, MultiGraphNodeProto  # noqa: F401
 from tfprof.tf_api.capture import ProfileContext  # noqa: F401
 from tfprof.tf_api.logger import write_op_log  # noqa: F401
 from tfprof.tf_api.option_builder import ProfileOptionBuilder  # noqa: F401
 from tfprof.tf_api.profiler import ALL_ADVICE, Profiler, advise, profile  # noqa: F401
+from tfprof.tf_names import TF_API_NAMES
 
 __all__ = list(TF_API_NAMES)

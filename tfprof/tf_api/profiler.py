@@ -28,10 +28,10 @@ from tfprof.errors import OptionError
 from tfprof.ingest.builder import ProfileBuilder
 from tfprof.ingest.op_log import default_op_log, merge_op_logs
 from tfprof.ingest.raw import read_run_meta
-from tfprof.schema.proto import run_metadata_pb2 as run_meta_pb2
+from tfprof.output import input_paths, write_file
 from tfprof.profile import Profile
 from tfprof.queries.options import LIST_OPTIONS, Options
-from tfprof.output import input_paths, write_file
+from tfprof.schema.proto import run_metadata_pb2 as run_meta_pb2
 from tfprof.tf_api.inputs import graph_input, no_step_stats, python_options
 from tfprof.tf_api.option_builder import ProfileOptionBuilder
 from tfprof.views.profile_proto import TABLES_WRITTEN, encode_profile

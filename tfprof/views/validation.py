@@ -7,7 +7,7 @@ import json
 
 import pyarrow as pa
 
-from tfprof.schema.checks import CHECKS, SEVERITIES, INFO
+from tfprof.schema.checks import CHECKS, INFO, SEVERITIES
 
 _PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
 

@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from tfprof.ingest import derive, profile_proto
 from tfprof.ingest.sources import damaged
+
 # _PREAD is looked up here, when a reader starts: without it (tests set it to None) nodes are read with seek + read.
 from tfprof.ingest.wire.batch import _PREAD, _THREADS, _batch_bounds, _Batcher
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB, _canonical  # noqa: F401 (tests check the kernel)

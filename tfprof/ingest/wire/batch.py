@@ -21,9 +21,26 @@ from numba import njit
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.sources import damaged, one_line
 from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB
-from tfprof.ingest.wire.count import (_E_STEP, _NCOUNT, _NROWT, C_ALLOC, C_ATTRS, C_EXDEV, C_EXECS, C_FRAMES,
-                                      C_INPUTS, C_MEM, C_ODIMS, C_OMEM, C_OSH, C_SHAPE, C_STEPS, C_STRB, C_TYPES,
-                                      _count_kernel)
+from tfprof.ingest.wire.count import (
+    _E_STEP,
+    _NCOUNT,
+    _NROWT,
+    C_ALLOC,
+    C_ATTRS,
+    C_EXDEV,
+    C_EXECS,
+    C_FRAMES,
+    C_INPUTS,
+    C_MEM,
+    C_ODIMS,
+    C_OMEM,
+    C_OSH,
+    C_SHAPE,
+    C_STEPS,
+    C_STRB,
+    C_TYPES,
+    _count_kernel,
+)
 from tfprof.ingest.wire.devices import _Devices
 from tfprof.ingest.wire.errors import _precise, _Unusual, _wire_error
 from tfprof.ingest.wire.fill import _compact_rows, _fill_kernel

@@ -11,8 +11,21 @@ import numpy as np
 from numba import njit
 
 from tfprof.ingest.wire.errors import _E_UNUSUAL
-from tfprof.ingest.wire.fields import (W_CODE_DEF, W_EXEC, W_EXEC_TIME, W_MEMORY, W_NODE, W_TRACE,
-                                       W_TWO_NUMBERS, _check, _entry, _entry_fast, _field, _packed, _tuple_values)
+from tfprof.ingest.wire.fields import (
+    W_CODE_DEF,
+    W_EXEC,
+    W_EXEC_TIME,
+    W_MEMORY,
+    W_NODE,
+    W_TRACE,
+    W_TWO_NUMBERS,
+    _check,
+    _entry,
+    _entry_fast,
+    _field,
+    _packed,
+    _tuple_values,
+)
 
 # Per-node counters (count kernel) and the row tables they size (fill kernel).
 # C_STRB counts the bytes of the strings the fill kernel copies out (op, op types, attr names and

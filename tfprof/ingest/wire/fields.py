@@ -12,7 +12,6 @@ from numba import njit
 
 from tfprof.ingest.wire.errors import _E_LENGTH, _E_MISMATCH, _E_UNUSUAL, _E_VARINT, _E_WIRE
 
-
 # ================================================================================ field table
 
 # The wire type of each field the kernels read, by message (tfprof_log.proto): ``_field`` checks

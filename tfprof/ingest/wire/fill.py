@@ -14,16 +14,38 @@ import numpy as np
 from numba import njit
 
 from tfprof.ingest.wire.canonical import _canonical
-from tfprof.ingest.wire.count import (_E_INPUT, _NROWT, C_ATTRS, C_FRAMES, C_INPUTS, C_ODIMS, C_OSH, C_SHAPE, C_SRC,
-                                      C_STEPS, C_TYPES)
+from tfprof.ingest.wire.count import (
+    _E_INPUT,
+    _NROWT,
+    C_ATTRS,
+    C_FRAMES,
+    C_INPUTS,
+    C_ODIMS,
+    C_OSH,
+    C_SHAPE,
+    C_SRC,
+    C_STEPS,
+    C_TYPES,
+)
 from tfprof.ingest.wire.devices import _device
 from tfprof.ingest.wire.errors import _E_CHANGED
 from tfprof.ingest.wire.fields import _UNCHECKED, _entry, _entry_fast, _field, _i32, _packed, _tuple_values
-from tfprof.ingest.wire.fill_rows import (S_AT, S_EX, S_IN, S_ORD_A, S_OSH, S_SRC, S_STR, S_TMP_A, S_TOUCH,
-                                          _next_row, _push, _put_str)
+from tfprof.ingest.wire.fill_rows import (
+    S_AT,
+    S_EX,
+    S_IN,
+    S_ORD_A,
+    S_OSH,
+    S_SRC,
+    S_STR,
+    S_TMP_A,
+    S_TOUCH,
+    _next_row,
+    _push,
+    _put_str,
+)
 from tfprof.ingest.wire.fill_steps import _fill_steps
 from tfprof.ingest.wire.order import _attr_order, _map_order
-
 
 # ================================================================================ nodes
 

@@ -10,8 +10,20 @@ from tfprof.ingest.wire.count import _E_STEP, C_ALLOC, C_EXDEV, C_EXECS, C_MEM, 
 from tfprof.ingest.wire.devices import _device
 from tfprof.ingest.wire.errors import _E_CHANGED
 from tfprof.ingest.wire.fields import _UNCHECKED, _entry_fast, _field, _i32, _tuple_values, _varint
-from tfprof.ingest.wire.fill_rows import (S_ACC, S_CPU, S_DV, S_EX, S_OM, S_ORD_A, S_ORD_B, S_PAIR, S_TMP_A,
-                                          S_TMP_B, _push, _step_row)
+from tfprof.ingest.wire.fill_rows import (
+    S_ACC,
+    S_CPU,
+    S_DV,
+    S_EX,
+    S_OM,
+    S_ORD_A,
+    S_ORD_B,
+    S_PAIR,
+    S_TMP_A,
+    S_TMP_B,
+    _push,
+    _step_row,
+)
 from tfprof.ingest.wire.order import _map_order
 
 

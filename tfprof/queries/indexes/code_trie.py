@@ -18,7 +18,15 @@ from numba import njit
 
 from tfprof.errors import TfprofError
 from tfprof.queries.arrays import (
-    grow, make_room, rehash, rows_of, slot_of, span_strings, str_equal, str_hash, string_parts,
+    grow,
+    make_room,
+    rehash,
+    rows_of,
+    slot_of,
+    span_strings,
+    str_equal,
+    str_hash,
+    string_parts,
 )
 from tfprof.queries.indexes.names import name_order
 

@@ -12,7 +12,13 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.queries.arrays import (
-    grow, make_room, slot_of, span_strings, str_equal, str_hash, tree_order,
+    grow,
+    make_room,
+    slot_of,
+    span_strings,
+    str_equal,
+    str_hash,
+    tree_order,
 )
 from tfprof.queries.indexes.names import name_order
 
