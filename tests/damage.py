@@ -1,7 +1,11 @@
-"""Damage that a reader without checksums does not notice, for the integrity tests."""
+"""Damage that a reader without checksums does not notice, and a folder's fingerprint to show
+nothing else changed: for the integrity and trust tests, and the fuzz readers of crafted
+surroundings (``fuzz/hostile.py`` loads this file by path)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -43,3 +47,19 @@ def flip_middle(file: Path) -> None:
     data = bytearray(file.read_bytes())
     data[len(data) // 2] ^= 0x10
     file.write_bytes(bytes(data))
+
+
+def tree(folder: Path) -> dict[str, str]:
+    """Every entry under ``folder``, links not followed: a file's digest, a link's target."""
+    out = {}
+    for top, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = Path(top) / name
+            rel = path.relative_to(folder).as_posix()
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+            elif path.is_dir():
+                out[rel] = "dir"
+            else:
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

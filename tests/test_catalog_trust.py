@@ -6,36 +6,19 @@ run list holds is shown escaped."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from damage import silent_flip
+from damage import silent_flip, tree
 
 import tfprof
 from tfprof.catalog import add_run, run_profile, runs
 from tfprof.catalog.layout import RUNS_SCHEMA, read_runs, write_runs
 from tfprof.cli.main import main
 from tfprof.errors import OptionError, ProfileFormatError
-
-
-def tree(folder: Path) -> dict[str, str]:
-    """Every entry under ``folder``, links not followed: a file's digest, a link's target."""
-    out = {}
-    for top, dirs, files in os.walk(folder):
-        for name in dirs + files:
-            path = Path(top) / name
-            rel = str(path.relative_to(folder))
-            if path.is_symlink():
-                out[rel] = "-> " + os.readlink(path)
-            elif path.is_dir():
-                out[rel] = "dir"
-            else:
-                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
 
 
 def run(capsys, *args) -> tuple[int, str, str]:

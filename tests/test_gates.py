@@ -65,7 +65,7 @@ def test_bad_expressions(text, why):
     ("micros > 1e30", "beyond any value a profile holds"),
     ("bytes > -10000000000GB", "beyond any value a profile holds"),
 ])
-def test_a_gate_whose_numbers_decide_it_for_every_profile_is_refused_28(text, why):
+def test_a_gate_whose_numbers_decide_it_for_every_profile_is_refused(text, why):
     with pytest.raises(tfprof.OptionError, match="--fail-if") as info:
         parse(text)
     assert why in str(info.value) and f"`{text}`" in str(info.value)
@@ -79,7 +79,7 @@ def test_a_gate_whose_numbers_decide_it_for_every_profile_is_refused_28(text, wh
     (("diff", BASE, WIDE), "scope:no/such/scope micros +0%"),
     (("scope", BASE), "micros > 1e99999999999ms"),
 ])
-def test_a_gate_that_could_never_trip_is_one_error_line_28(capsys, args, gate):
+def test_a_gate_that_could_never_trip_is_one_error_line(capsys, args, gate):
     code, _, err = run(capsys, *args, "--fail-if", gate)
     assert code == 2 and err.startswith(f"Error: Bad --fail-if `{gate}`") and err.count("\n") == 1, err
     assert "never trip" in err or "every row or on none" in err

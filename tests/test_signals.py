@@ -124,7 +124,7 @@ def reading(name: str) -> bool:
 
 
 @pytest.mark.parametrize(("sig", "code", "line"), SIGNALS, ids=["SIGINT", "SIGTERM"])
-def test_a_signal_while_duckdb_reads_a_kineto_trace_28(tmp_path, long_trace, capsys, monkeypatch, sig, code, line):
+def test_a_signal_while_duckdb_reads_a_kineto_trace(tmp_path, long_trace, capsys, monkeypatch, sig, code, line):
     """The Kineto reader's DuckDB query used to end as `Internal error: RuntimeError: Query
     interrupted`, exit 1. In-process, a thread sends the signal to the main thread as soon as
     DuckDB holds the trace's events file open (a window of some 50 ms)."""
