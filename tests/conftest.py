@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +23,187 @@ os.environ.setdefault("TFPROF_ENGINE", "kernels")
 # Commands run in their own processes, not through a resident server (tests/test_server.py
 # turns it on for its own tests).
 os.environ["TFPROF_SERVER"] = "0"
+
+
+# ----------------------------------------------------------------------------- the fast tier
+# `python -m pytest -m "not slow"` is the tier to run while working (under 2 minutes); the full
+# `python -m pytest` (CI's) runs everything. The `slow` marker is put here, in one place, so that no
+# test file needs it:
+# - SLOW_MODULES: every test of the module;
+# - SLOW_TESTS: single tests, by function name (every parameter) or by id (`name[rnn]`, where `*`
+#   stands for any text: `name[rnn-*]`);
+# - SAMPLED: the large case tables (a test over every golden case, every hostile query, ...): the
+#   fast tier runs N of their cases, spread evenly over the table (so over every fixture and view
+#   it names), and the full run all of them.
+# Slow is: starts a Python process (each pays the imports, 1-2 s), a server, a browser or a
+# notebook kernel; sends signals; or takes a second or more by itself (`python -m pytest
+# --durations=60` gives the times). Tests marked `tensorflow` or `spark` are slow too. A name here
+# whose test function is gone (renamed) is reported as a warning, not silently dropped.
+
+SLOW_MODULES = {
+    "test_bad_input.py": "every test runs `python -m tfprof` on a damaged input",
+    "test_cli.py": "the CLI as a user runs it: every test starts `python -m tfprof`",
+    "test_interactive.py": "drives the interactive shell in child processes, on a pty",
+    "test_notebooks.py": "executes the notebooks in a Jupyter kernel (nbclient), ~30 s",
+    "test_server.py": "starts the resident server and runs commands through it",
+    "test_server_trust.py": "the resident server under limits: a server and commands in processes",
+    "test_signals.py": "sends SIGINT/SIGTERM to running tfprof processes",
+    "test_spark.py": "starts a Spark JVM (skipped without pyspark)",
+    "test_sql_cli.py": "`tfprof sql` and --format as a user runs them: `python -m tfprof` per case",
+    "test_ui_browser.py": "starts the web UI and drives chromium through playwright",
+}
+
+SLOW_TESTS = {
+    "test_advisor.py": {
+        "test_cli_advise_errors_are_one_line": "`python -m tfprof advise` per case",
+        "test_cli_advise_prints_the_advice": "`python -m tfprof advise`",
+        "test_cli_advise_raw_inputs_and_checker_options": "`python -m tfprof advise`",
+    },
+    "test_bad_input_env.py": {
+        "test_a_reader_that_stops_early_ends_the_command_quietly": "`python -m tfprof` in a pipe",
+        "test_stdout_that_cannot_be_written_is_one_line_and_exit_2": "`python -m tfprof` through a shell",
+        "test_with_stderr_closed_too_the_exit_code_still_tells": "`python -m tfprof` through a shell",
+    },
+    "test_capture.py": {
+        "test_capture_without_tensorflow_says_how_to_install": "a fresh Python without TensorFlow",
+        "test_tfprof_never_imports_tensorflow": "a fresh Python that imports tfprof",
+    },
+    "test_catalog.py": {
+        "test_concurrent_adds_from_two_processes": "two `python` processes adding runs at once (~8 s)",
+    },
+    "test_compatibility.py": {
+        "test_cli_account_type_regexes_accounts": "`python -m tfprof`",
+    },
+    "test_diff.py": {
+        "test_code_paths_follow_the_displayed_tree": "~4 s",
+    },
+    "test_diff_samples.py": {
+        "test_the_reference_backend_bands_by_a_run_per_step": "the reference paths, a view per step (~8 s)",
+    },
+    "test_engines.py": {
+        "test_the_reference_paths_compile_no_kernel": "two `tfprof demo` processes, one compiling numba's cache",
+        "test_reference_paths_print_what_the_kernels_print[cnn]": "~2 s each; gpu_tiny's stays",
+        "test_reference_paths_print_what_the_kernels_print[multistep]": "~2 s each; gpu_tiny's stays",
+        "test_reference_paths_print_what_the_kernels_print[rnn]": "~2 s each; gpu_tiny's stays",
+    },
+    "test_foreign_advise.py": {
+        "test_advise_runs_and_the_accelerator_check_is_silent_on_cpu": "`python -m tfprof advise` per capture",
+        "test_pprof_of_the_code_view_holds_the_python_stacks": "`python -m tfprof code` per capture",
+        "test_pprof_without_python_stacks_is_one_line": "`python -m tfprof code` per capture",
+    },
+    "test_foreign_flops.py": {
+        "test_header_says_estimated_and_names_op_types_without_a_rule": "`python -m tfprof`",
+    },
+    "test_foreign_ingest.py": {
+        "test_views_run_on_every_foreign_profile_and_say_what_has_no_source": "`python -m tfprof` per case (16)",
+        "test_code_view_walks_the_python_stacks": "`python -m tfprof code`",
+        "test_tfprof_profiles_have_no_foreign_line": "`python -m tfprof`",
+        "test_sql_over_the_new_tables_and_a_timeline": "`python -m tfprof sql/graph`",
+        "test_store_round_trip_keeps_the_source": "`python -m tfprof ingest` and views",
+        "test_truncated_json_is_one_line": "`python -m tfprof`",
+        "test_truncated_gzip_is_one_line": "`python -m tfprof`",
+        "test_json_that_is_not_a_trace_is_one_line": "`python -m tfprof`",
+        "test_garbage_xspace_is_one_line": "`python -m tfprof`",
+    },
+    "test_fuzz_regressions.py": {
+        "test_every_reader_has_a_harness_and_seeds": "builds the whole fuzz corpus (~11 s)",
+    },
+    "test_macs.py": {
+        "test_select_macs_text_and_json": "`python -m tfprof`",
+    },
+    "test_parse_errors.py": {
+        "test_truncated_through_a_subprocess": "`python -m tfprof` per input",
+    },
+    "test_profile_proto_ref.py": {
+        "test_encoder_bytes_are_the_runtimes_bytes": "a child Python with the protobuf runtime",
+    },
+    "test_project.py": {
+        "test_generated_proto_modules_are_current": "runs tools/gen_protos.py (grpc_tools)",
+        "test_schema_doc_is_current": "runs tools/gen_schema_doc.py",
+    },
+    "test_properties.py": {
+        "test_store_round_trip_is_identical": "hypothesis: a store written and read per example (~1 s)",
+    },
+    "test_reference_backend.py": {
+        "test_random_profiles": "hypothesis: random profiles through both backends (~35 s)",
+    },
+    "test_sql_portable.py": {
+        "test_round_tripped_sql_prints_the_same_rows": "every query transpiled and run twice (~20 s)",
+    },
+    "test_sql_sandbox.py": {
+        "test_a_signal_stops_a_long_query_in_python": "a child Python, signalled",
+        "test_a_signal_stops_a_long_query_in_the_cli": "`python -m tfprof sql`, signalled",
+    },
+    "test_synth.py": {
+        "test_output_unchanged[three_towers]": "generates a multi-tower profile (~1.5 s)",
+    },
+    "test_ui_api.py": {
+        "test_ui_command_prints_the_url_and_stops_on_ctrl_c": "`python -m tfprof ui`, signalled",
+        "test_flame_boxes_nest_inside_their_parents": "~1 s",
+    },
+    "test_ui_security.py": {
+        "test_a_query_whose_client_went_away_is_interrupted": "waits out a runaway query (~4 s)",
+        "test_a_query_past_the_time_limit_answers_a_clear_error": "waits out the 1 s query limit",
+    },
+    "test_view_files.py": {
+        "test_html_report_loads_in_chromium": "starts chromium",
+    },
+    "test_wire.py": {
+        "test_bit_flips": "decodes hundreds of damaged files (~1 s)",
+    },
+}
+
+# module -> {function: how many of its cases the fast tier runs}
+SAMPLED = {
+    "test_catalog.py": {"test_every_golden_case_through_a_run_of_the_catalog": 12},
+    "test_diff_samples.py": {"test_one_pass_samples_equal_a_view_run_per_step": 8},
+    "test_diff_text.py": {"test_text_equals_the_row_by_row_report": 12},
+    "test_golden.py": {"test_golden": 32},
+    "test_lines.py": {"test_random_frames_match_the_polars_lines": 6},
+    "test_misuse.py": {"test_misuse": 24},
+    "test_parse_errors.py": {"test_truncated": 10},
+    "test_pprof.py": {"test_golden_pprof": 16},
+    "test_python_api.py": {"test_profiler_matches_golden": 16},
+    "test_reference_backend.py": {"test_golden_case": 16, "test_op_and_code_reports_through_the_reference_backend": 12},
+    "test_sql_sandbox.py": {"test_hostile_sql_checker_is_refused": 16,
+                            "test_hostile_sql_in_python_raises_query_error_and_changes_nothing": 8,
+                            "test_hostile_sql_in_the_cli_is_one_error_line_and_changes_nothing": 8},
+    "test_timeline.py": {"test_golden_timeline": 16},
+}
+
+
+def _id_pattern(pattern: str) -> re.Pattern:
+    """``name[rnn-*]``: ``*`` is any text, everything else literal (brackets included)."""
+    return re.compile(".*".join(map(re.escape, pattern.split("*"))))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    slow = pytest.mark.slow
+    modules: dict[str, object] = {}
+    cases: dict[tuple[str, str], list] = {}
+    for item in items:
+        module = item.path.name
+        modules.setdefault(module, getattr(item, "module", None))
+        name = getattr(item, "originalname", item.name)
+        hit = any(n == name or ("[" in n and _id_pattern(n).fullmatch(item.name)) for n in SLOW_TESTS.get(module, ()))
+        if module in SLOW_MODULES or hit or item.get_closest_marker("tensorflow") or item.get_closest_marker("spark"):
+            item.add_marker(slow)
+        elif name in SAMPLED.get(module, {}):
+            cases.setdefault((module, name), []).append(item)
+    for (module, name), table in cases.items():
+        keep = SAMPLED[module][name]
+        kept = {round(i * len(table) / keep) for i in range(keep)}
+        for i, item in enumerate(sorted(table, key=lambda it: it.nodeid)):  # the same sample in any order
+            if i not in kept:
+                item.add_marker(slow)
+    # A renamed test would silently join the fast tier: name the entries whose function is gone.
+    for module, mod in modules.items():
+        gone = sorted(n for n in (*SLOW_TESTS.get(module, ()), *SAMPLED.get(module, ()))
+                      if mod is not None and not hasattr(mod, n.split("[")[0]))
+        if gone:
+            warnings.warn(f"tests/conftest.py names tests that {module} no longer has: {', '.join(gone)}",
+                          pytest.PytestConfigWarning, stacklevel=1)
 
 
 def run_metas(name: str) -> list[str]:
