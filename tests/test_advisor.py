@@ -1,7 +1,7 @@
 """The advisor (tfprof.api.advise, `tfprof advise`) against the real tool's goldens.
 
 tests/golden/advise/<profile>/ is written by tools/make_advice_golden.py with the real tfprof:
-per case, the printed text (checker blocks in the fixed order of spec 9.1), the AdviceProto and
+per case, the printed text (checker blocks in the fixed order of docs/TFPROF_BEHAVIOUR.md, 'Advisor driver'), the AdviceProto and
 the stderr notes. Every case is compared exactly, text and proto. The decided divergences are
 applied to the golden as rules, and strict xfails show the real tool still says otherwise:
 FusedBatchNormV2/V3 count as fused (docs/COMPATIBILITY.md row 7), and top graph nodes are reported
@@ -178,7 +178,7 @@ def test_divergence_cases_exist():
 
 
 def test_fixed_order_whatever_the_request_order():
-    """spec 9.1: built-in checkers print in tfprof's order, not the order they were asked in."""
+    """Built-in checkers print in tfprof's order (AcceleratorUtilization, Operation, ExpensiveOperation, Job), not the order they were asked in."""
     prof = _profile("advice_gpu")
     names = [c.name for c in CHECKS]
     forward = advise(prof, {n: {} for n in names})

@@ -67,7 +67,7 @@ _UNIT = {"params": " params", "float_ops": " flops"}
 
 
 def _tree_items(row: dict, select: list[str], cmd: str) -> list[str]:
-    """What a scope/graph/code line prints for ``row``'s numbers (spec 7.3)."""
+    """What a scope/graph/code line prints for ``row``'s numbers (docs/TFPROF_BEHAVIOUR.md, 'Tree lines')."""
     items = []
     for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros",
               "cpu_micros", "params", "float_ops"):
@@ -84,7 +84,7 @@ def _tree_items(row: dict, select: list[str], cmd: str) -> list[str]:
 
 
 def _op_items(row: dict, root: dict, select: list[str]) -> list[str]:
-    """What an op-view line prints for ``row``'s numbers: ``self (cum%, self%)`` (spec 7.4)."""
+    """What an op-view line prints for ``row``'s numbers: ``self (cum%, self%)`` (docs/TFPROF_BEHAVIOUR.md, 'Op view rows')."""
     items = []
     for f in ("bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros",
               "cpu_micros", "params", "float_ops"):

@@ -135,7 +135,7 @@ def test_no_shapes_no_flops():
 
 
 def test_default_views_keep_the_real_tools_zeros():
-    """A graph without an op log: the real tool shows 0 flops (spec 7.6); so do the views,
+    """A graph without an op log: the real tool shows 0 flops (docs/TFPROF_BEHAVIOUR.md, 'Missing data'); so do the views,
     unless with_flops_from_shapes is asked for."""
     prof = tfprof.load(graph_path=FIXTURES / "cnn" / "graph.pb")
     assert prof.frame("nodes")["float_ops"].sum() == 0

@@ -84,7 +84,7 @@ def test_sql_over_store_matches_memory(tmp_path):
 
 
 def test_checkpoint_marks_variables():
-    """spec 2.5: nodes named like a checkpoint tensor get the `_checkpoint_variables` type."""
+    """Nodes named like a checkpoint tensor get the `_checkpoint_variables` type (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a checkpoint')."""
     d = FIXTURES / "cnn"
     prof = tfprof.load(**raw_inputs("cnn"), checkpoint_path=d / "model.ckpt")
     ckpt = set(prof.frame("checkpoint_tensors")["name"].to_list())

@@ -1,4 +1,4 @@
-"""-output pprof (spec 8.2): the code view as a gzipped pprof Profile, against the real tool's files.
+"""-output pprof: the code view as a gzipped pprof Profile, against the real tool's files.
 
 Every case of tests/golden/pprof/<fixture>/cases.json (made by tools/make_timeline_golden.py
 with the real tfprof) runs through the public API into a temporary directory. The file is

@@ -244,9 +244,9 @@ _EXTERNAL_REFERENCE = re.compile(
     r"|TFPROF_SPE[C]"         # the specification
     r"|shared/seed[s]"        # its seed documents
     r"|\.\./shared/"           # anything in the directory beside the checkout
+    r"|(?i:\bspe[c](?:ification)?[ ]?(?:section[ ]?|§[ ]?)?\d)"  # its sections, by number
 )
 _SELF_CONTAINED = ("tfprof/", "tests/", "docs/", "benchmarks/", "tools/", "notebooks/", "fuzz/", ".ci/", "README.md")
-
 
 
 def test_no_references_outside_the_repository():

@@ -31,7 +31,7 @@ from tfprof.views.profile_proto import TABLES_WRITTEN, profile_proto_bytes
 ROUND = Path(__file__).parent / "golden" / "roundtrip"
 NAMES = ("cnn", "rnn", "multistep", "gpu_tiny")
 REGENERATE = "regenerate with: python tools/make_roundtrip_golden.py"
-# Not in a ProfileProto: the raw per-allocator entries and checkpoint tensors (spec 2.6).
+# Not in a ProfileProto: the raw per-allocator entries and checkpoint tensors (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto').
 NOT_WRITTEN = {"allocator_memory", "checkpoint_tensors"}
 
 _TABLES: dict[str, dict[str, pa.Table]] = {}

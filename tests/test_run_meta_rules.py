@@ -1,4 +1,4 @@
-"""tfprof's RunMetadata rules (spec 2.3) on small hand-written step stats laid out as a GPU trace."""
+"""tfprof's RunMetadata rules (docs/TFPROF_BEHAVIOUR.md, 'Ingesting RunMetadata') on small hand-written step stats laid out as a GPU trace."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_memory_rules():
 def test_runtime_only_nodes():
     t = _profile()
     names = t["nodes"]["name"].to_list()
-    assert "_retval_c_0_0" in names  # created from RunMetadata, op = name (spec 2.3.6)
+    assert "_retval_c_0_0" in names  # created from RunMetadata, op = name (docs/TFPROF_BEHAVIOUR.md, Known quirk 10)
     assert not any("MEMCPY" in n for n in names)
     retval = t["nodes"].filter(pl.col("name") == "_retval_c_0_0").row(0, named=True)
     assert retval["op"] == "_retval_c_0_0" and retval["node_id"] == 3
@@ -125,7 +125,7 @@ def test_same_tables_as_the_real_tools_profile():
 
 def test_missing_stream_warning_follows_the_real_tool(tmp_path):
     """The warning prints for profiles built from RunMetadata; tfprof does not restore the flag
-    when it loads a ProfileProto (spec 2.6), so a profile file never warns, flag or not."""
+    when it loads a ProfileProto (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), so a profile file never warns, flag or not."""
     from tfprof.api import run_view
     from tfprof.schema.proto import tfprof_log_pb2
 

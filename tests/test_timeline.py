@@ -1,11 +1,11 @@
-"""-output timeline (spec 8.1): the real tool's trace files, event by event, and their structure.
+"""-output timeline: the real tool's trace files, event by event, and their structure.
 
 Every case of tests/golden/timeline/<fixture>/cases.json (made by tools/make_timeline_golden.py
 with the real tfprof) runs through the public API (``run_view`` + ``write_output``) into a
 temporary directory; the files written, their names (``<outfile>_<step>``) and bytes, and the
 messages on stdout must equal the real tool's. No normalisation is needed: tfprof's timeline is
 deterministic (std::map orders devices, lanes, starts and nodes; jsoncpp sorts object keys,
-spec 8.1.1), so only the temporary directory in the messages is replaced by `{OUT}`. On a
+see docs/TFPROF_BEHAVIOUR.md, 'Timeline file'), so only the temporary directory in the messages is replaced by `{OUT}`. On a
 difference the first differing event is shown.
 """
 

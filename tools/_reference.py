@@ -34,7 +34,7 @@ OPTION_KEYS = (
     "trim_name_regexes", "show_name_regexes", "hide_name_regexes", "account_displayed_op_only",
     "select", "output",
 )
-# Defaults of the `tfprof` command-line binary (spec 6.1, "CLI flag default").
+# Defaults of the `tfprof` command-line binary (docs/TFPROF_BEHAVIOUR.md, 'Options', "CLI default" column).
 CLI_DEFAULTS = {
     "max_depth": 10, "min_bytes": 0, "min_peak_bytes": 0, "min_residual_bytes": 0,
     "min_output_bytes": 0, "min_micros": 0, "min_accelerator_micros": 0, "min_cpu_micros": 0,

@@ -29,12 +29,12 @@ tests/golden/advise/<name>/:
     <id>.stderr     what the native code wrote on file descriptor 2 during the call (only if any)
     meta.json       TF version, commands, profile sha256, per case the checker orders seen
 
-Nondeterminism, handled as data (spec 9.1 and 17): the advisor prints by iterating the protobuf
+Nondeterminism, handled as data: the advisor prints by iterating the protobuf
 map of results, whose order changes from process to process. Every profile is therefore advised
 in REPEATS separate processes; the script checks that each printed stdout is exactly the
 concatenation of the per-checker blocks (`\\n<name>:\\n` + one `<report>\\n` per report) in
 SOME order, that the blocks and the returned protos are identical in every process, and then
-writes the blocks in the fixed order (the order spec 9.1 recommends, which tfprof.api.advise
+writes the blocks in the fixed order (the order of docs/TFPROF_BEHAVIOUR.md, 'Advisor driver', which tfprof.api.advise
 prints). meta.json records the orders seen. Report order inside a checker is deterministic (the
 checkers append in a fixed sequence) and is kept as printed.
 """
@@ -156,7 +156,7 @@ def child_advise(name: str) -> None:
 # --------------------------------------------------------------------------------------
 
 def block(name: str, reports: list[str]) -> str:
-    """What the advisor prints for one checker (spec 9.1)."""
+    """What the advisor prints for one checker: ``\n<name>:\n`` then one line per report."""
     return f"\n{name}:\n" + "".join(r + "\n" for r in reports)
 
 

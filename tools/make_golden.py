@@ -25,7 +25,7 @@ tests/golden/<F>/:
 
 A min_* value written AUTO in the case list is read from the data when the case runs: the
 case runs first with that threshold at 0 (`-output none`), and the threshold becomes the median
-of the positive values that the option compares over the nodes shown (spec 6.2: totals; self
+of the positive values that the option compares over the nodes shown (totals; self
 params/flops/run count in scope/graph; member count for op-view occurrence), moved up to the
 next distinct value when the median is the smallest positive value. So a threshold hides some
 nodes that have data; meta.json records it with the node counts before and after.
@@ -72,7 +72,7 @@ SELECT_FIELDS = ("bytes", "peak_bytes", "residual_bytes", "output_bytes", "micro
 ORDER_BY = ("name", "depth", "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros",
             "accelerator_micros", "cpu_micros", "params", "float_ops", "occurrence")
 # min_* option -> (select field that shows it, GraphNodeProto field used by scope/graph,
-# MultiGraphNodeProto field used by op/code). Spec 5.1.4 / 5.4.3 / 6.2.
+# MultiGraphNodeProto field used by op/code). See docs/TFPROF_BEHAVIOUR.md, 'Options'.
 MIN_OPTIONS = {
     "min_bytes": ("bytes", "total_requested_bytes", "total_requested_bytes"),
     "min_peak_bytes": ("peak_bytes", "total_peak_bytes", "total_peak_bytes"),
@@ -83,7 +83,7 @@ MIN_OPTIONS = {
                                "total_accelerator_exec_micros"),
     "min_cpu_micros": ("cpu_micros", "total_cpu_exec_micros", "total_cpu_exec_micros"),
     # tfprof: scope/graph compare SELF params/flops/run_count, op/code the totals;
-    # op min_occurrence counts member graph nodes, code ignores it (spec 6.2).
+    # op min_occurrence counts member graph nodes, code ignores it (docs/TFPROF_BEHAVIOUR.md, Known quirk 20).
     "min_params": ("params", "parameters", "total_parameters"),
     "min_float_ops": ("float_ops", "float_ops", "total_float_ops"),
     "min_occurrence": ("occurrence", "run_count", "#members"),
@@ -203,7 +203,7 @@ def real_cases(name: str, steps: list[int]) -> list[dict]:
     # rotating, so that over the three fixtures each is seen in three views (the op view
     # compares cumulative totals); min_params/min_float_ops (self in scope/graph, total in
     # op/code) and min_occurrence (self run count / member count / ignored by code) in the
-    # scope, op and code views (the graph view uses the scope view's rule, spec 5.1.4; all
+    # scope, op and code views (the graph view uses the scope view's rule; all
     # four views on multistep).
     depth = {"scope": {"max_depth": 5}, "graph": {"max_depth": 4}, "op": small["op"],
              "code": {"max_depth": 5}}
@@ -222,7 +222,7 @@ def real_cases(name: str, steps: list[int]) -> list[dict]:
     c.opt("scope_step_99", "scope", step=99, **narrow("scope"))
 
     # account_type_regexes. "double": a trainable variable matches both regexes, which the
-    # op/code views count twice (spec 15.1 #2).
+    # op/code views count twice (docs/TFPROF_BEHAVIOUR.md, Known quirk 2).
     accounts = {
         "all": [".*"], "trainable": ["_trainable_variables"],
         "variables": ["VariableV2|VarHandleOp"], "cpu": [".*cpu.*"],
@@ -445,7 +445,7 @@ def threshold(values: list[int]) -> int:
 
 
 def node_value(cmd: str, opt_name: str, node) -> int:
-    """The value that option ``opt_name`` compares for ``node`` in view ``cmd`` (spec 6.2)."""
+    """The value that option ``opt_name`` compares for ``node`` in view ``cmd`` (docs/TFPROF_BEHAVIOUR.md, 'Options')."""
     _, single, multi = MIN_OPTIONS[opt_name]
     if cmd in ("scope", "graph"):
         return int(getattr(node, single))
@@ -534,8 +534,8 @@ def run_child(name: str, out_dir: Path, skip: set[str], progress: Path) -> None:
                 facts[cid]["auto_thresholds"] = auto
             kept.append(case)
 
-        # The tool re-initialises shared node state on every query (spec 15.1 #24, STYLE
-        # anti-pattern 5): check that no answer depends on the queries run before it.
+        # The tool re-initialises shared node state on every query (docs/TFPROF_BEHAVIOUR.md,
+        # Known quirk 24): check that no answer depends on the queries run before it.
         # (Compare parsed protos: the raw bytes differ from call to call, C++ map fields
         # such as input_shapes serialise in no fixed order.)
         order_dependent = []
@@ -563,9 +563,10 @@ def run_child(name: str, out_dir: Path, skip: set[str], progress: Path) -> None:
                 "call; the returned bytes parsed with tfprof_output_pb2 and written with "
                 "text_format.MessageToString, indentation stripped"),
         "load_stderr": real.load_stderr,
+        # What each min_* option compares: docs/TFPROF_BEHAVIOUR.md, 'Options'.
         "threshold_rule": ("min_* values marked auto in the case list: run the case with that "
                            "threshold at 0 (output none), take the median of the positive "
-                           "values the option compares (spec 6.2: totals; self params/flops/"
+                           "values the option compares (totals; self params/flops/"
                            "run_count in scope/graph; member count for op/code occurrence) "
                            "over the shown nodes, moved up to the next distinct value when "
                            "it is the smallest positive value"),

@@ -179,7 +179,7 @@ def cases() -> list[dict]:
         max_depth=3)
     add("graph_profile_show", "cnn_profile", "graph", show_name_regexes=["resnet/block1/.*(kernel|gamma|beta)"],
         select=tv, max_depth=30)
-    # _checkpoint_variables: added to node types only when built from a graph (spec 2.5).
+    # _checkpoint_variables: added to node types only when built from a graph (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a checkpoint').
     add("scope_ckpt_vars", "cnn_inputs", "scope", account_type_regexes=["_checkpoint_variables"],
         select=["params"], max_depth=4)
     add("scope_ckpt_vars_values", "cnn_inputs", "scope", account_type_regexes=["_checkpoint_variables"],

@@ -1,8 +1,8 @@
 """Ingest of the raw inputs: GraphDef, RunMetadata steps, OpLogProto and checkpoint names.
 
-``RawProfile`` replays tfprof's ingestion (spec section 2) record by record — which node gets
+``RawProfile`` replays tfprof's ingestion (docs/TFPROF_BEHAVIOUR.md, 'Ingesting a GraphDef' to 'Ingesting a checkpoint') record by record — which node gets
 which id, which device is canonical, which stats are ignored — and then flattens its state into
-the tables of ``tfprof.schema``. The quirks it reproduces are marked with the spec section.
+the tables of ``tfprof.schema``. The quirks it reproduces are marked where they happen.
 
 Reading and parsing files lives in ``read_graph``/``read_run_meta``/``read_op_log``; every
 failure there is a one-line ``InputError``.

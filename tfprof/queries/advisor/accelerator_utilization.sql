@@ -1,4 +1,4 @@
--- AcceleratorUtilizationChecker (spec 9.2) in SQL: the same rows as
+-- AcceleratorUtilizationChecker in SQL: the same rows as
 -- tfprof.queries.advisor.accelerator_utilization.utilization_frame.
 WITH last_step AS (
   -- each node's own highest step (tfprof uses only that record)

@@ -1,5 +1,5 @@
 -- Running totals of a list from the bottom up: a row's total is its value plus the values of
--- every row after it (spec 5.3.2). Input: _values(name, pos, metric, value).
+-- every row after it (the op view's cumulative column). Input: _values(name, pos, metric, value).
 SELECT
     -- the row
     name,

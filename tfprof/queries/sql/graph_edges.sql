@@ -1,4 +1,4 @@
--- The graph view's edges (spec 5.2): a consumer's inputs that are graph nodes, each producer
+-- The graph view's edges: a consumer's inputs that are graph nodes, each producer
 -- once at the first input slot it feeds. Inputs: _nodes(node_id, name),
 -- _inputs(node_id, input_idx, input_id).
 SELECT

@@ -1,4 +1,4 @@
--- The part of a list of groups that prints (the op view, spec 5.3): from the start row (the
+-- The part of a list of groups that prints (the op view): from the start row (the
 -- first matching start_name_regexes; the top with $start_top) down, at most $max_depth + 1
 -- rows, stopping before the first row from the start on whose name matches
 -- trim_name_regexes. Input: _rows(name, pos, start_hit, trim_hit), pos from 0 in list order.

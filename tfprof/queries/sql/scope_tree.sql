@@ -1,4 +1,4 @@
--- The scope tree (spec 5.1): every node name, and every prefix of a name before one of its `/`,
+-- The scope tree: every node name, and every prefix of a name before one of its `/`,
 -- is a tree node; a prefix that no node is named is a synthetic parent. A name's parent is the
 -- text before its last `/` (so `a//b` hangs under `a/`, which hangs under `a`). Siblings go in
 -- name order (bytewise); of equal names, the one with the lowest node id takes the children.
