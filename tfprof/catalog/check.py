@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import RUNS, STAGING, locked, read_runs, require_catalog
+from tfprof.catalog.layout import STAGING, locked, read_runs, require_catalog
 from tfprof.catalog.read import partition_file
 from tfprof.catalog.trust import no_links, row_problems, shown, unlisted_files
 from tfprof.errors import ProfileFormatError
@@ -55,10 +55,7 @@ def check_catalog(catalog: PathLike, *, checksums: bool = True) -> dict:
 def _check_row(root: Path, row: dict, seen: dict[str, str], names: set[str], checksums: bool) -> dict:
     """One run's entry of the report: the problems of its row (``seen`` and ``names``: what
     the rows above listed; updated), then of each of its partition files."""
-    found = row_problems(row, seen)
-    if not found and row["run"] in names:
-        found = [f"{RUNS} lists run `{row['run']}` twice"]
-    names.add(row["run"])
+    found = row_problems(row, seen, names)
     checked: set[Path] = set()
     for entry in row["files"] if not found else []:
         _collect(found, lambda: _check_partition(root, entry, checked, checksums))

@@ -226,19 +226,11 @@ def listed_files(runs: pa.Table) -> set[str]:
     return {f["path"] for files in runs.column("files").to_pylist() for f in files}
 
 
-def remove_unlisted(root: Path, files: list[Path]) -> None:
-    """Delete the partition files no run lists (``tfprof.catalog.trust.unlisted_files``: a
-    writer died after placing them) and the partition directories they leave empty. Called
-    with the exclusive lock held."""
-    for file in files:
-        file.unlink(missing_ok=True)
-        remove_empty_dirs(file.parent, root / file.relative_to(root).parts[0])
-
-
 def remove_files(root: Path, paths: list[str]) -> None:
     """Unlink the partition files at ``paths`` (relative to ``root``, listed nowhere now, and
-    checked: ``tfprof.catalog.trust``) and the directories they leave empty; called with the
-    exclusive lock held, after the commit."""
+    checked: ``tfprof.catalog.trust``; a replaced or removed run's, or those a writer that died
+    left unlisted: ``trust.unlisted_files``) and the directories they leave empty; called with
+    the exclusive lock held."""
     for rel in paths:
         (root / rel).unlink(missing_ok=True)
         remove_empty_dirs((root / rel).parent, root / Path(rel).parts[0])

@@ -89,9 +89,8 @@ def verify_partitions(root: Path, entries: list[dict]) -> None:
         f"`{file}` is damaged (its checksum differs from the one the catalog recorded); {_hint(root)}"))
 
 
-def _read(root: Path, name: str, entry: dict, checked: set[Path]) -> pa.Table:
-    file = partition_file(root, entry, checked)
-    verify_partitions(root, [entry])
+def _read(file: Path, name: str, entry: dict) -> pa.Table:
+    """Partition ``file`` (checked: ``partition_file``, ``verify_partitions``) as table ``name``."""
     try:
         table = pq.ParquetFile(file, memory_map=True).read()  # the file alone: no partition column
     except (pa.ArrowException, OSError, ValueError) as exc:
@@ -117,7 +116,9 @@ def run_profile(catalog: PathLike, run: str) -> Profile:
     with locked(root, shared=True):
         row, entries = _entries(root, check_runs(root, read_runs(root)), run)
         checked: set[Path] = set()
-        tables = {name: _read(root, name, entries[name], checked) for name in TABLES if name in entries}
+        files = {name: partition_file(root, entries[name], checked) for name in TABLES if name in entries}
+        verify_partitions(root, [entries[name] for name in files])  # all at once: on several threads when large
+        tables = {name: _read(file, name, entries[name]) for name, file in files.items()}
     prof = Profile(tables, source=row["format"])
     prof.inputs = input_paths(profile_path=root)  # no output may land in the catalog
     return prof

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from tfprof.catalog.layout import LEVELS, LINKED, NO_VALUE, PARTITION, RUNS, UntrustedCatalog, check_name, no_links
+from tfprof.catalog.layout import LEVELS, LINKED, RUNS, UntrustedCatalog, check_name, no_links, partition_dir
 from tfprof.errors import OptionError
 from tfprof.ingest.sources import one_line as shown
 
@@ -48,9 +48,17 @@ def check_tags(tags: dict[str, str]) -> None:
             check_name(value, f"--tag {key}")
 
 
-def row_problems(row: dict, seen: dict[str, str]) -> list[str]:
+def row_problems(row: dict, seen: dict[str, str], names: set[str]) -> list[str]:
     """What is wrong with one row of the runs table (``seen``: the paths listed so far, by the
-    run listing them; updated); [] when it may be used."""
+    run listing them; ``names``: the runs named so far; both updated); [] when it may be used."""
+    found = _entry_problems(row, seen)
+    if not found and row["run"] in names:
+        found = [f"{RUNS} lists run `{row['run']}` twice"]
+    names.add(row["run"])
+    return found
+
+
+def _entry_problems(row: dict, seen: dict[str, str]) -> list[str]:
     run = row.get("run")
     try:
         check_name(run)
@@ -84,10 +92,8 @@ def _is_partition(rel: object, table: object, run: str, tags: dict[str, str]) ->
     parts = PurePosixPath(rel).parts
     if PurePosixPath(rel).as_posix() != rel or len(parts) not in (3, 5) or not _PART.fullmatch(parts[-1]):
         return False
-    levels = [f"{PARTITION}={run}"]
-    if len(parts) == 5:
-        levels += [f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]]
-    return parts[0] == table and list(parts[1:-1]) == levels
+    folder = partition_dir(Path(), table, run, tags).parts  # table, run=, host=, worker=
+    return list(parts[:-1]) == list(folder if len(parts) == 5 else folder[:2])
 
 
 def check_runs(root: Path, runs: pa.Table) -> list[dict]:
@@ -97,12 +103,8 @@ def check_runs(root: Path, runs: pa.Table) -> list[dict]:
     seen: dict[str, str] = {}
     names: set[str] = set()
     for row in rows:
-        problems = row_problems(row, seen)
-        if not problems and row["run"] in names:
-            problems = [f"{RUNS} lists run `{row['run']}` twice"]
-        if problems:
+        if problems := row_problems(row, seen, names):
             raise UntrustedCatalog(root, problems[0])
-        names.add(row["run"])
     return rows
 
 
@@ -115,7 +117,7 @@ def unlisted_files(root: Path, listed: set[str], tables: list[str]) -> list[Path
         folder = no_links(root, table, directory=True)
         if not folder.is_dir():
             continue
-        for path in _walk(root, folder, ("run", "host", "worker")):
+        for path in _walk(root, folder, LEVELS):
             if path.relative_to(root).as_posix() not in listed:
                 found.append(path)
     return found

@@ -35,7 +35,6 @@ from tfprof.catalog.layout import (
     read_runs,
     remove_files,
     remove_stale_staging,
-    remove_unlisted,
     upgrade_layout,
     write_runs,
 )
@@ -115,7 +114,7 @@ def add_run(
             # everything is checked: from here on, act
             runs = upgrade_layout(root, rows, moves) or runs  # (its rows now name the new places)
             old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
-            remove_unlisted(root, unlisted)
+            remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
             row = _place(root, store, run, token, manifest, source, tag_map, inputs)
             kept = runs.filter(pc.not_equal(runs.column("run"), run))
             write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
@@ -138,8 +137,9 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
     if any(r["run"] == run for r in rows) and not force:
         raise OutputError(f"run `{run}` is already in the catalog `{root}`; pass --force to replace it "
                           "(Python: force=True)")
+    listed = listed_files(runs)
     checked: set[Path] = set()
-    for rel in sorted(listed_files(runs)):
+    for rel in sorted(listed):
         no_links(root, rel, checked=checked)
     no_links(root, STAGING, directory=True)
     no_links(root, LOCK)
@@ -147,7 +147,7 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
         no_links(root, partition_dir(root, table, run, tags).relative_to(root).as_posix(), directory=True,
                  checked=checked)
     moves = layout_moves(root, rows)
-    keep = listed_files(runs) | {new for _old, new in moves}  # a move's target left by an upgrade cut short is kept
+    keep = listed | {new for _old, new in moves}  # a move's target left by an upgrade cut short is kept
     return rows, unlisted_files(root, keep, list(TABLES)), moves
 
 
