@@ -258,17 +258,17 @@ class Profile:
         return f"Profile({where}, nodes={counts.get('nodes', 0)}, steps={counts.get('steps', 0)})"
 
 
-def named_tables(query: str) -> set[str] | None:
+def named_tables(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:
     """The names of the tables ``query`` reads (lower case, CTE names included), from DuckDB's
-    parse tree (``json_serialize_sql``, which binds nothing); None when it cannot say (a
-    statement other than a query, or a syntax error)."""
+    parse tree (``json_serialize_sql`` on a cursor of ``con``, which binds nothing and reads no table); None
+    when it cannot say (a statement other than a query, or a syntax error)."""
     import json
 
     import duckdb
 
     try:
-        with duckdb.connect(config={"autoinstall_known_extensions": False}) as con:
-            tree = json.loads(con.execute("SELECT json_serialize_sql($q)", {"q": query}).fetchone()[0])
+        with con.cursor() as cur:  # its own result: a result pending on ``con`` stays as it is
+            tree = json.loads(cur.execute("SELECT json_serialize_sql($q)", {"q": query}).fetchone()[0])
     except (duckdb.Error, ValueError, TypeError):
         return None
     if tree.get("error"):
@@ -289,7 +289,7 @@ def named_tables(query: str) -> set[str] | None:
 def tables_read(con: duckdb.DuckDBPyConnection, query: str) -> list[str]:
     """The profile's tables ``query`` names; every table when the parser cannot say, once the
     sandbox has found nothing to refuse in it."""
-    named = named_tables(query)
+    named = named_tables(con, query)
     if named is None:
         from tfprof import sqlbox
 
