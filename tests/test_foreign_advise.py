@@ -83,3 +83,26 @@ def test_pprof_without_python_stacks_is_one_line(name, tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Python stacks" in lines[0] and "xspace" in lines[0]
+
+
+SKIP_LINE = "skipped: a check for TensorFlow profiles; this profile is from {}"
+FRAMEWORKS = {"torch_cnn.pt.trace.json": "PyTorch", "torch_transformer.pt.trace.json.gz": "PyTorch",
+              "jax_mlp.xplane.pb": "JAX", "tf2_keras.xplane.pb": None}
+
+
+@pytest.mark.parametrize("name", TORCH + XSPACES)
+def test_tensorflow_advice_only_for_tensorflow_and_gpu_checks_say_no_gpu_events(name):
+    """OperationChecker runs on the TF2 XSpace and says it is skipped in one line elsewhere; every
+    GPU check says "no GPU events" in one line on these CPU captures (docs/ADVISOR.md)."""
+    from tfprof.api import advise
+    from tfprof.queries.advisor import TRACE_CHECKS
+
+    # the framework from the raw file: a TF op event is `<path>:<type>` (XSpace), Kineto is PyTorch
+    raw = (FOREIGN / name).read_bytes()
+    if name in XSPACES:
+        assert (b"StatefulPartitionedCall" in raw) == (FRAMEWORKS[name] is None)
+    sections = _sections(advise(tfprof.load(FOREIGN / name)).text)
+    made_by = FRAMEWORKS[name]
+    assert sections["OperationChecker"] == ([SKIP_LINE.format(made_by)] if made_by else [])
+    for check in TRACE_CHECKS:
+        assert sections[check.name] == ["no GPU events (kernels, copies, memsets): nothing to check on this capture"]

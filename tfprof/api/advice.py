@@ -34,30 +34,42 @@ def advise(prof: Profile, checkers: Any = None, *, checker_dir: str | Path | Non
     ``{checker: {option: value}}`` as tfprof's API takes (a list of names also works); a dict
     runs the checkers it names. A checker is a built-in name, the path of a ``.sql`` checker
     file, or the name (file stem) of a checker in ``checker_dir``, whose ``*.sql`` files all
-    run. Built-in checkers run in tfprof's order, then SQL checkers (docs/ADVISOR.md).
+    run. Built-in checkers run in tfprof's order, then SQL checkers (docs/ADVISOR.md). A foreign
+    trace (Kineto, XSpace) also gets the GPU checks by default; a check meant for another
+    framework's profiles (OperationChecker: TensorFlow) prints one line saying it was skipped.
 
     >>> import tfprof
     >>> advise(tfprof.load(tfprof.sample_path()), {"OperationChecker": {}}).text
     '\\nOperationChecker:\\n'
     """
+    from tfprof.queries.advisor.framework import framework
     from tfprof.views.advice import advice_proto, missing_notes, render_text, reports
+    from tfprof.views.advice_gpu import skipped_report, status_report
 
     advice: dict[str, list[str]] = {}
     evidence: dict[str, pl.DataFrame] = {}
     notes: list[str] = []
-    for check, options in _advice_plan(checkers, checker_dir):
+    made_by = None  # the profile's framework, found once a check needs it
+    for check, options in _advice_plan(checkers, checker_dir, prof):
+        if check.frameworks is not None:
+            made_by = made_by or framework(prof)
+            if made_by not in check.frameworks:  # another framework's advice: say it is skipped
+                evidence[check.name] = pl.DataFrame()
+                advice[check.name] = [skipped_report(check.frameworks, made_by)]
+                continue
         found = check.run(prof, options)
         if found is None:  # JobChecker: no entry at all, as in open-source tfprof
             continue
         evidence[check.name] = found.rows
         notes += missing_notes(check.name, found.missing)
-        advice[check.name] = reports(check.name, found.rows)
+        advice[check.name] = [status_report(found.status)] if found.status else reports(check.name, found.rows)
     return AdviceResult(text=render_text(advice), proto=advice_proto(advice), evidence=evidence, notes=notes)
 
 
-def _advice_plan(checkers: Any, checker_dir: str | Path | None) -> list[tuple[Any, dict]]:
+def _advice_plan(checkers: Any, checker_dir: str | Path | None, prof: Profile) -> list[tuple[Any, dict]]:
     """(check, options) pairs to run: built-in ones in tfprof's order, then SQL checkers."""
-    from tfprof.queries.advisor import CHECKS, DEFAULT_CHECKERS, by_name
+    from tfprof.queries.advisor import CHECKS, DEFAULT_CHECKERS, TRACE_CHECKERS, TRACE_CHECKS, by_name
+    from tfprof.queries.advisor.trace import has_trace
 
     in_dir: dict[str, Any] = {}
     if checker_dir is not None:
@@ -69,7 +81,7 @@ def _advice_plan(checkers: Any, checker_dir: str | Path | None) -> list[tuple[An
             raise OptionError(f"No .sql checker files in `{folder}`")
         in_dir = {c.name: c for c in map(_sql_checker, files)}
     if checkers is None:
-        checkers = DEFAULT_CHECKERS
+        checkers = TRACE_CHECKERS if has_trace(prof) else DEFAULT_CHECKERS
     elif isinstance(checkers, (str, Path)):
         checkers = {checkers: {}}
     elif not isinstance(checkers, Mapping):
@@ -82,17 +94,17 @@ def _advice_plan(checkers: Any, checker_dir: str | Path | None) -> list[tuple[An
             raise OptionError(f"Options of checker `{key}` must be a dict of option -> value, not `{options!r}`")
         if isinstance(key, Path) or str(key).lower().endswith(".sql"):
             check = _sql_checker(Path(key))
-            if check.name in custom or check.name in DEFAULT_CHECKERS:
+            if check.name in custom or check.name in TRACE_CHECKERS:
                 raise OptionError(f"Two checkers are named `{check.name}` ({check.source}); rename the .sql file")
             custom[check.name] = (check, dict(options))
         elif key in in_dir:
             custom[key] = (in_dir[key], dict(options))
         else:
             builtin[by_name(str(key)).name] = dict(options)
-    clash = sorted(set(in_dir) & set(DEFAULT_CHECKERS))
+    clash = sorted(set(in_dir) & set(TRACE_CHECKERS))
     if clash:
         raise OptionError(f"Checker file `{in_dir[clash[0]].source}` takes the built-in name `{clash[0]}`; rename it")
-    return [(c, builtin[c.name]) for c in CHECKS if c.name in builtin] + list(custom.values())
+    return [(c, builtin[c.name]) for c in (*CHECKS, *TRACE_CHECKS) if c.name in builtin] + list(custom.values())
 
 
 def _sql_checker(path: Path):

@@ -1,8 +1,8 @@
 """The advisor's reports: evidence rows -> tfprof's report strings, the printed text, AdviceProto.
 
 One renderer per built-in checker (``RENDERERS``), each returning the checker's list of
-reports exactly as tfprof words them (docs/TFPROF_BEHAVIOUR.md, 'Advisor'); any other checker (a user's SQL
-file) reports its ``report`` column. ``render_text`` prints the advice as tfprof does, and
+reports exactly as tfprof words them (docs/TFPROF_BEHAVIOUR.md, 'Advisor'), and the GPU checks'
+(``advice_gpu``); any other checker (a user's SQL file) reports its ``report`` column. ``render_text`` prints the advice as tfprof does, and
 ``advice_proto`` builds the AdviceProto it returns.
 
 >>> import polars as pl
@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import polars as pl
 
 from tfprof.schema.proto import tfprof_output_pb2
+from tfprof.views.advice_gpu import GPU_RENDERERS
 from tfprof.views.units import fmt_time
 
 REPORT_COLUMN = "report"  # the column a SQL checker's rows put their report in
@@ -75,6 +76,7 @@ RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "AcceleratorUtilizationChecker": utilization_reports,
     "OperationChecker": operation_reports,
     "ExpensiveOperationChecker": expensive_operation_reports,
+    **GPU_RENDERERS,  # the GPU checks of foreign traces (views/advice_gpu.py)
 }
 
 

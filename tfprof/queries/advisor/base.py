@@ -17,10 +17,14 @@ CheckOptions = Mapping[str, Any]
 @dataclass(frozen=True)
 class Evidence:
     """What a check found: structured ``rows`` (one per finding, in report order) and the
-    inputs it needed but the profile lacks (``missing``: ``run_meta``, ``code_traces``)."""
+    inputs it needed but the profile lacks (``missing``: ``run_meta``, ``code_traces``).
+    ``status`` says in one word why a check found nothing to look at (``no_trace``: not a
+    foreign trace; ``no_gpu_events``: a trace without device events); the view prints it as
+    one line."""
 
     rows: pl.DataFrame
     missing: tuple[str, ...] = ()
+    status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -32,3 +36,6 @@ class Check:
     run: Callable[[Profile, CheckOptions], Evidence | None] = field(repr=False)
     doc: str = ""
     source: str | None = None  # the SQL file of a user checker
+    # The frameworks whose profiles the check is about (``framework.framework``); None: all.
+    # On another framework's profile the advisor skips it and says so in one line.
+    frameworks: tuple[str, ...] | None = None

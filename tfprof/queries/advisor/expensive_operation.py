@@ -36,6 +36,7 @@ from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
+from tfprof.queries.ticks import time_scale, whole_micros
 
 TOP = 3  # rows per section (and children per code node)
 # The canned views' options (expensive_operation_checker.h); the rest are tfprof's defaults.
@@ -109,7 +110,8 @@ def code_hotspots(prof: Profile) -> pl.DataFrame:
         start = int(np.flatnonzero(parent == start)[0])
     if children[start] == 0:
         return pl.DataFrame(schema=SCHEMA)  # tfprof: no report
-    big = (rows["total_exec_micros"].to_numpy() >= CODE_MIN_MICROS) & (rows["rank"].to_numpy() <= TOP)
+    min_ticks = CODE_MIN_MICROS * time_scale(prof)  # the view's times are in the profile's ticks (queries/ticks.py)
+    big = (rows["total_exec_micros"].to_numpy() >= min_ticks) & (rows["rank"].to_numpy() <= TOP)
     level = np.full(rows.height, NOT_SHOWN, np.int64)
     level[start] = START
     heads = np.array([start])
@@ -151,6 +153,7 @@ def expensive_operations(prof: Profile, options: CheckOptions) -> Evidence:
         missing.append("code_traces")
     else:
         parts.append(code_rows)
-    parts = [p.cast({c: t for c, t in SCHEMA.items() if c in p.columns}) for p in parts]
+    scale = time_scale(prof)  # ns ticks for a foreign trace: back to tfprof's whole µs
+    parts = [whole_micros(p, scale).cast({c: t for c, t in SCHEMA.items() if c in p.columns}) for p in parts]
     rows = pl.concat([pl.DataFrame(schema=SCHEMA), *parts], how="diagonal")
     return Evidence(rows, tuple(missing))

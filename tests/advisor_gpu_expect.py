@@ -1,0 +1,197 @@
+"""What the advisor's GPU checks should find in a Kineto trace, from the raw JSON (``json``/``gzip`` only).
+
+Plain Python over the list of events, sharing no code with ``tfprof.queries.advisor``: the rules
+of docs/ADVISOR.md ('GPU checks') written out again with loops and sorted lists, so a mistake in
+the columnar queries shows up as a difference. Times are integer ns (Kineto's microseconds x 1000,
+rounded), ``event_id`` is the event's index in ``traceEvents``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+DEVICE = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+          "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel",
+            "hipExtLaunchKernel"}
+SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "aten::item",
+         "aten::_local_scalar_dense"}
+STEP = "ProfilerStep#"
+MAX_SPACING_NS = 50_000
+
+
+def load(path: str | Path) -> list[dict]:
+    raw = Path(path).read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def _ns(us) -> int:
+    return round(float(us) * 1000)
+
+
+def device_ops(events: list[dict]) -> list[dict]:
+    out = []
+    for i, e in enumerate(events):
+        if e.get("ph") == "X" and e.get("cat") in DEVICE:
+            a = e.get("args") or {}
+            start = _ns(e["ts"])
+            out.append({"id": i, "name": e["name"], "kind": DEVICE[e["cat"]], "device": str(a.get("device", e["pid"])),
+                        "stream": str(a.get("stream", e["tid"])), "corr": a.get("correlation"), "start": start,
+                        "end": start + _ns(e.get("dur", 0)), "bytes": a.get("bytes")})
+    return out
+
+
+def host_calls(events: list[dict]) -> dict[int, dict]:
+    """correlation -> the first host span carrying it."""
+    out = {}
+    for i, e in enumerate(events):
+        a = e.get("args") or {}
+        if e.get("ph") == "X" and e.get("cat") not in DEVICE and a.get("correlation") is not None:
+            start = _ns(e["ts"])
+            out.setdefault(int(a["correlation"]), {"id": i, "name": e["name"], "thread": (e["pid"], e["tid"]),
+                                                   "start": start, "dur": _ns(e.get("dur", 0))})
+    return out
+
+
+def windows(events: list[dict], ops: list[dict]) -> list[tuple[int, int, int]]:
+    """(step, start, end) in time order."""
+    marks: dict[int, list[int]] = {}
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("ph") == "X" and name.startswith(STEP) and not str(e.get("cat", "")).startswith("gpu_"):
+            n, start = int(name[len(STEP):]), _ns(e["ts"])
+            lo, hi = marks.get(n, [start, start])
+            marks[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+    if not marks:
+        return [(0, min(o["start"] for o in ops), max(o["end"] for o in ops))] if ops else []
+    order = sorted(marks.items(), key=lambda kv: (kv[1][0], kv[0]))
+    last_start = order[-1][1][0]
+    tail = max([o["end"] for o in ops if o["start"] >= last_start], default=last_start)
+    out = []
+    for k, (step, (start, end)) in enumerate(order):
+        out.append((step, start, order[k + 1][1][0] if k + 1 < len(order) else max(end, tail)))
+    return out
+
+
+def step_at(wins: list[tuple[int, int, int]], t: int) -> int:
+    found = wins[0][0]
+    for step, start, _ in wins:
+        if start <= t:
+            found = step
+    return found
+
+
+def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [tuple(x) for x in out]
+
+
+def idle(events: list[dict]) -> dict[tuple[int, str], tuple[int, int]]:
+    """(step, device) -> (window ns, idle ns)."""
+    ops = device_ops(events)
+    wins = windows(events, ops)
+    out = {}
+    for device in {o["device"] for o in ops}:
+        busy = merge([(o["start"], o["end"]) for o in ops if o["device"] == device])
+        for step, ws, we in wins:
+            used = sum(max(0, min(e, we) - max(s, ws)) for s, e in busy)
+            out[(step, device)] = (we - ws, we - ws - used)
+    return out
+
+
+def short_kernels(events: list[dict]) -> dict[str, tuple[int, int]]:
+    """kernel name -> (short kernels, kernels joined to a launch), names with a short one."""
+    calls = host_calls(events)
+    count: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for o in device_ops(events):
+        call = calls.get(o["corr"]) if o["corr"] is not None else None
+        if o["kind"] == "kernel" and call and call["name"] in LAUNCHES:
+            count[o["name"]][1] += 1
+            count[o["name"]][0] += (o["end"] - o["start"]) < call["dur"]
+    return {k: tuple(v) for k, v in count.items() if v[0]}
+
+
+def syncs(events: list[dict]) -> dict[int, tuple[int, int]]:
+    """step -> (outermost syncs, their ns)."""
+    wins = windows(events, device_ops(events))
+    found = sorted(((e["pid"], e["tid"]), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
+                   for e in events if e.get("ph") == "X" and e.get("name") in SYNCS)
+    out: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    reach: dict = {}
+    for thread, s, e in sorted(found, key=lambda x: (x[0], x[1], -x[2])):
+        if thread not in reach or s >= reach[thread]:
+            out[step_at(wins, s)][0] += 1
+            out[step_at(wins, s)][1] += e - s
+        reach[thread] = max(reach.get(thread, e), e)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def pageable(events: list[dict]) -> dict[str, tuple[int, int, int]]:
+    """copy name -> (count, ns, bytes)."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for o in device_ops(events):
+        if o["kind"] == "memcpy" and "HtoD" in o["name"] and "Pageable" in o["name"]:
+            acc = out[o["name"]]
+            acc[0] += 1
+            acc[1] += o["end"] - o["start"]
+            acc[2] += o["bytes"] or 0
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def exposed_comm(events: list[dict]) -> dict[str, tuple[int, int]]:
+    """device -> (communication ns, exposed ns)."""
+    kernels = [o for o in device_ops(events) if o["kind"] == "kernel"]
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for o in kernels:
+        if "nccl" in o["name"].lower() or "rccl" in o["name"].lower():
+            busy = merge([(k["start"], k["end"]) for k in kernels if k["device"] == o["device"]
+                          and "nccl" not in k["name"].lower() and "rccl" not in k["name"].lower()])
+            hidden = sum(max(0, min(e, o["end"]) - max(s, o["start"])) for s, e in busy)
+            out[o["device"]][0] += o["end"] - o["start"]
+            out[o["device"]][1] += o["end"] - o["start"] - hidden
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def launch_bound(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, int]]:
+    """(step, device) -> (ops with an earlier op on their stream, launch-bound ones, their gap ns)."""
+    ops = device_ops(events)
+    wins = windows(events, ops)
+    calls = host_calls(events)
+    by_thread: dict = defaultdict(list)
+    for c in calls.values():
+        by_thread[c["thread"]].append(c["start"])
+    previous = {}
+    for starts in by_thread.values():
+        starts.sort()
+        for a, b in zip(starts, starts[1:]):
+            previous.setdefault(b, b - a)
+    spacing = {corr: previous.get(c["start"]) for corr, c in calls.items()}
+    streams: dict = defaultdict(list)
+    for o in ops:
+        streams[(o["device"], o["stream"])].append(o)
+    out: dict = defaultdict(lambda: [0, 0, 0])
+    for (device, _), group in streams.items():
+        group.sort(key=lambda o: (o["start"], o["end"]))
+        reach = None
+        for o in group:
+            if reach is not None:
+                acc = out[(step_at(wins, o["start"]), device)]
+                acc[0] += 1
+                gap = max(0, o["start"] - reach)
+                call = calls.get(o["corr"])
+                gap_spacing = spacing.get(o["corr"])
+                if gap > 0 and call and call["start"] >= reach and gap_spacing is not None \
+                        and gap_spacing <= MAX_SPACING_NS:
+                    acc[1] += 1
+                    acc[2] += gap
+            reach = o["end"] if reach is None else max(reach, o["end"])
+    return {k: tuple(v) for k, v in out.items()}

@@ -1,0 +1,92 @@
+"""The GPU checks on a real trace: one ResNet-50 training step on a V100 (tests/fixtures/foreign/README.md).
+
+Every number is held against ``advisor_gpu_expect``, which reads the same file with ``json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import advisor_gpu_expect as expect
+import pytest
+
+import tfprof
+from tfprof.api import advise
+from tfprof.api.advice import advice_output
+
+REAL = Path(__file__).parent / "fixtures" / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return advise(tfprof.load(REAL))
+
+
+@pytest.fixture(scope="module")
+def events():
+    return expect.load(REAL)
+
+
+def test_idle_share_per_step(result, events):
+    rows = result.evidence["GpuIdleChecker"]
+    want = expect.idle(events)
+    assert {(r["step"], r["device"]): (r["window_ns"], r["idle_ns"]) for r in rows.iter_rows(named=True)} == want
+    (step, device), (window, idle_ns) = next(iter(want.items()))
+    assert 0 < idle_ns < window
+    line = result.proto.checkers["GpuIdleChecker"].reports[0]
+    assert line.startswith(f"step {step}, device {device}: idle {100 * idle_ns / window:.2f}% of ")
+    # the evidence names real events: the one after the longest gap has the name given for it
+    r = rows.row(0, named=True)
+    assert events[r["gap_before_event"]]["name"] == r["gap_before_name"]
+
+
+def test_short_kernels(result, events):
+    rows = result.evidence["KernelLaunchChecker"]
+    want = expect.short_kernels(events)
+    assert dict(zip(rows["name"], zip(rows["short_kernels"], rows["launched"], strict=True), strict=True)) == want
+    assert sum(v[0] for v in want.values()) > 100  # elementwise kernels of a few us, launches of ~8 us
+    head = result.proto.checkers["KernelLaunchChecker"].reports[0]
+    assert head.startswith(f"{sum(v[0] for v in want.values())} kernels ran shorter than their launch call")
+    for r in rows.head(5).iter_rows(named=True):  # the example is a short kernel of that name, with its launch
+        kernel, launch = events[r["example_event"]], events[r["example_launch_event"]]
+        assert kernel["name"] == r["name"] and launch["name"] == "cudaLaunchKernel"
+        assert kernel["args"]["correlation"] == launch["args"]["correlation"] and kernel["dur"] < launch["dur"]
+
+
+def test_syncs_per_step(result, events):
+    rows = result.evidence["HostSyncChecker"]
+    want = expect.syncs(events)
+    got = {s: (sum(rows.filter(rows["step"] == s)["outer_count"]), sum(rows.filter(rows["step"] == s)["outer_ns"]))
+           for s in set(rows["step"])}
+    assert got == want and want
+
+
+def test_pageable_copies(result, events):
+    rows = result.evidence["PageableCopyChecker"]
+    want = expect.pageable(events)
+    assert {r["name"]: (r["count"], r["total_ns"], r["bytes"]) for r in rows.iter_rows(named=True)} == want
+    assert "Memcpy HtoD (Pageable -> Device)" in want
+
+
+def test_no_communication(result, events):
+    assert expect.exposed_comm(events) == {}
+    assert list(result.proto.checkers["CommOverlapChecker"].reports) == ["no NCCL/RCCL kernels"]
+
+
+def test_launch_queue(result, events):
+    rows = result.evidence["LaunchQueueChecker"]
+    want = expect.launch_bound(events)
+    got = {(r["step"], r["device"]): (r["ops"], r["bound_ops"], r["bound_ns"]) for r in rows.iter_rows(named=True)}
+    assert got == want
+    assert all(ops > 1000 for ops, _, _ in want.values())
+
+
+def test_json_formats_the_numbers(result):
+    import json
+
+    doc = json.loads(advice_output(result, "json"))
+    idle = next(c for c in doc["checkers"] if c["name"] == "GpuIdleChecker")
+    row = idle["evidence"][0]
+    assert row["display"]["idle_share"] == f"{100 * row['idle_share']:.2f}%"
+    assert row["display"]["window_ns"].endswith("ms") and "window_start_ns" not in row["display"]
+    assert idle["reports"] == list(result.proto.checkers["GpuIdleChecker"].reports)

@@ -1,0 +1,185 @@
+"""What the GPU checks share: a foreign trace's device events, host calls, step windows and busy time.
+
+The GPU checks (docs/ADVISOR.md, 'GPU checks') read ``trace_events`` of a Kineto trace, whole
+columns at a time:
+
+* ``device_events``: kernels, copies and memsets (Kineto ``kernel``/``gpu_memcpy``/``gpu_memset``;
+  older traces' ``Kernel``/``Memcpy``/``Memset``) with their device, stream and correlation id
+  from the event's args (the device falls back to the event's process, the stream to its thread).
+* ``host_calls``: every other event carrying a ``correlation`` arg: the runtime or driver call
+  (``cudaLaunchKernel``, ``cudaMemcpyAsync`` …) that queued a device event with that id.
+* ``step_windows``: step N runs from the start of its ``ProfilerStep#N`` marker (host side, the
+  earliest one) to the start of the next marker; the last step to the later of its marker's end
+  and the end of the last device event starting in it. Without markers the whole capture is
+  step 0, from the first device event's start to the last one's end. ``step_of`` puts a time in
+  its window (before the first marker: the first step, as the ingest does for ops).
+* ``union`` and ``covered``: the busy intervals of a set of events (overlaps merged) and, for
+  any time, how much busy time lies before it; the busy time in [a, b] is ``covered(b) -
+  covered(a)``. Both are a sort, a running max and an as-of join: no loop over events.
+
+Times are integer ns throughout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from tfprof.profile import Profile
+
+FOREIGN_KINDS = ("kineto", "xspace")  # Profile.source of a foreign trace (tfprof.ingest.foreign.KINDS)
+DEVICE_CATEGORIES = {
+    "kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+    "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset",  # Kineto before 2022
+}
+STEP_PREFIX = "ProfilerStep#"
+
+_EVENT_SCHEMA = {
+    "event_id": pl.Int64, "name": pl.String, "kind": pl.String, "device": pl.String, "stream": pl.String,
+    "correlation": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64, "bytes": pl.Int64,
+}
+
+
+def has_trace(prof: Profile) -> bool:
+    """Whether ``prof`` is a foreign trace (its ``trace_events`` are what these checks read)."""
+    return prof.source in FOREIGN_KINDS
+
+
+def gpu_status(prof: Profile, device: pl.DataFrame) -> str | None:
+    """Why a GPU check has nothing to read (``Evidence.status``), or None when it has events."""
+    if not has_trace(prof):
+        return "no_trace"
+    return None if device.height else "no_gpu_events"
+
+
+def _arg(key: str) -> pl.Expr:
+    return pl.col("args").str.json_path_match(f"$.{key}")
+
+
+def device_events(prof: Profile) -> pl.DataFrame:
+    """One row per kernel, copy and memset: ``event_id``, ``name``, ``kind`` (kernel, memcpy,
+    memset), ``device``, ``stream``, ``correlation``, ``start_ns``, ``end_ns``, ``duration_ns``,
+    ``bytes`` (a copy's or memset's size; null when not recorded)."""
+    if not has_trace(prof):
+        return pl.DataFrame(schema=_EVENT_SCHEMA)
+    ev = prof.lazy("trace_events").with_columns(pl.col("category").cast(pl.String))
+    ev = ev.filter(pl.col("category").is_in(list(DEVICE_CATEGORIES)) & (pl.col("phase").cast(pl.String) == "X"))
+    return ev.select(
+        "event_id",
+        pl.col("name").cast(pl.String),
+        pl.col("category").replace_strict(DEVICE_CATEGORIES, return_dtype=pl.String).alias("kind"),
+        pl.coalesce(_arg("device"), pl.col("process").cast(pl.String)).alias("device"),
+        pl.coalesce(_arg("stream"), pl.col("thread").cast(pl.String)).alias("stream"),
+        _arg("correlation").cast(pl.Int64, strict=False).alias("correlation"),
+        "start_ns",
+        (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
+        "duration_ns",
+        _arg("bytes").cast(pl.Int64, strict=False).alias("bytes"),
+    ).collect().cast(_EVENT_SCHEMA)
+
+
+def host_calls(prof: Profile) -> pl.DataFrame:
+    """The host-side events that queued device work: ``correlation``, ``call_event``, ``call``
+    (its name), ``process``, ``thread``, ``call_start_ns``, ``call_end_ns``, ``call_ns``."""
+    ev = prof.lazy("trace_events").with_columns(pl.col("category").cast(pl.String).fill_null(""))
+    ev = ev.filter(pl.col("category").is_in(list(DEVICE_CATEGORIES)).not_() & pl.col("args").is_not_null()
+                   & (pl.col("phase").cast(pl.String) == "X"))
+    ev = ev.with_columns(_arg("correlation").cast(pl.Int64, strict=False).alias("correlation"))
+    return ev.filter(pl.col("correlation").is_not_null()).select(
+        "correlation",
+        pl.col("event_id").alias("call_event"),
+        pl.col("name").cast(pl.String).alias("call"),
+        pl.col("process").cast(pl.String),
+        pl.col("thread").cast(pl.String),
+        pl.col("start_ns").alias("call_start_ns"),
+        (pl.col("start_ns") + pl.col("duration_ns")).alias("call_end_ns"),
+        pl.col("duration_ns").alias("call_ns"),
+    ).unique("correlation", keep="first", maintain_order=True).collect()
+
+
+def named_events(prof: Profile, names: tuple[str, ...]) -> pl.DataFrame:
+    """Spans whose name is one of ``names``: ``event_id``, ``name``, ``process``, ``thread``,
+    ``start_ns``, ``end_ns``, ``duration_ns``."""
+    ev = prof.lazy("trace_events").with_columns(pl.col("name").cast(pl.String))
+    return ev.filter(pl.col("name").is_in(list(names)) & (pl.col("phase").cast(pl.String) == "X")).select(
+        "event_id", "name", pl.col("process").cast(pl.String), pl.col("thread").cast(pl.String), "start_ns",
+        (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"), "duration_ns",
+    ).collect()
+
+
+def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
+    """``step``, ``window_start_ns``, ``window_end_ns``, ``window_ns`` in time order (module doc)."""
+    ev = prof.lazy("trace_events").with_columns(pl.col("name").cast(pl.String),
+                                                pl.col("category").cast(pl.String).fill_null(""))
+    marks = (
+        ev.filter(pl.col("name").str.starts_with(STEP_PREFIX) & pl.col("category").str.starts_with("gpu_").not_()
+                  & (pl.col("phase").cast(pl.String) == "X"))
+        .with_columns(pl.col("name").str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False).alias("step"))
+        .filter(pl.col("step").is_not_null())
+        .group_by("step")
+        .agg(pl.col("start_ns").min().alias("window_start_ns"),
+             (pl.col("start_ns") + pl.col("duration_ns")).max().alias("_mark_end"))
+        .sort("window_start_ns", "step")
+        .collect()
+    )
+    if marks.height == 0:
+        if device.height == 0:
+            return pl.DataFrame(schema={"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64,
+                                        "window_ns": pl.Int64})
+        marks = pl.DataFrame({"step": [0], "window_start_ns": [device["start_ns"].min()],
+                              "_mark_end": [device["end_ns"].max()]})
+    last_start = marks["window_start_ns"][-1]
+    tail = device.filter(pl.col("start_ns") >= last_start)["end_ns"].max()
+    last_end = max(marks["_mark_end"][-1], tail if tail is not None else last_start)
+    return marks.with_columns(
+        pl.col("window_start_ns").shift(-1).fill_null(last_end).alias("window_end_ns")
+    ).select("step", "window_start_ns", "window_end_ns",
+             (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(
+        {"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64})
+
+
+def window_index(windows: pl.DataFrame, times: pl.Series) -> np.ndarray:
+    """For each time, the row of ``windows`` it falls in (-1 before the first window)."""
+    starts = windows["window_start_ns"].to_numpy()
+    return np.searchsorted(starts, times.to_numpy(), side="right") - 1
+
+
+def step_of(windows: pl.DataFrame, times: pl.Series) -> pl.Series:
+    """The step of each time: its window's, the first step's before the first window (null: no windows)."""
+    if windows.height == 0:
+        return pl.Series("step", [None] * len(times), pl.Int64)
+    return pl.Series("step", windows["step"].to_numpy()[np.maximum(window_index(windows, times), 0)])
+
+
+def union(events: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The busy intervals of ``events`` (``start_ns``, ``end_ns``) per ``by``: overlapping or
+    touching events merged. Columns: ``by``, ``start_ns``, ``end_ns``, ``first_event``/``first_name``
+    (the event starting the interval), ``last_event``/``last_name`` (the event ending it) and
+    ``before_ns`` (busy time of the group before the interval), sorted by ``by`` and start."""
+    if events.height == 0:
+        return pl.DataFrame(schema={**{b: events.schema[b] for b in by}, "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                    "first_event": pl.Int64, "first_name": pl.String, "last_event": pl.Int64,
+                                    "last_name": pl.String, "before_ns": pl.Int64})
+    ev = events.sort(*by, "start_ns", "end_ns")
+    reach = pl.col("end_ns").cum_max().shift(1).over(by)  # the furthest end of the group's earlier events
+    ev = ev.with_columns((reach.is_null() | (pl.col("start_ns") > reach)).cum_sum().over(by).alias("_run"))
+    merged = ev.group_by(*by, "_run").agg(
+        pl.col("start_ns").min(), pl.col("end_ns").max(),
+        pl.col("event_id").first().alias("first_event"), pl.col("name").first().alias("first_name"),
+        pl.col("event_id").sort_by("end_ns").last().alias("last_event"),
+        pl.col("name").sort_by("end_ns").last().alias("last_name"),
+    ).sort(*by, "start_ns")
+    length = pl.col("end_ns") - pl.col("start_ns")
+    return merged.with_columns((length.cum_sum().over(by) - length).alias("before_ns")).drop("_run")
+
+
+def covered(busy: pl.DataFrame, points: pl.DataFrame, by: list[str], at: str) -> pl.Series:
+    """For each row of ``points``, the busy time of its group (``by``) before time ``points[at]``
+    (``busy`` is a ``union``): the intervals started before it, the last one cut at it."""
+    keyed = points.select(*by, pl.col(at).alias("_t")).with_row_index("_row")
+    found = keyed.sort("_t").join_asof(
+        busy.select(*by, "start_ns", "end_ns", "before_ns").sort("start_ns"),
+        left_on="_t", right_on="start_ns", by=by, strategy="backward", check_sortedness=False,
+    )
+    inside = (pl.min_horizontal(pl.col("_t"), pl.col("end_ns")) - pl.col("start_ns")).clip(lower_bound=0)
+    return found.sort("_row").select((pl.col("before_ns") + inside).fill_null(0).cast(pl.Int64).alias(at))[at]
