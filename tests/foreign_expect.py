@@ -213,3 +213,95 @@ def xspace_expect(path: str | Path) -> dict:
         "string_stats": str_stats,  # plane -> stat name -> string values (ref_value resolved)
         "programs": programs,  # /host:metadata program -> computation -> instruction -> (opcode, op_name)
     }
+
+
+# ---------------------------------------------------------------- XSpace memory and GPU events
+
+MEMORY_EVENTS = {"MemoryAllocation": 1, "MemoryDeallocation": -1}
+
+
+def _plain_stats(stats, names: dict[int, str]) -> dict:
+    return {names.get(s.metadata_id, ""): _stat_value(s, names) for s in stats}
+
+
+def xspace_memory_expect(path: str | Path) -> dict:
+    """Per node path, the allocator events charged to it and its highest running sum of bytes in one execution.
+
+    An allocation instant (``MemoryAllocation`` +``requested_bytes``, ``MemoryDeallocation`` -``requested_bytes``)
+    belongs to the TensorFlow op its ``tf_op`` stat names: that op's last execution starting at or before the
+    instant, else its first after; an instant whose ``tf_op`` names no op event belongs to the op event enclosing it
+    on its own line, if any. Times are whole ns as xplane.proto defines them (line ns + event ps); walked in Python.
+    """
+    space = load_xspace(path)
+    execs, instants = [], []  # (path, start, end, line key); (order, tf_op, time, line key, bytes)
+    for p, plane in enumerate(space.planes):
+        if plane.name.startswith("/device:"):
+            continue
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for li, line in enumerate(plane.lines):
+            for e in line.events:
+                meta = plane.event_metadata[e.metadata_id]
+                t = line.timestamp_ns * 1000 + e.offset_ps
+                if meta.display_name and meta.name.endswith(":" + meta.display_name):
+                    execs.append((meta.name[: -len(meta.display_name) - 1], t, t + e.duration_ps, (p, li)))
+                elif meta.name in MEMORY_EVENTS:
+                    stats = _plain_stats((*meta.stats, *e.stats), names)
+                    instants.append((len(instants), stats.get("tf_op"), t, (p, li),
+                                     MEMORY_EVENTS[meta.name] * int(stats.get("requested_bytes") or 0)))
+    by_path = defaultdict(list)
+    for i, (op, start, _, _) in enumerate(execs):
+        by_path[op].append((start, i))
+    owner = {}
+    for order, tf_op, t, line, _ in instants:
+        runs = sorted(by_path.get(tf_op or "", []))
+        if runs:
+            before = [i for s, i in runs if s <= t]
+            owner[order] = before[-1] if before else runs[0][1]
+            continue
+        around = [(s, i) for i, (_, s, end, key) in enumerate(execs) if key == line and s <= t <= end]
+        if around:
+            owner[order] = max(around)[1]
+    per_exec = defaultdict(list)
+    for order, _, _, _, nbytes in instants:
+        if order in owner:
+            per_exec[owner[order]].append(nbytes)
+    nodes: dict[str, dict] = defaultdict(lambda: {"events": 0, "alloc_bytes": 0, "free_bytes": 0, "peak_bytes": 0})
+    for i, amounts in per_exec.items():
+        node = nodes[execs[i][0]]
+        node["events"] += len(amounts)
+        node["alloc_bytes"] += sum(b for b in amounts if b > 0)
+        node["free_bytes"] -= sum(b for b in amounts if b < 0)
+        live = peak = 0
+        for b in amounts:
+            live += b
+            peak = max(peak, live)
+        node["peak_bytes"] = max(node["peak_bytes"], peak)
+    return {"instants": len(instants), "charged": len(owner), "nodes": dict(nodes)}
+
+
+def xspace_correlations(path: str | Path) -> dict[str, Counter]:
+    """Plane name -> how many events carry each ``correlation_id`` (host launch calls and GPU kernels/copies)."""
+    out: dict[str, Counter] = {}
+    for plane in load_xspace(path).planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        ids = Counter(v for line in plane.lines for e in line.events
+                      for k, v in _plain_stats((*plane.event_metadata[e.metadata_id].stats, *e.stats), names).items()
+                      if k == "correlation_id")
+        if ids:
+            out[plane.name] = ids
+    return out
+
+
+def subtract_children(spans: list[list]) -> list[list]:
+    """Each span ``[start, end, key, self, ...]`` of one thread or line, with ``self`` (its length on entry) less
+    the lengths of the spans directly inside it: a stack walk in start order, longest first at a tie. Returns the
+    spans, sorted so."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    stack: list[list] = []
+    for span in spans:
+        while stack and not span[1] <= stack[-1][1]:
+            stack.pop()
+        if stack:
+            stack[-1][3] -= span[1] - span[0]
+        stack.append(span)
+    return spans

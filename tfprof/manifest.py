@@ -41,7 +41,7 @@ INDEXES_DIR = "indexes"  # sub-directory of a store holding frames derived at in
 STORE_FORMAT = 1
 # Version of the indexes' layout: a store whose indexes have another version has them rebuilt
 # on first use (the tables are unchanged, so the store stays readable).
-INDEX_FORMAT = 3  # 3: Arrow IPC files (2: Parquet)
+INDEX_FORMAT = 4  # 4: foreign time means in ns; 3: Arrow IPC files (2: Parquet)
 # Index parts are uncompressed Arrow IPC files: a view maps them and reads them without a copy
 # (a few ms where Parquet took 10-20 at 70k nodes; 0.3 GB less at the peak of a 7M-node code
 # view than Parquet, 0.4 GB less than lz4-compressed IPC), for about three times the disk.
@@ -66,7 +66,7 @@ _CHECKED: dict[tuple, dict] = {}
 # Tables the schema gained after stores of this format were first written. A store whose
 # manifest does not list one was written before it existed: it reads as empty, not as damaged
 # (``tfprof check`` says so; ingesting again fills it).
-LATER_TABLES = ("validation", "trace_events", "counters", "flows", "node_flops")
+LATER_TABLES = ("validation", "trace_events", "counters", "flows", "node_flops", "kernels")
 
 
 def stored_tables(manifest: dict) -> list[str]:

@@ -77,14 +77,14 @@ def tables_from_message(prof: tfprof_log_pb2.ProfileProto) -> dict[str, pa.Table
                 t.function or ids.get(t.function_id, ""), t.line or ids.get(t.line_id, ""), t.func_start_line)
         for step in sorted(n.execs):
             e = n.execs[step]
-            add("node_steps", nid, step, e.run_count, e.all_start_micros, e.latest_end_micros)
+            add("node_steps", nid, step, e.run_count, e.all_start_micros, e.latest_end_micros, None)
             for dev in e.devices:
                 add("exec_devices", nid, step, dev)
             for kind, execs in (("accelerator", e.accelerator_execs), ("cpu", e.cpu_execs)):
                 for dev in sorted(execs):
                     for t in execs[dev].times:
                         start, dur = (list(t.int64_values) + [0, 0])[:2]
-                        add("execs", nid, step, dev, kind, start, dur)
+                        add("execs", nid, step, dev, kind, start, dur, None)
             for seq, m in enumerate(e.memory_execs):
                 add("memory", nid, step, seq, m.memory_micros, m.requested_bytes, m.peak_bytes,
                     m.residual_bytes, m.output_bytes, m.host_temp_bytes, m.host_persistent_bytes,

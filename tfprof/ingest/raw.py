@@ -355,11 +355,11 @@ class RawProfile:
             for depth, f in enumerate(n.frames or ()):
                 _append(fc, n.id, depth, *f)
             for step, st in n.steps.items():
-                _append(stc, n.id, step, st.run_count, st.all_start, st.latest_end)
+                _append(stc, n.id, step, st.run_count, st.all_start, st.latest_end, None)
                 for dev in st.devices:
                     _append(dc, n.id, step, dev)
                 for kind, dev, start, dur in st.times:
-                    _append(ec, n.id, step, dev, kind, start, dur)
+                    _append(ec, n.id, step, dev, kind, start, dur, None)
                 for seq, rec in enumerate(st.memory):
                     _append(mc, n.id, step, seq, *(rec[c] for c in _COLUMNS["memory"][3:]))
                 for row in st.outputs:

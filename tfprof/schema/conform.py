@@ -19,13 +19,17 @@ def empty_table(name: str) -> pa.Table:
 def conform(name: str, columns: Mapping[str, Any] | pa.Table, *, sort: bool = True) -> pa.Table:
     """Build table ``name`` from ``columns`` (arrays, lists or a table), cast to the schema.
 
-    Columns are taken by name; every schema column must be present. With ``sort`` the rows are
+    Columns are taken by name; every schema column must be present, but for a nullable one, which is then
+    all nulls. With ``sort`` the rows are
     put in the table's sort-key order, stably, so rows tying on the key keep their source order.
     Raises ``ValueError`` when a non-nullable column holds nulls.
     """
     spec = TABLES[name]
     arrays = []
     for field in spec.schema:
+        if field.nullable and field.name not in (columns.column_names if isinstance(columns, pa.Table) else columns):
+            arrays.append(pa.nulls(_rows(columns), field.type))  # an optional column the reader has no source for
+            continue
         col = columns[field.name] if not isinstance(columns, pa.Table) else columns.column(field.name)
         if not isinstance(col, (pa.Array, pa.ChunkedArray)):
             col = pa.array(col, type=field.type.value_type if pa.types.is_dictionary(field.type) else field.type)
@@ -42,6 +46,13 @@ def conform(name: str, columns: Mapping[str, Any] | pa.Table, *, sort: bool = Tr
     if sort and spec.sort_key and table.num_rows > 1:
         table = table.take(sort_indices(table, spec.sort_key))
     return table
+
+
+def _rows(columns: Mapping[str, Any] | pa.Table) -> int:
+    """The number of rows of ``columns``."""
+    if isinstance(columns, pa.Table):
+        return columns.num_rows
+    return len(next(iter(columns.values()))) if columns else 0
 
 
 def sort_indices(table: pa.Table, keys: tuple[str, ...]) -> pa.Array:

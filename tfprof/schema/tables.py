@@ -137,6 +137,11 @@ NODE_STEPS = _table(
     _f("all_start_micros", pa.int64(),
         "earliest start of any record of this node in the step (0 if none)", unit="us since epoch"),
     _f("latest_end_micros", pa.int64(), "latest start+duration in the step", unit="us since epoch"),
+    _f("float_ops", pa.int64(),
+        "the float operations of the node's executions in this step, summed, each from its own recorded input shapes "
+        "(Kineto traces with `record_shapes`; 0 where no rule applies); null where the input has no per-execution "
+        "count (tfprof's own profiles, XSpace), whose views use `nodes.float_ops` times `run_count`",
+        unit="flops", nullable=True),
 )
 
 EXEC_DEVICES = _table(
@@ -156,6 +161,9 @@ EXECS = _table(
     _f("kind", DICT, "`accelerator` or `cpu`"),
     _f("start_micros", pa.int64(), "start", unit="us since epoch"),
     _f("duration_micros", pa.int64(), "op_end_rel_micros, 0 rounded up to 1", unit="us"),
+    _f("duration_ns", pa.int64(), "the exact duration of a foreign profile's execution (Kineto, XSpace), which "
+       "`duration_micros` rounds to whole us; null for tfprof's own profiles, whose records are whole us",
+       unit="ns", nullable=True),
 )
 
 MEMORY = _table(
@@ -315,9 +323,32 @@ FLOWS = _table(
     _f("to_event", pa.int64(), "trace_events.event_id of the span the flow ends in (null: none)", nullable=True),
 )
 
+KERNELS = _table(
+    "kernels", "one GPU event of a foreign trace: a kernel, a memcpy or a memset", ("device", "stream", "start_ns"),
+    "The accelerator activity of a Kineto or XSpace profile, each event linked through the runtime call that launched "
+    "it (same `correlation`) to the innermost op enclosing that call on its thread; the op's node gets the event's "
+    "time as accelerator time (docs/FOREIGN.md, 'GPU events'). Empty for tfprof's own profiles and CPU-only traces.",
+    _f("event_id", pa.int64(), "trace_events.event_id of the GPU event"),
+    _f("node_id", pa.int64(), "the node of the op that launched the event; null when it links to no op (the event "
+       "then has a node of its own under `[unlinked GPU events]`)", nullable=True),
+    STEP,
+    _f("device", DICT, "the GPU, `/device:gpu:<N>`"),
+    _f("stream", DICT, "the stream within the GPU (Kineto's `stream` arg, else the number in the thread name, else "
+       "the thread name)"),
+    _f("name", DICT, "the event name as recorded (a kernel's mangled name, `Memcpy HtoD (Pageable -> Device)`, …)"),
+    _f("start_ns", pa.int64(), "start", unit="ns since epoch"),
+    _f("duration_ns", pa.int64(), "duration", unit="ns"),
+    _f("correlation", pa.int64(), "the id joining the event to its runtime launch call; null when the trace has none",
+       nullable=True),
+    _f("kind", DICT, "`compute`, `communication` (NCCL/RCCL collectives), `memcpy_htod`, `memcpy_dtoh`, "
+       "`memcpy_dtod`, `memcpy_other` or `memset`"),
+)
+
 FOREIGN_NO_SOURCE: dict[str, str] = {
     "kineto": "params and float_ops (no graph), output bytes and temp/persistent bytes (no allocator breakdown)",
     "xspace": "params and float_ops (no graph), every memory field (no allocation events)",
+    # an XSpace whose allocator recorded MemoryAllocation/MemoryDeallocation events (TensorFlow 2's BFC allocator)
+    "xspace_memory": "params and float_ops (no graph), output bytes and temp/persistent bytes (no allocator breakdown)",
 }
 """For each foreign format (``Profile.source``), the fields tfprof's views print that it has no source for."""
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tfprof.ingest.foreign.trace_json import looks_like_trace
+from tfprof.ingest.foreign.trace_json import GZIP_MAGIC, looks_like_json, looks_like_trace
 
 KINDS = ("kineto", "xspace")
 """The foreign formats, as ``Profile.source`` names them."""
@@ -24,11 +24,14 @@ def kind(path) -> str | None:
         return None
     with open(path, "rb") as f:
         head = f.read(1 << 16)  # a gzipped head is enough too: only its first 8 KB inflated are looked at
-    if looks_like_trace(head):
+        whole = not f.read(1)
+    # Any gzip file and any JSON go to the Chrome-trace reader, which says what else they hold: a
+    # binary protobuf starts with neither (its first byte is never 0x1f, `{` or `[`).
+    if head.startswith(GZIP_MAGIC) or looks_like_trace(head) or looks_like_json(head):
         return "kineto"
-    from tfprof.ingest.foreign.xspace import looks_like_xspace
+    from tfprof.ingest.foreign.xcheck import looks_like_xspace
 
-    return "xspace" if looks_like_xspace(Path(path)) else None
+    return "xspace" if looks_like_xspace(head, whole) else None
 
 
 def read(path, what: str) -> dict[str, pa.Table]:
@@ -78,4 +81,6 @@ def no_source(prof) -> str | None:
         if pc.max(nodes["float_ops"]).as_py() or 0:
             ops = sorted(set(pc.unique(nodes["op"].cast(pa.string())).to_pylist()) - set(RULES))
             return _ESTIMATED_KINETO.format(_some(ops))
+    if prof.source == "xspace" and prof.row_counts().get("allocations", 0):
+        return FOREIGN_NO_SOURCE["xspace_memory"]
     return FOREIGN_NO_SOURCE[prof.source]

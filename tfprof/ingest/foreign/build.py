@@ -1,31 +1,44 @@
 """A foreign trace's events, normalized by its reader, turned into tfprof's tables.
 
 Both readers (Kineto JSON, XSpace) hand over one polars frame of events with a ``role`` each:
-``op`` (becomes a node execution), ``scope`` (names the ops inside it: an ``nn.Module``, a user
-annotation), ``frame`` (a Python frame: the code view's stack), ``step`` (a step marker),
-``memory`` (an allocation instant), ``flow_start``/``flow_end`` and ``other``. Everything here
-works on whole columns: which span encloses which event comes from one pass of
+``op`` (becomes a node execution; on an accelerator, a GPU event that ``gpu`` links to the op
+that launched it), ``scope`` (names the ops inside it: an ``nn.Module``, a user annotation),
+``frame`` (a Python frame: the code view's stack), ``step`` (a step marker), ``memory`` (an
+allocation instant, charged by ``memory``), ``flow_start``/``flow_end`` and ``other``. Everything
+here works on whole columns: which span encloses which event comes from one pass of
 ``nesting.parents``, and paths, self times and stacks from a few array steps per nesting level.
 The mapping rules are written down in docs/FOREIGN.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from tfprof.ingest import derive, validate
-from tfprof.ingest.foreign import nesting
+from tfprof.ingest.foreign import gpu, memory, nesting
 from tfprof.schema import TABLES, conform
 
 EVENT_COLUMNS = {
     "event_id": pl.Int64, "process": pl.String, "thread": pl.String, "category": pl.String, "name": pl.String,
     "phase": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, "args": pl.String, "role": pl.String,
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
-    "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String,
+    "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
 }
-"""The columns a reader gives (nulls where a column means nothing for an event)."""
+"""The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
+for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
+joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); null otherwise.
+A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are then null."""
+
+OPTIONAL_COLUMNS = ("correlation",)
+"""The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events has no use for them)."""
+
+Flops = Callable[[pl.DataFrame], pl.Series]
+"""A reader's float-op estimate per op execution: given the executions (``name``: the node path,
+``op``: the op type, ``args``), one count each (0 for none)."""
 
 _FRAME = r"^(.*)\((\d+)\): (.*)$"  # Kineto's python_function name: `file.py(LINE): function`
 
@@ -36,15 +49,18 @@ def _us(ns: pl.Expr) -> pl.Expr:
 
 
 def _nested(ev: pl.DataFrame) -> pl.DataFrame:
-    """``ev`` in (thread, start, longest first) order with ``parent``: the row of the innermost
-    span enclosing each event on its thread (-1: none)."""
-    ev = ev.with_columns(
+    """``ev`` (its ``EVENT_COLUMNS``) in (thread, start, longest first) order with ``row``, its
+    position in that order, and ``parent``: the row of the innermost span enclosing each event
+    on its thread (-1: none)."""
+    ev = ev.select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t).alias(c)
+                    for c, t in EVENT_COLUMNS.items()]).with_columns(
+        pl.col("accelerator").fill_null(False),
         pl.struct("process", "thread").rank("dense").cast(pl.Int64).alias("_thread"),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
     ).sort(["_thread", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
-    return ev.with_columns(pl.Series("parent", parent))
+    return ev.with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
 
 
 def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.Series:
@@ -76,13 +92,14 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     ).select("node_id", "depth", "label")
 
 
-def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None) -> dict[str, pa.Table]:
-    """tfprof's tables (plus trace_events, counters and flows) from a reader's normalized events."""
-    ev = _nested(ev.select([pl.col(c).cast(t) for c, t in EVENT_COLUMNS.items()]))
-    parent = ev["parent"].to_numpy()
-    role = ev["role"].to_numpy()
+def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
+          flops: Flops | None = None) -> dict[str, pa.Table]:
+    """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
+    events; ``flops`` estimates each op execution's float ops (None: the reader has no count)."""
+    ev = _nested(ev)
+    parent, role, on_gpu = ev["parent"].to_numpy(), ev["role"].to_numpy(), ev["accelerator"].to_numpy()
     label = ev["label"]
-    is_op = role == "op"
+    is_op = (role == "op") & ~on_gpu
     op_parent = nesting.nearest(parent, is_op)
     scope_parent = nesting.nearest(parent, is_op | (role == "scope"))
     frame_parent = nesting.nearest(parent, role == "frame")
@@ -93,91 +110,141 @@ def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None) -> dict[str
     inner = np.zeros(len(ev), dtype=np.int64)
     children = ops[op_parent[ops] >= 0]
     np.add.at(inner, op_parent[children], dur[children])
+    marks = _marks(ev)
     op = ev[ops].with_columns(
         pl.Series("path", _paths(label, scope_parent, ops)),
         pl.Series("self_ns", np.maximum(dur[ops] - inner[ops], 0)),
-        pl.Series("row", ops),
     )
-    op = op.with_columns(_steps(ev, op))
-    nodes = (op.group_by("path").agg(pl.col("event_id").min().alias("first"), pl.col("op_type").first(),
-                                     pl.col("device").sort_by("event_id").first())
-             .sort("first").with_row_index("node_id").with_columns(pl.col("node_id").cast(pl.Int64)))
+    op = op.with_columns(_step_of(marks, op["start_ns"]))
+    events = gpu.events(ev, op_parent, _paths(label, scope_parent, np.flatnonzero((role == "op") & on_gpu)))
+    own = gpu.own_nodes(events, op["path"])
+    own = own.with_columns(_step_of(marks, own["start_ns"]))
+    mem = memory.instants(ev, op_parent)
+    outside = mem.filter(pl.col("owner") < 0)
+    outside = outside.with_columns(_step_of(marks, outside["start_ns"]))
+    nodes = _nodes(op, own, outside)
     op = op.join(nodes.select("path", "node_id"), on="path").sort("event_id")
-    return _tables(ev, op, nodes, op_parent, frame_parent, counters)
+    if flops is not None:
+        op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op"), "args"))
+                             .cast(pl.Int64).fill_null(0).alias("float_ops"))
+    at_op = op.select(pl.col("row").alias("owner"), "node_id", "step",
+                      _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"))
+    acc = pl.concat([
+        events.filter(pl.col("op_row").is_not_null()).rename({"op_row": "owner"}).join(
+            at_op.drop("end_micros"), on="owner").with_columns(pl.lit(True).alias("linked"),
+                                                               pl.lit(0, pl.Int64).alias("runs")),
+        own.join(nodes.select("path", "node_id"), on="path").with_columns(
+            (~pl.col("linked")).cast(pl.Int64).alias("runs")).drop("op_row", "path"),
+    ], how="diagonal_relaxed").sort("event_id")
+    mem = pl.concat([
+        mem.filter(pl.col("owner") >= 0).join(at_op, on="owner"),
+        outside.with_columns(pl.lit(nodes.filter(pl.col("path") == memory.OUTSIDE_OPS)["node_id"].first(), pl.Int64)
+                             .alias("node_id"), _us(pl.col("start_ns")).alias("end_micros")),
+    ], how="diagonal")
+    found = validate.Findings()
+    unlinked = own.filter(~pl.col("linked"))
+    found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
+    return _tables(ev, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None)
 
 
-def _steps(ev: pl.DataFrame, op: pl.DataFrame) -> pl.Expr:
-    """The step of each op: the last step marker that starts at or before it (the first step
-    for ops before any marker; step 0 when the trace has no markers)."""
-    marks = ev.filter(pl.col("role") == "step").group_by("step_num").agg(pl.col("start_ns").min()).sort("start_ns")
+def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
+    """One row per distinct path (``node_id`` in order of each path's first event): the op
+    executions', the unlinked GPU events' and, when some allocation is outside every op,
+    ``memory.OUTSIDE_OPS``; its ``op_type`` and ``device`` are its first event's."""
+    parts = [op.select("path", "event_id", "op_type", "device"), own.select("path", "event_id", "op_type", "device")]
+    if outside.height:
+        name = pl.lit(memory.OUTSIDE_OPS)
+        parts.append(outside.select(name.alias("path"), pl.col("event_id").min(), name.alias("op_type"),
+                                    pl.lit("/device:cpu:0").alias("device")))
+    return (pl.concat(parts).group_by("path").agg(pl.col("event_id").min().alias("first"),
+                                                  pl.col("op_type").sort_by("event_id").first(),
+                                                  pl.col("device").sort_by("event_id").first())
+            .sort("first").with_row_index("node_id").with_columns(pl.col("node_id").cast(pl.Int64)))
+
+
+def _marks(ev: pl.DataFrame) -> pl.DataFrame:
+    """The step markers: ``step_num`` and its first ``start_ns``, in time order."""
+    return ev.filter(pl.col("role") == "step").group_by("step_num").agg(pl.col("start_ns").min()).sort("start_ns")
+
+
+def _step_of(marks: pl.DataFrame, start_ns: pl.Series) -> pl.Series:
+    """The step of an event starting at ``start_ns``: the last step marker that starts at or
+    before it (the first step for events before any marker; step 0 when the trace has no markers)."""
     if marks.height == 0:
-        return pl.lit(0, pl.Int64).alias("step")
-    starts = marks["start_ns"].to_numpy()
-    pos = np.searchsorted(starts, op["start_ns"].to_numpy(), side="right") - 1
-    return pl.Series("step", marks["step_num"].to_numpy()[np.maximum(pos, 0)])
+        return pl.Series("step", np.zeros(len(start_ns), np.int64))
+    pos = np.searchsorted(marks["start_ns"].to_numpy(), start_ns.to_numpy(), side="right") - 1
+    return pl.Series("step", marks["step_num"].to_numpy()[np.maximum(pos, 0)], dtype=pl.Int64)
 
 
-def _tables(ev, op, nodes, op_parent, frame_parent, counters) -> dict[str, pa.Table]:
+def _finite(counters: pl.DataFrame | None, found: validate.Findings) -> pl.DataFrame | None:
+    """``counters`` without the samples whose value is not a finite number, which are counted
+    in ``found`` (the first few named)."""
+    if counters is None:
+        return None
+    bad = counters.filter(~pl.col("value").is_finite())
+    found.add("non_finite_counter", bad.height, [
+        (None, None, f"counter `{r['name']}` series `{r['series']}` at {r['time_ns']:,} ns is {r['value']}: left out")
+        for r in bad.head(5).iter_rows(named=True)])
+    return counters.filter(pl.col("value").is_finite())
+
+
+def _tables(ev, op, acc, mem, nodes, frame_parent, counters, found, counted) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
-    host = nodes["device"].str.replace(r"gpu:(\d+)$", "cpu:0")
+    # a node whose op launched GPU work is placed on that GPU, as tfprof places a GPU op
+    placed = acc.filter(pl.col("runs") == 0).group_by("node_id").agg(pl.col("device").sort_by("event_id").first()
+                                                                     .alias("_gpu"))
+    nodes = nodes.join(placed, on="node_id", how="left").sort("node_id").with_columns(
+        pl.coalesce("_gpu", "device").alias("device"))
+    first_flops = op.group_by("node_id").agg(pl.col("float_ops").first()) if counted else None
+    flops = (nodes.join(first_flops, on="node_id", how="left")["float_ops"].fill_null(0) if counted
+             else pl.Series([0] * nodes.height))
     out["nodes"] = conform("nodes", {
         "node_id": nodes["node_id"], "name": nodes["path"], "op": nodes["op_type"],
-        "shape": [[]] * nodes.height, "params": [0] * nodes.height, "float_ops": [0] * nodes.height,
-        "canonical_device": nodes["device"], "host_device": host})
+        "shape": [[]] * nodes.height, "params": [0] * nodes.height, "float_ops": flops,
+        "canonical_device": nodes["device"], "host_device": nodes["device"].str.replace(r"gpu:(\d+)$", "cpu:0")})
     types = pl.concat([nodes.select("node_id", op_type="op_type"), nodes.select("node_id", op_type="device")])
     out["node_types"] = conform("node_types", types.unique().sort("node_id", "op_type").to_arrow())
-    op = op.with_columns(
-        _us(pl.col("start_ns")).alias("start_micros"), _us(pl.col("self_ns")).alias("duration_micros"),
-        _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"),
-        pl.when(pl.col("accelerator")).then(pl.lit("accelerator")).otherwise(pl.lit("cpu")).alias("kind"),
-        pl.when(pl.col("accelerator")).then(pl.col("device") + "/stream:all").otherwise(pl.col("device"))
-        .alias("exec_device"),
-    )
-    out["node_steps"] = conform("node_steps", op.group_by("node_id", "step").agg(
-        pl.len().cast(pl.Int64).alias("run_count"), pl.col("start_micros").min().alias("all_start_micros"),
-        pl.col("end_micros").max().alias("latest_end_micros")).to_arrow())
-    streams = op.filter(pl.col("accelerator")).select("node_id", "step", device=pl.col("device") + "/stream:" +
-                                                       pl.col("thread"))
+    cpu = op.select("node_id", "step", "device", pl.lit("cpu").alias("kind"), "event_id",
+                    _us(pl.col("start_ns")).alias("start_micros"), _us(pl.col("self_ns")).alias("duration_micros"),
+                    pl.col("self_ns").alias("duration_ns"),
+                    _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"), pl.lit(1).alias("runs"),
+                    *([pl.col("float_ops")] if counted else []))
+    accel = acc.select("node_id", "step", (pl.col("device") + "/stream:all").alias("device"),
+                       pl.lit("accelerator").alias("kind"), "event_id", _us(pl.col("start_ns")).alias("start_micros"),
+                       _us(pl.col("dur_ns")).alias("duration_micros"), pl.col("dur_ns").alias("duration_ns"),
+                       _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"), "runs",
+                       *([pl.lit(0, pl.Int64).alias("float_ops")] if counted else []))
+    runs = pl.concat([cpu, accel], how="vertical_relaxed")
+    steps = runs.group_by("node_id", "step").agg(
+        pl.col("runs").sum().cast(pl.Int64).alias("run_count"), pl.col("start_micros").min().alias("all_start_micros"),
+        pl.col("end_micros").max().alias("latest_end_micros"), *([pl.col("float_ops").sum()] if counted else []))
+    outside = mem.filter(pl.col("owner") < 0)
+    if outside.height:
+        steps = pl.concat([steps, memory.outside_steps(outside, _us).with_columns(
+            *([pl.lit(0, pl.Int64).alias("float_ops")] if counted else []))], how="vertical_relaxed")
+    out["node_steps"] = conform("node_steps", steps.to_arrow())
+    streams = acc.select("node_id", "step", device=pl.col("device") + "/stream:" + pl.col("stream"))
     out["exec_devices"] = conform("exec_devices", pl.concat([
-        op.select("node_id", "step", device="exec_device"), op.select("node_id", "step", "device"), streams,
-    ]).unique(maintain_order=True).to_arrow())
-    out["execs"] = conform("execs", op.select("node_id", "step", device="exec_device", kind="kind",
-                                              start_micros="start_micros", duration_micros="duration_micros").to_arrow())
-    out.update(_memory(ev, op, op_parent))
+        runs.select("node_id", "step", "device"), streams]).unique(maintain_order=True).to_arrow())
+    out["execs"] = conform("execs", runs.select("node_id", "step", "device", "kind", "start_micros", "duration_micros",
+                                                "duration_ns").to_arrow())
+    out.update(memory.tables(mem, _us))
     out["code_frames"] = _code_frames(ev, op, frame_parent)
-    out["steps"] = conform("steps", {"step": op["step"].unique().sort()})
+    out["steps"] = conform("steps", {"step": steps["step"].unique().sort()})
     for name in ("node_inputs", "output_shapes", "node_attrs", "output_memory", "allocator_memory",
                  "checkpoint_tensors"):
         out[name] = TABLES[name].schema.empty_table()
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
     out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False]})
-    out["trace_events"] = _trace_events(ev, op)
+    out["trace_events"] = _trace_events(ev, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()
     out["flows"] = _flows(ev)
-    return validate.validated(out, graph=False)  # no graph: top-level ops are not `runtime_node` findings
-
-
-def _memory(ev, op, op_parent) -> dict[str, pa.Table]:
-    """Allocation instants, each charged to the innermost op around it: one ``allocations`` row
-    per instant, one ``memory`` record per op execution that allocated or freed."""
-    rows = np.flatnonzero(ev["role"].to_numpy() == "memory")
-    owner = op_parent[rows]
-    mem = ev[rows].with_columns(pl.Series("row", owner)).filter(pl.col("row") >= 0).join(
-        op.select("row", "node_id", "step", "end_micros"), on="row").sort("event_id")
-    allocations = mem.select("node_id", "step", alloc_micros=_us(pl.col("start_ns")), alloc_bytes="mem_bytes")
-    per_exec = mem.with_columns(pl.col("mem_bytes").cum_sum().over("row").alias("_live")).group_by(
-        "row", "node_id", "step", "end_micros").agg(
-        pl.col("mem_bytes").filter(pl.col("mem_bytes") > 0).sum().alias("requested_bytes"),
-        pl.col("_live").max().clip(0).alias("peak_bytes"),
-        pl.col("mem_bytes").sum().clip(0).alias("residual_bytes"),
-    ).sort("row").with_columns(pl.int_range(pl.len()).over("node_id", "step").cast(pl.Int32).alias("seq"))
-    zeros = {c: pl.lit(0, pl.Int64) for c in ("output_bytes", "host_temp_bytes", "host_persistent_bytes",
-                                              "accelerator_temp_bytes", "accelerator_persistent_bytes",
-                                              "allocator_bytes_in_use")}
-    memory = per_exec.select("node_id", "step", "seq", pl.col("end_micros").alias("memory_micros"),
-                             "requested_bytes", "peak_bytes", "residual_bytes", **zeros)
-    return {"memory": conform("memory", memory.to_arrow()), "allocations": conform("allocations", allocations.to_arrow())}
+    out["kernels"] = conform("kernels", acc.select(
+        "event_id", pl.when(pl.col("linked")).then(pl.col("node_id")).alias("node_id"), "step", "device", "stream",
+        "name", "start_ns", pl.col("dur_ns").alias("duration_ns"), "correlation", "kind").to_arrow())
+    # no graph: top-level ops are not `runtime_node` findings
+    return validate.validated(out, found, graph=False)
 
 
 def _code_frames(ev, op, frame_parent) -> pa.Table:
@@ -196,9 +263,10 @@ def _code_frames(ev, op, frame_parent) -> pa.Table:
     return conform("code_frames", parsed.to_arrow())
 
 
-def _trace_events(ev, op) -> pa.Table:
+def _trace_events(ev, runs) -> pa.Table:
+    """Every event but the flow ends, an op or GPU event with the node and step it counts for."""
     kept = ev.filter(pl.col("role").is_in(["flow_start", "flow_end"]).not_()).join(
-        op.select("event_id", "node_id", "step"), on="event_id", how="left")
+        runs.select("event_id", "node_id", "step"), on="event_id", how="left")
     return conform("trace_events", kept.select(
         "event_id", "process", "thread", "category", "name", "phase", "start_ns", duration_ns="dur_ns",
         node_id="node_id", step="step", args="args").to_arrow())

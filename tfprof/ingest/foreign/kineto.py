@@ -1,11 +1,15 @@
 """PyTorch Kineto traces (Chrome-trace JSON, ``torch.profiler``'s ``export_chrome_trace``) as tfprof's tables.
 
 ``trace_json.read_events`` gives the raw events; this module says what each one is (docs/FOREIGN.md):
-``cpu_op`` and accelerator events are ops (op type: the event name, e.g. ``aten::conv2d``);
+``cpu_op`` events (``Operator`` in traces before PyTorch 1.9) are ops (op type: the event name,
+e.g. ``aten::conv2d``); kernels, memcpys and memsets are GPU events, which ``build`` links through
+their ``correlation`` arg to the runtime call (``cuda_runtime``, ``Runtime``, …) that launched them;
 ``nn.Module: <Class>_<k>`` frames and user annotations are scopes; other ``python_function`` events
 are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` marks step N;
-ops' recorded input shapes give their estimated float_ops (``torch_flops``); ``[memory]`` instants are allocations; ``C``
-events are counters; ``s``/``f`` events are flows. ``build`` turns that into tables.
+ops' recorded input shapes give their estimated float_ops (``torch_flops``, per execution);
+``[memory]`` instants are allocations; ``C`` events are counters; ``s``/``f`` events are flows.
+A ``/`` in a name is a character of that name, never a scope level: labels carry ``NAME_SLASH``
+in its place. ``build`` turns that into tables.
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ from tfprof.ingest.foreign import build, torch_flops, trace_json
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
-ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-OP_CATEGORIES = ("cpu_op", *ACCELERATOR_CATEGORIES)
+ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")  # then 1.8's
+CPU_OP_CATEGORIES = ("cpu_op", "Operator")
+OP_CATEGORIES = (*CPU_OP_CATEGORIES, *ACCELERATOR_CATEGORIES)
+STEP_CATEGORIES = ("user_annotation", *CPU_OP_CATEGORIES)  # PyTorch 1.8 wrote ProfilerStep#N as an Operator
+LAUNCH_CATEGORY = r"(?i)runtime|driver"  # cuda_runtime, cuda_driver, Runtime (1.8), xpu_runtime, …
+NAME_SLASH = "\u2215"  # `∕`, DIVISION SLASH: stands for `/` inside one name, which is no scope level
 STEP_PREFIX = "ProfilerStep#"
 MODULE_PREFIX = "nn.Module: "
 MEMORY_EVENT = "[memory]"
@@ -30,6 +38,8 @@ TIMED_PHASES = ("X", "B", "E", "i", "I", "s", "f", "t", "C")  # the phases read,
 # Times are kept as int64 ns: a time, length or end beyond 9e18 ns (the year 2255) cannot be.
 MAX_NS = 9e18
 _BEYOND = "±9e18 ns (1970 ± 285 years), more than int64 ns hold"
+_SPECIAL_TOKEN = r"NaN|Infinity"
+_SPECIAL = r"([:\[,]\s*)(-?(?:NaN|Infinity))(\s*[,}\]])"  # a bare value, between JSON punctuation
 
 
 def read(path: Path, data: bytes) -> dict[str, pa.Table]:
@@ -54,16 +64,14 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
     _check_times(path, spans.filter(pl.col("ph") == "X"), base, "dur")
     ev = _classify(spans, base)
     if ev.filter(pl.col("role") == "op").height == 0:
-        raise ProfileFormatError(
-            f"`{path}` is a Chrome trace without op events (`cat` {', '.join(OP_CATEGORIES)}); nothing to profile")
+        raise ProfileFormatError(trace_json.without_ops(path, top, raw["cat"], raw.height, OP_CATEGORIES))
     if ev.filter(pl.col("dur_ns") < 0).height:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
-    tables = build.build(ev.drop("ph", "ts", "dur", "pid", "tid", "id", "s", "bp", "cat"),
-                         counters=_counters(path, raw, ev, base))
-    nodes = _with_float_ops(tables)
+    _check_bytes(path, ev)
+    tables = build.build(ev, counters=_counters(path, raw, ev, base), flops=torch_flops.per_execution)
     formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
-    return {**tables, "nodes": nodes, "node_flops": node_flops_table(nodes, formulas, estimated=True)}
+    return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
 
 def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> None:
@@ -88,13 +96,30 @@ def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> Non
                                  f"{what}{more}; the trace is damaged")
 
 
-def _with_float_ops(tables: dict[str, pa.Table]) -> pa.Table:
-    """``nodes`` with float_ops estimated from the recorded input shapes (``torch_flops``)."""
-    nodes = pl.from_arrow(tables["nodes"])
-    first = pl.from_arrow(tables["trace_events"]).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
-        pl.col("args").sort_by("event_id").first())
-    flops = torch_flops.estimate(nodes.select("node_id", "name", pl.col("op").cast(pl.String)), first)
-    return nodes.with_columns(flops.alias("float_ops")).to_arrow().cast(tables["nodes"].schema)
+def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
+    """A ``[memory]`` instant whose ``Bytes`` is missing, not a number, or not a whole number
+    int64 holds is an error naming it: left out, it would make every total wrong unseen."""
+    bad = ev.filter((pl.col("role") == "memory") & pl.col("mem_bytes").is_null())
+    if bad.height:
+        row = bad.row(0, named=True)
+        raw = row["_bytes"]
+        what = "no `Bytes`" if raw is None else f"`Bytes` {raw}, not a whole number of bytes within ±9.2e18 (int64)"
+        more = f" ({bad.height - 1:,} more like it)" if bad.height > 1 else ""
+        raise ProfileFormatError(f"`{path}`: the `{MEMORY_EVENT}` event at ts {row['ts']!r} µs has {what}{more}; "
+                                 "the trace is damaged")
+
+
+def _arg(key: str) -> pl.Expr:
+    """Arg ``key`` of each event as text (a number's digits; null when absent), read from the
+    args with bare ``NaN``/``Infinity`` quoted, which strict JSON would refuse."""
+    return _quoted_specials(pl.col("args")).str.json_path_match(f'$["{key}"]')
+
+
+def _whole(text: pl.Expr) -> pl.Expr:
+    """``text`` as an int64 when it is a whole number int64 holds (``12``, ``4.0``), else null."""
+    as_float = text.cast(pl.Float64, strict=False)
+    exact = as_float.is_finite() & (as_float == as_float.floor()) & (as_float.abs() < 2.0**53)
+    return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(exact).then(as_float.cast(pl.Int64)))
 
 
 def _named(raw: pl.DataFrame) -> pl.DataFrame:
@@ -138,38 +163,56 @@ def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
                       spans.select(ev.columns)]).sort("event_id")
 
 
+def _quoted_specials(args: pl.Expr) -> pl.Expr:
+    """``args`` with each bare ``NaN``, ``Infinity`` and ``-Infinity`` value (which PyTorch may
+    write and strict JSON refuses, failing the whole object) put in quotes."""
+    return pl.when(args.str.contains(_SPECIAL_TOKEN)).then(
+        args.str.replace_all(_SPECIAL, '${1}"${2}"${3}')).otherwise(args)
+
+
 def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
     accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
     span = ph == "X"
+    memory = ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)
     role = (
-        pl.when(span & cat.is_in(OP_CATEGORIES)).then(pl.lit("op"))
-        .when(span & (cat == "user_annotation") & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
+        pl.when(span & cat.is_in(STEP_CATEGORIES) & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
+        .when(span & cat.is_in(OP_CATEGORIES)).then(pl.lit("op"))
         .when(span & (cat == "user_annotation")).then(pl.lit("scope"))
         .when(span & (cat == "python_function") & name.str.starts_with(MODULE_PREFIX)).then(pl.lit("scope"))
         .when(span & (cat == "python_function")).then(pl.lit("frame"))
-        .when(ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)).then(pl.lit("memory"))
+        .when(memory).then(pl.lit("memory"))
         .when(ph == "s").then(pl.lit("flow_start"))
         .when((ph == "f") | (ph == "t")).then(pl.lit("flow_end"))
         .otherwise(pl.lit("other"))
     )
-    device = pl.when(accelerator).then("/device:gpu:" + pl.col("pid")).otherwise(pl.lit("/device:cpu:0"))
-    return ev.filter(ph.is_in(["X", "i", "I", "s", "f", "t"])).with_columns(
+    own = pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
+    frame = (cat == "python_function") & ~name.str.starts_with(MODULE_PREFIX)
+    ev = ev.filter(ph.is_in(["X", "i", "I", "s", "f", "t"])).with_columns(
         (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("start_ns"),
         pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
         pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).alias("phase"),
         pl.col("cat").alias("category"),
         role.alias("role"),
-        pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
-        .alias("label"),
+        # the name of an op, module or annotation is one scope level (a code frame keeps its file path)
+        pl.when(frame).then(own).otherwise(own.str.replace_all("/", NAME_SLASH, literal=True)).alias("label"),
         name.alias("op_type"),
-        device.alias("device"),
         accelerator.alias("accelerator"),
+        (accelerator | (span & cat.str.contains(LAUNCH_CATEGORY))).alias("_launched"),
+        memory.alias("_memory"),
         pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
         .alias("step_num"),
-        pl.when(name == MEMORY_EVENT).then(pl.col("args").str.json_path_match("$.Bytes").cast(pl.Int64, strict=False))
-        .alias("mem_bytes"),
         (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
+    )
+    # args are parsed only where they say something: a GPU event's device, a launch's correlation, Bytes
+    parsed = ev.filter(pl.col("_launched") | pl.col("_memory")).select(
+        "event_id", *(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
+    ev = ev.join(parsed, on="event_id", how="left", maintain_order="left")
+    return ev.with_columns(
+        pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
+        .alias("device"),
+        pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
+        pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
     )
 
 
@@ -179,11 +222,11 @@ def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.
     for series in ("Total Allocated", "Total Reserved"):
         parts.append(ev.filter(pl.col("role") == "memory").select(
             "process", "name", pl.lit(series).alias("series"), pl.col("start_ns").alias("time_ns"),
-            pl.col("args").str.json_path_match(f'$["{series}"]').cast(pl.Float64, strict=False).alias("value")))
+            _arg(series).cast(pl.Float64, strict=False).alias("value")))
     counters = raw.filter(pl.col("ph") == "C")
     if counters.height:
         try:  # every key of every counter (the Series method reads them all; the expression does not)
-            values = counters["args"].str.json_decode(infer_schema_length=None)
+            values = counters.select(_quoted_specials(pl.col("args")))["args"].str.json_decode(infer_schema_length=None)
         except pl.exceptions.PolarsError as exc:
             raise ProfileFormatError(f"`{path}`: the args of its counter (`C`) events are not one JSON object of "
                                      f"numbers each ({one_line(str(exc))})") from None
@@ -192,10 +235,17 @@ def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.
             (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("time_ns"),
         ).with_columns(values.alias("_a"))
         if isinstance(decoded.schema["_a"], pl.Struct):
-            fields = [f.name for f in decoded.schema["_a"].fields if f.dtype.is_numeric()]  # a series is a number
+            # a series is a number (a quoted NaN or Infinity makes its field one of strings)
+            fields = [f.name for f in decoded.schema["_a"].fields if f.dtype.is_numeric() or (
+                f.dtype == pl.String and _numbers(decoded["_a"].struct.field(f.name)))]
             if fields:
                 long = decoded.select("process", "name", "time_ns", *(
-                    pl.col("_a").struct.field(f).cast(pl.Float64).alias(f) for f in fields)).unpivot(
+                    pl.col("_a").struct.field(f).cast(pl.Float64, strict=False).alias(f) for f in fields)).unpivot(
                     index=["process", "name", "time_ns"], variable_name="series")
                 parts.append(long.select("process", "name", "series", "time_ns", "value"))
     return pl.concat(parts).filter(pl.col("value").is_not_null())
+
+
+def _numbers(values: pl.Series) -> bool:
+    """Whether every value of the string series ``values`` that is there reads as a number."""
+    return bool((values.cast(pl.Float64, strict=False).is_null() == values.is_null()).all())

@@ -13,14 +13,15 @@ TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states 
 - ``aten::softmax``, ``aten::_softmax``: Softmax, ``5 * elems(in0)``.
 
 ``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
-this module's numbers equal to that function's), ``estimate`` the float ops per node. Only the
-outermost op with a rule on a path counts (``aten::linear`` holds ``aten::addmm``; counting both
-would count the work twice in every total). One row per node, from its first execution, on whole
-columns.
+this module's numbers equal to that function's), ``per_execution`` the float ops of every op
+execution, each from its own shapes (the same node may run with other shapes: backward ``aten::mm``
+calls under one path), on whole columns. Only the outermost op with a rule on a path counts
+(``aten::linear`` holds ``aten::addmm``; counting both would count the work twice in every total).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 # aten op -> (tfprof flops formula, the op type TensorFlow's registry would name)
@@ -51,8 +52,8 @@ def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def shape_frame(first: pl.DataFrame) -> pl.DataFrame:
-    """``first`` (node_id, name, op, args: one execution per node whose op has a rule) as the rows
+def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
+    """``first`` (``key``, name, op, args: executions of ops that have a rule) as the rows
     ``queries.flops.apply_formulas`` reads: TensorFlow-layout ``in0_dims``, ``in1_dims``, ``out_dims``."""
     args = pl.col("args")
     frame = first.with_columns(
@@ -90,7 +91,7 @@ def shape_frame(first: pl.DataFrame) -> pl.DataFrame:
     in1 = pl.when(conv).then(pl.concat_list(b.list.get(2), b.list.get(3), b.list.get(1), b.list.get(0))).when(
         op == "aten::addmm").then(m2).otherwise(b)
     return frame.select(
-        "node_id", "name", pl.col("op").replace_strict({k: v[1] for k, v in RULES.items()}).alias("op"), "formula",
+        key, "name", pl.col("op").replace_strict({k: v[1] for k, v in RULES.items()}).alias("op"), "formula",
         out.alias("out_dims"), in0.alias("in0_dims"), in1.alias("in1_dims"),
         dims.list.len().cast(pl.Int64).fill_null(0).alias("n_inputs"),
         pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
@@ -115,16 +116,16 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     return frame.select(value.cast(pl.Int64).alias("float_ops")).to_series()
 
 
-def estimate(nodes: pl.DataFrame, first: pl.DataFrame) -> pl.Series:
-    """``nodes.float_ops`` estimated: per node (``nodes``: node_id, name, op) the float ops of its
-    first execution (``first``: node_id, args), 0 where there is no rule, no shape, or an enclosing
-    op on its path with a rule."""
-    ruled = list(RULES)
-    inner = pl.col("name").str.split("/").list.slice(0, pl.col("name").str.split("/").list.len() - 1).list.eval(
-        pl.element().is_in(ruled)).list.any()
-    todo = nodes.filter(pl.col("op").is_in(ruled) & ~inner).join(first, on="node_id")
-    if todo.height == 0:
-        return pl.Series("float_ops", [0] * nodes.height, dtype=pl.Int64)
-    shaped = shape_frame(todo)
-    done = shaped.select("node_id", float_ops(shaped).fill_null(0).clip(0).alias("float_ops"))
-    return nodes.select("node_id").join(done, on="node_id", how="left", maintain_order="left")["float_ops"].fill_null(0)
+def per_execution(ops: pl.DataFrame) -> pl.Series:
+    """The float ops of each op execution of ``ops`` (``name``: the node path, ``op``: the op
+    type, ``args``: its recorded args), in row order: 0 where there is no rule, no shape, or an
+    enclosing op on its path with a rule."""
+    parts = pl.col("name").str.split("/")
+    inner = parts.list.slice(0, parts.list.len() - 1).list.eval(pl.element().is_in(list(RULES))).list.any()
+    todo = ops.select("name", pl.col("op").cast(pl.String), "args").with_row_index("_row").filter(
+        pl.col("op").is_in(list(RULES)) & ~inner)
+    out = np.zeros(ops.height, np.int64)
+    if todo.height:
+        shaped = shape_frame(todo, key="_row")
+        out[shaped["_row"].to_numpy()] = float_ops(shaped).fill_null(0).clip(0).to_numpy()
+    return pl.Series("float_ops", out)

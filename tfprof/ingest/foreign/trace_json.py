@@ -25,6 +25,11 @@ from tfprof.ingest.sources import one_line
 from tfprof.output.scratch import scratch_file
 
 GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some tools write before JSON; skipped
+# Top-level keys and categories that only PyTorch's Kineto writes: a Chrome trace with none of them is another tool's
+KINETO_KEYS = ("schemaVersion", "baseTimeNanoseconds", "deviceProperties", "traceName")
+KINETO_CATEGORIES = ("python_function", "user_annotation", "gpu_user_annotation", "cpu_instant_event", "cuda_runtime",
+                     "cuda_driver", "ac2g", "fwdbwd")
 # A gzipped trace inflates to at most INFLATE_RATIO times its size (at least INFLATE_FLOOR bytes)
 # unless LIMIT_VARIABLE says otherwise: Kineto's JSON compresses about 15x, a bomb about 1000x.
 LIMIT_VARIABLE = "TFPROF_MAX_INFLATED"
@@ -142,12 +147,19 @@ def _incomplete(path: Path, why: str) -> ProfileFormatError:
 
 def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
     """(the top-level object without its events, the events as a table of ``COLUMNS``)."""
+    gzipped = data.startswith(GZIP_MAGIC)
     data = decompress(path, data)
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    if not looks_like_json(data):
+        raise ProfileFormatError(_not_json(path, data, gzipped))
     if not kernels.enabled():
         return _read_reference(path, data)
     start, array_form = _array_start(data)
     if start <= 0:
-        raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
+        raise ProfileFormatError(_no_events_array(path, data))
+    if array_form and data[start:start + 64].lstrip()[:1] not in (b"{", b"]"):
+        raise ProfileFormatError(_not_events(path, data))
     body = np.frombuffer(data, dtype=np.uint8)[start:]
     if not body.flags.writeable:  # the file's bytes (gunzipped ones are ours to rewrite)
         body = body.copy()
@@ -169,7 +181,9 @@ def _read_reference(path: Path, data: bytes) -> tuple[dict, pa.Table]:
         raise _incomplete(path, one_line(str(exc))) from None
     top, events = ({}, doc) if isinstance(doc, list) else (doc, doc.get("traceEvents") if isinstance(doc, dict) else None)
     if not isinstance(events, list):
-        raise ProfileFormatError(f"`{path}` is not a Chrome trace: it has no `traceEvents` array")
+        raise ProfileFormatError(_no_events_array(path, data))
+    if isinstance(doc, list) and events and not isinstance(events[0], dict):
+        raise ProfileFormatError(_not_events(path, data))
     top = {k: v for k, v in top.items() if k != "traceEvents"}
     body = "\n".join(json.dumps(e) for e in events).encode()
     return top, _duckdb_read(path, np.frombuffer(body, dtype=np.uint8))
@@ -204,6 +218,62 @@ def _duckdb_read(path: Path, body: np.ndarray) -> pa.Table:
             con.close()
 
 
+def _not_json(path: Path, data: bytes | bytearray, gzipped: bool) -> str:
+    """Why a gzip file holds no Chrome trace: an XSpace inside is named as one."""
+    from tfprof.ingest.foreign import xcheck
+
+    if gzipped and xcheck.looks_like_xspace(bytes(data[:1 << 16]), len(data) <= 1 << 16):
+        return (f"`{path}` is a gzip-compressed {xcheck.WHAT[3:]}; tfprof reads an XSpace as the profiler writes it "
+                "(`.xplane.pb`): gunzip it first")
+    start = one_line(bytes(data[:24]).decode("utf-8", "replace"))
+    return (f"`{path}` is gzip-compressed, but what it holds is not JSON (a Chrome trace such as PyTorch's Kineto "
+            f"trace): it starts with `{start}`; {_EXPECTED}")
+
+
+_EXPECTED = "pass a ProfileProto, a PyTorch (Kineto) trace or an XSpace file as --profile_path"
+
+
+def _no_events_array(path: Path, data: bytes | bytearray) -> str:
+    """The message for JSON that has no ``traceEvents`` array, naming its top-level keys when they are cheap to find."""
+    keys = ""
+    if len(data) <= 16 << 20:
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if isinstance(doc, dict) and doc:
+            names = sorted(doc)
+            keys = f"; its top-level keys: {one_line(', '.join(names[:10]))}{' …' if len(names) > 10 else ''}"
+    return (f"`{path}` is not a valid ProfileProto (it is JSON text) nor a Chrome trace (it has no `traceEvents` "
+            f"array{keys}); {_EXPECTED}")
+
+
+def _not_events(path: Path, data: bytes | bytearray) -> str:
+    start = one_line(bytes(data[:24]).decode("utf-8", "replace"))
+    return (f"`{path}` is not a valid ProfileProto (it is JSON text) nor a Chrome trace (a JSON array, but its items "
+            f"are not event objects: it starts with `{start}`); {_EXPECTED}")
+
+
+def without_ops(path: Path, top: dict, categories, events: int, op_categories) -> str:
+    """The message for a Chrome trace with no op event: an idle Kineto trace, or another tool's trace
+    (no Kineto key or category). ``categories``: the events' ``cat`` column (a polars Series)."""
+    found = sorted(categories.drop_nulls().unique().to_list())
+    listed = ", ".join(one_line(str(c)) for c in found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    wanted = ", ".join(op_categories)
+    if any(k in top for k in KINETO_KEYS) or set(found) & set(KINETO_CATEGORIES):
+        return (f"`{path}` is a PyTorch (Kineto) trace without op events (no event with `cat` {wanted}; it has "
+                f"{listed or 'none'}); did the profiler record an active step with the model running?")
+    has = f"its categories: {listed}" if found else "none has a `cat`"
+    return (f"`{path}` is a Chrome trace (JSON), but not a PyTorch (Kineto) trace: it has no op events (none of its "
+            f"{events:,} events has `cat` {wanted}; {has}); tfprof reads torch.profiler's export_chrome_trace files")
+
+
+def looks_like_json(data: bytes | bytearray) -> bool:
+    """True when ``data`` (not gzipped) starts as a JSON object or array (after a BOM and whitespace)."""
+    head = bytes(data[:64])
+    return (head[len(BOM):] if head.startswith(BOM) else head).lstrip()[:1] in (b"{", b"[")
+
+
 def looks_like_trace(data: bytes) -> bool:
     """True when ``data`` (maybe gzipped) starts like Chrome-trace JSON: an array of objects, or an
     object with a ``traceEvents`` key near the top."""
@@ -212,7 +282,8 @@ def looks_like_trace(data: bytes) -> bool:
             data = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[:65536], 8192)
         except zlib.error:
             return False
-    head = data[:8192].lstrip()
+    head = data[:8192]
+    head = (head[len(BOM):] if head.startswith(BOM) else head).lstrip()
     if head.startswith(b"["):
         return head[1:].lstrip()[:1] in (b"{", b"]", b"")
     return head.startswith(b"{") and b'"traceEvents"' in data[:1 << 20]

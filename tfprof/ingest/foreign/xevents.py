@@ -298,7 +298,9 @@ def _special(events: pl.DataFrame, stats: pl.DataFrame, args: pl.DataFrame) -> p
     for name, column, alias in (("hlo_op", "text", "hlo_op"), ("hlo_module", "text", "hlo_module"),
                                 ("program_id", "int", "program_id"), ("step_num", "int", "step_num"),
                                 ("tf_function_call", "int", "_call"), ("_p", "text", "_p"), ("_pt", "text", "_pt"),
-                                ("_c", "text", "_c"), ("_ct", "text", "_ct")):
+                                ("_c", "text", "_c"), ("_ct", "text", "_ct"),
+                                ("correlation_id", "int", "correlation"), ("tf_op", "text", "tf_op"),
+                                ("requested_bytes", "int", "requested_bytes")):
         out = out.join(stat(name, column, alias), on="event", how="left", maintain_order="left")
 
     def flow(id_key: str, type_key: str) -> pl.Expr:  # f"{stats.get(type, '')}:{stats[id]}", None as "None"
@@ -308,4 +310,5 @@ def _special(events: pl.DataFrame, stats: pl.DataFrame, args: pl.DataFrame) -> p
     return out.select(
         "process", "thread", "name", "display", "start_ns", "dur_ns", "args", "hlo_op", "hlo_module", "program_id",
         "step_num", pl.col("_has_call").fill_null(False).alias("function_call"),
-        flow("_p", "_pt").alias("producer"), flow("_c", "_ct").alias("consumer"))
+        flow("_p", "_pt").alias("producer"), flow("_c", "_ct").alias("consumer"), "correlation", "tf_op",
+        "requested_bytes")

@@ -21,7 +21,7 @@ from google.protobuf import message as _message
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, hlo, xevents
+from tfprof.ingest.foreign import build, hlo, xcheck, xevents
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -30,27 +30,15 @@ TASK_ENVIRONMENT = "Task Environment"
 # durations (int64 ps each, so under 9.3e15 ns) within int64 ns, or they would wrap.
 MAX_LINE_NS = 8.9e18
 METADATA_PLANE = "/host:metadata"
+MEMORY_EVENTS = ("MemoryAllocation", "MemoryDeallocation")  # TensorFlow's BFC allocator's TraceMe instants
 
 
 def looks_like_xspace(path: Path) -> bool:
-    """True when the first plane of file ``path`` decodes as an XPlane with a printable name."""
+    """True when file ``path`` starts as an XSpace does (``xcheck.looks_like_xspace``)."""
     with open(path, "rb") as f:
-        head = f.read(1 << 20)
-    if head[:1] != b"\x0a":  # XSpace.planes, field 1, length-delimited
-        return False
-    size, pos, shift = 0, 1, 0
-    while pos < len(head) and pos < 11:
-        b = head[pos]
-        size |= (b & 0x7F) << shift
-        pos, shift = pos + 1, shift + 7
-        if not b & 0x80:
-            break
-    plane = xplane_pb2.XPlane()
-    try:
-        plane.ParseFromString(head[pos:pos + size] if pos + size <= len(head) else Path(path).read_bytes()[pos:pos + size])
-    except (_message.DecodeError, ValueError, RuntimeError):
-        return False
-    return bool(plane.name) and plane.name.isprintable() and bool(plane.lines or plane.event_metadata or plane.stats)
+        head = f.read(1 << 16)
+        whole = not f.read(1)
+    return xcheck.looks_like_xspace(head, whole)
 
 
 def _space(path: Path, data: bytes) -> xplane_pb2.XSpace:
@@ -58,10 +46,12 @@ def _space(path: Path, data: bytes) -> xplane_pb2.XSpace:
     try:
         space.ParseFromString(data)
     except (_message.DecodeError, ValueError, RuntimeError) as exc:
-        raise ProfileFormatError(f"`{path}` is not a valid XSpace ({one_line(str(exc)) or 'protobuf cannot decode it'}); "
-                                 "check that the file is complete") from None
-    if not space.planes or not any(p.name for p in space.planes):
-        raise ProfileFormatError(f"`{path}` is not a valid XSpace (no named planes)")
+        raise ProfileFormatError(xcheck.damaged(path, data, one_line(str(exc)) or "it cannot decode it")) from None
+    empty = xcheck.nothing_captured(path, space)
+    if empty:
+        raise ProfileFormatError(empty)
+    if not any(p.name for p in space.planes):
+        raise ProfileFormatError(f"`{path}` {xcheck.LOOKS} none of its planes has a name; it is damaged")
     return space
 
 
@@ -95,7 +85,7 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
         raw = _raw_reference(space, start_ns)
     ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
     if ev.filter(pl.col("role") == "op").height == 0:
-        raise ProfileFormatError(f"`{path}` is an XSpace without op events (TensorFlow graph ops or HLO instructions)")
+        raise ProfileFormatError(xcheck.no_ops(path, space, raw.height))
     return build.build(ev)
 
 
@@ -126,7 +116,8 @@ def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
     """One row per event, in the planes', lines' and events' order: a Python walk over protobuf's
     messages (the reference engine; ``xevents.columns`` builds the same frame on whole columns)."""
     cols = {c: [] for c in ("process", "thread", "name", "display", "start_ns", "dur_ns", "args", "hlo_op",
-                            "hlo_module", "program_id", "step_num", "function_call", "producer", "consumer")}
+                            "hlo_module", "program_id", "step_num", "function_call", "producer", "consumer",
+                            "correlation", "tf_op", "requested_bytes")}
     for plane in space.planes:
         names = {k: m.name for k, m in plane.stat_metadata.items()}
         metas = plane.event_metadata
@@ -149,9 +140,13 @@ def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
                 cols["function_call"].append("tf_function_call" in stats)
                 cols["producer"].append(_flow(stats, "_p", "_pt"))
                 cols["consumer"].append(_flow(stats, "_c", "_ct"))
+                for column, stat in (("correlation", "correlation_id"), ("tf_op", "tf_op"),
+                                     ("requested_bytes", "requested_bytes")):
+                    cols[column].append(stats.get(stat))
     return pl.DataFrame(cols, schema_overrides={"program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
                                                "display": pl.String, "hlo_op": pl.String, "hlo_module": pl.String,
-                                               "producer": pl.String, "consumer": pl.String})
+                                               "producer": pl.String, "consumer": pl.String, "correlation": pl.Int64,
+                                               "tf_op": pl.String, "requested_bytes": pl.Int64})
 
 
 def _flow(stats: dict, id_key: str, type_key: str) -> str | None:
@@ -165,30 +160,69 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     raw = raw.with_columns((pl.col("hlo_module") + "(" + pl.col("program_id").cast(pl.String) + ")").alias("_program"))
     raw = raw.join(scopes, on=["_program", "hlo_op"], how="left").sort("event_id")
     name, display = pl.col("name"), pl.col("display")
-    tf_op = display.is_not_null() & name.str.ends_with(":" + display.fill_null(""))
+    gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
+    tf_op = display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()
     hlo_op = pl.col("hlo_op").is_not_null() & name.str.starts_with("end: ").not_()
+    # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
+    device_op = gpu.is_not_null() & (pl.col("correlation").is_not_null() | pl.col("tf_op").is_not_null())
+    memory = name.is_in(list(MEMORY_EVENTS)) & gpu.is_null()
     has_steps = raw["step_num"].is_not_null().any()
     step = pl.col("step_num").is_not_null() if has_steps else pl.col("function_call")
     scope = pl.col("_op_name").str.split(";").list.first().fill_null("")
-    gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
+    hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
+    launched = pl.col("correlation").is_in(raw.filter(gpu.is_null())["correlation"].drop_nulls().implode())
     ev = raw.with_columns(
-        pl.lit("X").alias("phase"),
+        pl.when(memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
         display.alias("category"),
-        pl.when(hlo_op | tf_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
-        .when(pl.col("producer").is_not_null()).then(pl.lit("other")).otherwise(pl.lit("other")).alias("role"),
-        pl.when(hlo_op).then(pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op")))
+        pl.when(hlo_op | tf_op | device_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
+        .when(memory).then(pl.lit("memory")).otherwise(pl.lit("other")).alias("role"),
+        # a GPU event nobody launched on the host is named by the op its stats name, else by itself
+        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path)
+        .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")), name))
         .when(tf_op).then(name.str.head(name.str.len_chars() - display.str.len_chars() - 1)).otherwise(name)
         .alias("label"),
-        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op")).otherwise(display).alias("op_type"),
+        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op")).when(device_op).then(name).otherwise(display)
+        .alias("op_type"),
         pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0")).alias("device"),
         gpu.is_not_null().alias("accelerator"),
-        pl.lit(None, pl.Int64).alias("mem_bytes"),
+        pl.when(memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
+                             .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
     )
     if not has_steps:  # tf.function calls, numbered in time order
         ev = ev.with_columns(pl.when(pl.col("role") == "step").then(
             pl.col("start_ns").rank("ordinal").over("role") - 1).cast(pl.Int64).alias("step_num"))
+    ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
+
+
+def _node_path(tf_op: pl.Expr) -> pl.Expr:
+    """A ``tf_op`` stat as a node path: ``<path>:<type>`` loses its type (a node name has no ``:``)."""
+    return tf_op.str.replace(r":[^:/]*$", "")
+
+
+def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
+    """Allocation instants moved into the op their ``tf_op`` stat names, so that nesting charges them
+    to it: onto the thread of that op's last execution starting at or before the instant (else its
+    first after), at the instant's time held within that execution. An instant whose ``tf_op`` names
+    no op stays where it is (charged to the op around it on its own thread, if any)."""
+    mem = ev.filter((pl.col("role") == "memory") & pl.col("tf_op").is_not_null()).select(
+        "event_id", "start_ns", _node_path(pl.col("tf_op")).alias("_path")).sort("start_ns")
+    if mem.height == 0:
+        return ev
+    ops = ev.filter((pl.col("role") == "op") & pl.col("accelerator").not_()).select(
+        pl.col("label").alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
+        .alias("_to"), pl.col("process").alias("_process"), pl.col("thread").alias("_thread")).sort("_from")
+    found = [mem.join_asof(ops, left_on="start_ns", right_on="_from", by="_path", strategy=how,
+                            check_sortedness=False) for how in ("backward", "forward")]
+    cols = ("_from", "_to", "_process", "_thread")
+    placed = found[0].with_columns(*(pl.when(pl.col("_from").is_not_null()).then(pl.col(c))
+                                     .otherwise(found[1][c]).alias(c) for c in cols)).select("event_id", *cols)
+    at = pl.col("start_ns").clip(pl.col("_from"), pl.max_horizontal(pl.col("_from"), pl.col("_to") - 1))
+    return ev.join(placed, on="event_id", how="left").with_columns(
+        pl.coalesce("_process", "process").alias("process"), pl.coalesce("_thread", "thread").alias("thread"),
+        pl.when(pl.col("_from").is_not_null()).then(at).otherwise(pl.col("start_ns")).alias("start_ns"),
+    ).drop(*cols).sort("event_id")
 
 
 def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:

@@ -152,14 +152,15 @@ def _batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path)
         i64(o_osh[0, :]), i32(o_osh[1, :]), pa.ListArray.from_arrays(pa.array(dims_off), i64(dims))])
     t["node_attrs"] = _table("node_attrs", [
         i64(o_attrs[0, :]), _encode(strings(o_attrs, 1, "an attr name")), _attr_values(o_attrs, sbuf, path)])
-    t["node_steps"] = _table("node_steps", [i64(o_steps[c, :]) for c in range(5)])
+    t["node_steps"] = _table("node_steps", [i64(o_steps[c, :]) for c in range(5)]
+                             + [pa.nulls(o_steps.shape[1], pa.int64())])
     perm = _group_file_order(o_exdev[0, :], o_exdev[1, :], o_exdev[3, :])
     t["exec_devices"] = _table("exec_devices", [
         i64(o_exdev[0, :]), i64(o_exdev[1, :]), _dict(o_exdev[2, :], devs, first_seen_order=perm)])
     t["execs"] = _table("execs", [
         i64(o_execs[0, :]), i64(o_execs[1, :]), _dict(o_execs[2, :], devs),
         _dict(o_execs[3, :], pa.array(["accelerator", "cpu"])), i64(o_execs[4, :]),
-        i64(o_execs[5, :])])
+        i64(o_execs[5, :]), pa.nulls(o_execs.shape[1], pa.int64())])
     # ExecMemory fields 1..10 sit in columns 3..12; the table orders them differently.
     mem_cols = (3, 8, 9, 10, 11, 4, 5, 6, 7, 12)
     t["memory"] = _table("memory", [i64(o_mem[0, :]), i64(o_mem[1, :]), i32(o_mem[2, :])]

@@ -1,0 +1,131 @@
+"""Expected facts about Kineto GPU traces (and memory outside ops), from the raw JSON with Python's own
+``json`` and ``gzip`` only, independently of tfprof's readers (as tests/foreign_expect.py does for the rest).
+
+``kineto_gpu_expect`` links each GPU event (kernel, memcpy, memset) to the runtime call with the same
+``correlation`` arg and that call to the innermost framework op around it on its thread, by a plain
+stack walk per thread; ``kineto_cpu_self_ns`` gives each op type's self time; ``kineto_memory_outside_ops``
+the ``[memory]`` instants no op holds. Durations are integer ns.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from foreign_expect import MEMORY_EVENT, STEP_PREFIX, _ns, load_trace_events, subtract_children
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")  # Memcpy & co: PyTorch 1.8
+CPU_OP_CATEGORIES = ("cpu_op", "Operator")
+
+
+def _thread(e: dict) -> tuple[str, str]:
+    return str(e.get("pid")), str(e.get("tid"))
+
+
+def _cpu_ops(events: list[dict]) -> list[dict]:
+    """The framework ops: ``cpu_op``/``Operator`` spans, not the ``ProfilerStep#N`` markers."""
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in CPU_OP_CATEGORIES
+            and not e["name"].startswith(STEP_PREFIX)]
+
+
+def _innermost_ops(ops: list[dict], probes: list[dict]) -> list[dict | None]:
+    """For each span of ``probes``, the innermost op of ``ops`` on its thread that holds it in time
+    (None: none), by a stack walk per thread over (start, longest first), ops before probes."""
+    found: list[dict | None] = [None] * len(probes)
+    by_thread: dict[tuple, list] = defaultdict(list)
+    for e in ops:
+        by_thread[_thread(e)].append((_ns(e["ts"]), -(_ns(e["ts"]) + _ns(e.get("dur", 0))), 0, -1, e))
+    for i, e in enumerate(probes):
+        by_thread[_thread(e)].append((_ns(e["ts"]), -(_ns(e["ts"]) + _ns(e.get("dur", 0))), 1, i, e))
+    for items in by_thread.values():
+        items.sort(key=lambda t: t[:4])
+        stack: list[tuple[int, int, dict]] = []
+        for start, neg_end, is_probe, i, e in items:
+            while stack and not (stack[-1][0] <= start and -neg_end <= stack[-1][1]):
+                stack.pop()
+            if is_probe:
+                found[i] = stack[-1][2] if stack else None
+            else:
+                stack.append((start, -neg_end, e))
+    return found
+
+
+def kineto_gpu_expect(path: str | Path) -> dict:
+    """Facts of a Kineto GPU trace: each GPU event (kernel, memcpy, memset) linked through its
+    ``correlation`` arg to the runtime/driver call with the same one, and that call to the
+    innermost framework op around it on its thread. Durations in integer ns."""
+    _, events = load_trace_events(path)
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES]
+    launches: dict[int, dict] = {}
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        cat = (e.get("cat") or "").lower()
+        if e.get("ph") == "X" and corr is not None and ("runtime" in cat or "driver" in cat):
+            launches.setdefault(corr, e)
+    calls = [launches.get((g.get("args") or {}).get("correlation")) for g in gpu]
+    ops = _cpu_ops(events)
+    holders = _innermost_ops(ops, [c for c in calls if c is not None])
+    holder = iter(holders)
+    op_of = [next(holder) if c is not None else None for c in calls]
+    per_op: Counter = Counter()
+    per_stream: Counter = Counter()
+    per_kind: Counter = Counter()
+    unlinked = 0
+    for g, op in zip(gpu, op_of):
+        args = g.get("args") or {}
+        ns = _ns(g["dur"])
+        per_stream[(f"/device:gpu:{args.get('device', g.get('pid'))}", str(args.get("stream", g.get("tid"))))] += ns
+        per_kind[_gpu_kind(g)] += 1
+        if op is None:
+            unlinked += 1
+        else:
+            per_op[op["name"]] += ns
+    return {
+        "gpu_events": len(gpu),
+        "unlinked": unlinked,
+        "accelerator_ns_by_op": dict(per_op),  # op name -> GPU ns of the events it launched
+        "ns_by_stream": dict(per_stream),  # (device, stream) -> ns
+        "count_by_kind": dict(per_kind),
+        "gpu_ns": sum(_ns(g["dur"]) for g in gpu),
+        "steps": sorted(int(e["name"][len(STEP_PREFIX):]) for e in events
+                        if e.get("ph") == "X" and e.get("name", "").startswith(STEP_PREFIX)),
+    }
+
+
+def _gpu_kind(e: dict) -> str:
+    """The kind of a GPU event, from Kineto's category and name."""
+    cat, name = e.get("cat", "").lower(), e["name"]
+    if "memset" in cat:
+        return "memset"
+    if "memcpy" in cat:
+        for word, kind in (("HtoD", "memcpy_htod"), ("DtoH", "memcpy_dtoh"), ("DtoD", "memcpy_dtod")):
+            if word in name:
+                return kind
+        return "memcpy_other"
+    return "communication" if "nccl" in name.lower() or "rccl" in name.lower() else "compute"
+
+
+def kineto_cpu_self_ns(path: str | Path) -> dict[str, int]:
+    """Op name -> the summed self time (ns) of the framework ops of a trace: each op's span less
+    the spans of the ops directly inside it, by a stack walk per thread."""
+    _, events = load_trace_events(path)
+    by_thread: dict[tuple, list] = defaultdict(list)
+    for e in _cpu_ops(events):
+        start = _ns(e["ts"])
+        by_thread[_thread(e)].append([start, start + _ns(e["dur"]), e["name"], _ns(e["dur"])])
+    out: Counter = Counter()
+    for spans in by_thread.values():
+        for _, _, name, self_ns in subtract_children(spans):
+            out[name] += max(self_ns, 0)
+    return dict(out)
+
+
+def kineto_memory_outside_ops(path: str | Path) -> dict:
+    """The ``[memory]`` instants that no framework op holds (per thread, by time): how many, and
+    the bytes they allocate and free."""
+    _, events = load_trace_events(path)
+    memory = [{**e, "dur": 0} for e in events if e.get("name") == MEMORY_EVENT]
+    holders = _innermost_ops(_cpu_ops(events), memory)
+    outside = [int(e["args"]["Bytes"]) for e, op in zip(memory, holders) if op is None]
+    return {"count": len(outside), "alloc_bytes": sum(b for b in outside if b > 0),
+            "free_bytes": -sum(b for b in outside if b < 0)}

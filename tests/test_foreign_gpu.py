@@ -1,0 +1,187 @@
+"""GPU Kineto traces: every kernel, memcpy and memset charged to the op that launched it, held against
+tests/foreign_expect_gpu.py's independent walk of the raw JSON (correlation -> runtime call -> innermost
+op around it on its thread), on real captures of three PyTorch generations (tests/fixtures/foreign/README.md).
+Times are compared in integer ns; the views' µs are those ns over 1000.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import pytest
+from foreign_expect import load_trace_events
+from foreign_expect_gpu import kineto_cpu_self_ns, kineto_gpu_expect
+from test_foreign_ingest import cli, load
+
+import tfprof
+from tfprof.api import run_view
+from tfprof.ingest.foreign.gpu import UNLINKED_SCOPE
+
+FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
+GPU = ["kineto_resnet50_step6.pt.trace.json.gz", "kineto_ddp_nccl_step5.pt.trace.json.gz",
+       "kineto_alexnet.pt.trace.json.gz"]
+
+
+def ns(micros: float) -> int:
+    """A view's exact µs (a float of ns / 1000) back in ns."""
+    return round(micros * 1000)
+
+
+def steps_of(prof: tfprof.Profile) -> list[int]:
+    return prof.frame("steps")["step"].to_list()
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_every_gpu_event_is_one_kernels_row_as_the_raw_file_says(name):
+    want = kineto_gpu_expect(FOREIGN / name)
+    prof = load(name)
+    kernels = prof.frame("kernels")
+    assert kernels.height == want["gpu_events"] > 0
+    assert kernels["node_id"].null_count() == want["unlinked"]
+    streams = kernels.group_by(pl.col("device").cast(str), pl.col("stream").cast(str)).agg(pl.col("duration_ns").sum())
+    assert {(d, s): n for d, s, n in streams.iter_rows()} == want["ns_by_stream"]
+    assert dict(Counter(kernels["kind"].cast(str).to_list())) == want["count_by_kind"]
+    assert steps_of(prof) == (want["steps"] or [0])
+    # each is an accelerator execution of a node, and a trace event of that node
+    assert prof.frame("execs").filter(pl.col("kind").cast(str) == "accelerator").height == want["gpu_events"]
+    events = prof.frame("trace_events").join(kernels.select("event_id", "node_id"), on="event_id")
+    assert events.filter(pl.col("node_id_right").is_not_null())["node_id"].to_list() == \
+        events.filter(pl.col("node_id_right").is_not_null())["node_id_right"].to_list()
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_accelerator_time_per_op_type_is_the_gpu_time_it_launched(name):
+    want = kineto_gpu_expect(FOREIGN / name)
+    prof = load(name)
+    got = prof.sql("SELECT n.op::VARCHAR AS op, sum(e.duration_ns)::BIGINT AS ns FROM execs e JOIN nodes n "
+                   "USING (node_id) WHERE e.kind = 'accelerator' AND NOT starts_with(n.name, '[unlinked') GROUP BY ALL")
+    assert dict(got.iter_rows()) == want["accelerator_ns_by_op"]
+    (step,) = steps_of(prof)  # the fixtures hold one step each
+    frame = run_view(prof, "op", {"step": step, "select": ["accelerator_micros"], "max_depth": 10_000,
+                                  "order_by": "accelerator_micros"}).frame
+    view = {n: ns(v) for n, v in zip(frame["name"], frame["accelerator_exec_micros"]) if v}
+    assert view == want["accelerator_ns_by_op"]
+    assert frame["accelerator_exec_micros"].to_list() == sorted(frame["accelerator_exec_micros"], reverse=True)
+    root = run_view(prof, "scope", {"step": step, "max_depth": 1, "select": ["accelerator_micros"]}).frame.row(
+        0, named=True)
+    assert ns(root["total_accelerator_exec_micros"]) == want["gpu_ns"]
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_the_cpu_self_time_of_ops_is_unchanged(name):
+    got = load(name).sql("SELECT n.op::VARCHAR AS op, sum(e.duration_ns)::BIGINT AS ns FROM execs e JOIN nodes n "
+                         "USING (node_id) WHERE e.kind = 'cpu' GROUP BY ALL")
+    assert dict(got.iter_rows()) == kineto_cpu_self_ns(FOREIGN / name)
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_an_op_with_gpu_work_is_placed_on_its_gpu_with_its_streams(name):
+    prof = load(name)
+    execs = prof.frame("execs").filter(pl.col("kind").cast(str) == "accelerator")
+    placed = prof.frame("nodes").filter(pl.col("node_id").is_in(execs["node_id"].unique().implode()))
+    assert placed["canonical_device"].cast(str).str.starts_with("/device:gpu:").all()
+    assert (placed["host_device"].cast(str) == "/device:cpu:0").all()
+    assert execs["device"].cast(str).str.ends_with("/stream:all").all()
+    devices = set(prof.frame("exec_devices")["device"].cast(str))
+    kernels = prof.frame("kernels")
+    assert {f"{d}/stream:{s}" for d, s in zip(kernels["device"].cast(str), kernels["stream"].cast(str))} <= devices
+    assert prof.frame("validation").filter(pl.col("code").cast(str) == "device_without_stream").height == 0
+
+
+def test_order_by_accelerator_micros_on_the_command_line():
+    name = GPU[0]
+    want = kineto_gpu_expect(FOREIGN / name)["accelerator_ns_by_op"]
+    proc = cli("op", "--profile_path", str(FOREIGN / name), "--select", "accelerator_micros",
+               "--order_by", "accelerator_micros", "--max_depth", "3")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split()[0] for line in proc.stdout.split("Profile:")[1].splitlines()[2:] if line.strip()]
+    assert rows[:3] == [op for op, _ in Counter(want).most_common(3)]
+
+
+def test_old_and_new_formats_read_alike():
+    """PyTorch 1.8's categories (Operator, Runtime, Kernel, Memcpy, Memset; ProfilerStep#N an Operator)
+    read as the later ones do: the step is a step, not an op."""
+    _, events = load_trace_events(FOREIGN / GPU[0])
+    assert {"Operator", "Runtime", "Kernel", "Memset"} <= {e.get("cat") for e in events}
+    nodes = load(GPU[0]).frame("nodes")
+    assert not nodes["name"].str.contains("ProfilerStep").any()
+    _, events = load_trace_events(FOREIGN / GPU[1])
+    assert {"cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "ac2g"} <= {e.get("cat") for e in events}
+
+
+def _unlinkable(tmp_path: Path) -> tuple[Path, int]:
+    """The alexnet fixture with the launch calls of three GPU events removed and two moved to a
+    thread without ops: a trace with GPU events no op launched."""
+    top, events = load_trace_events(FOREIGN / GPU[2])
+    gpu = [e for e in events if e.get("cat") == "kernel"]
+    drop = {e["args"]["correlation"] for e in gpu[:3]}
+    move = {e["args"]["correlation"] for e in gpu[3:5]}
+    out = []
+    for e in events:
+        corr = (e.get("args") or {}).get("correlation")
+        if e.get("cat") == "cuda_runtime" and corr in drop:
+            continue
+        out.append({**e, "tid": 999_999} if e.get("cat") == "cuda_runtime" and corr in move else e)
+    path = tmp_path / "unlinked.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({**top, "traceEvents": out}).encode()))
+    return path, len(drop) + len(move)
+
+
+def test_unlinked_gpu_events_are_kept_counted_and_reported(tmp_path):
+    path, broken = _unlinkable(tmp_path)
+    want = kineto_gpu_expect(path)
+    assert want["unlinked"] == broken
+    prof = tfprof.load(path)
+    kernels = prof.frame("kernels")
+    assert kernels.height == want["gpu_events"] and kernels["node_id"].null_count() == want["unlinked"]
+    own = prof.frame("nodes").filter(pl.col("name").str.starts_with(UNLINKED_SCOPE + "/"))
+    unlinked_ns = prof.frame("execs").join(own.select("node_id"), on="node_id")["duration_ns"].sum()
+    assert unlinked_ns == want["gpu_ns"] - sum(want["accelerator_ns_by_op"].values())
+    runs = prof.frame("node_steps").join(own.select("node_id"), on="node_id")["run_count"].sum()
+    assert runs == want["unlinked"]
+    found = prof.frame("validation").filter(pl.col("code").cast(str) == "unlinked_gpu_event")
+    assert found["count"].sum() == want["unlinked"]
+    proc = cli("check", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"unlinked_gpu_event {want['unlinked']}" in proc.stdout
+    assert "no launch call has its correlation id" in proc.stdout
+    assert "no op encloses its launch call `cudaLaunchKernel`" in proc.stdout
+
+
+def test_gpu_event_kinds_from_names():
+    from tfprof.ingest.foreign.gpu import kind
+
+    frame = pl.DataFrame({
+        "category": ["gpu_memcpy", "gpu_memcpy", "gpu_memcpy", "Memcpy", "gpu_memset", "kernel", "kernel", None],
+        "name": ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)", "Memcpy DtoD (Device -> Device)",
+                 "Memcpy PtoP (Device -> Device)", "Memset (Device)", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)",
+                 "void at::native::elementwise_kernel<128>()", "MemcpyD2H"],
+    })
+    got = frame.select(kind(pl.col("category"), pl.col("name")).alias("kind"))["kind"].to_list()
+    assert got == ["memcpy_htod", "memcpy_dtoh", "memcpy_dtod", "memcpy_other", "memset", "communication", "compute",
+                   "memcpy_dtoh"]
+
+
+def test_kernels_table_survives_a_store(tmp_path):
+    out = tmp_path / "store"
+    proc = cli("ingest", "--profile_path", str(FOREIGN / GPU[2]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    stored, fresh = tfprof.load(out), load(GPU[2])
+    for table in ("kernels", "node_steps", "execs"):
+        assert stored.table(table).equals(fresh.table(table)), table
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_kernel_and_reference_engines_link_alike(name):
+    from tfprof import kernels
+    from tfprof.ingest import foreign
+
+    with kernels.using(True):
+        fast = foreign.read(FOREIGN / name, "kineto")
+    with kernels.using(False):
+        ref = foreign.read(FOREIGN / name, "kineto")
+    assert [t for t in fast if not fast[t].equals(ref[t])] == []

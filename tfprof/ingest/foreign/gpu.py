@@ -1,0 +1,88 @@
+"""GPU events of a foreign trace, each linked to the op that launched it (docs/FOREIGN.md, 'GPU events').
+
+A kernel, memcpy or memset runs on a GPU stream, away from the host thread that asked for it. The
+trace ties the two through a correlation id: the GPU event and the runtime call that launched it
+(``cudaLaunchKernel``, ``cudaMemcpyAsync``, …) carry the same one (Kineto's ``correlation`` arg, an
+XSpace's ``correlation_id`` stat; the reader puts it in the ``correlation`` column). The launch call
+sits inside the op that made it on its host thread, and the innermost such op (``nesting.nearest``)
+is the op the GPU time belongs to. Both steps are joins over whole columns: GPU event -> launch call
+on the correlation, launch call -> enclosing op by the row ``op_parent`` already gives.
+
+A GPU event that links to no op keeps a node of its own: the op node whose path equals its own
+path when the reader gave it one (an XSpace device event naming its TensorFlow op), else one under
+``UNLINKED_SCOPE``. Those events are counted in the ``unlinked_gpu_event`` validation finding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+UNLINKED_SCOPE = "[unlinked GPU events]"
+"""The scope of the nodes made for GPU events that link to no op."""
+
+_STREAM = r"(?i)stream\D*?(\d+)"  # Kineto's `stream 7`, XSpace's `Stream #14(Compute)`
+
+
+def kind(category: pl.Expr, name: pl.Expr) -> pl.Expr:
+    """The ``kernels.kind`` of a GPU event from its category and name (Kineto: ``gpu_memcpy``,
+    ``Memcpy HtoD (Pageable -> Device)``; XSpace: ``MemcpyH2D``)."""
+    cat, low = category.fill_null("").str.to_lowercase(), name.str.to_lowercase()
+    memcpy = cat.str.contains("memcpy") | low.str.contains("memcpy")
+    return (
+        pl.when(cat.str.contains("memset") | low.str.contains("memset")).then(pl.lit("memset"))
+        .when(memcpy & low.str.contains(r"htod|h2d")).then(pl.lit("memcpy_htod"))
+        .when(memcpy & low.str.contains(r"dtoh|d2h")).then(pl.lit("memcpy_dtoh"))
+        .when(memcpy & low.str.contains(r"dtod|d2d")).then(pl.lit("memcpy_dtod"))
+        .when(memcpy).then(pl.lit("memcpy_other"))
+        .when(low.str.contains(r"nccl|rccl")).then(pl.lit("communication"))
+        .otherwise(pl.lit("compute"))
+    )
+
+
+def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.DataFrame:
+    """One row per GPU event (``ev`` rows with role ``op`` on an accelerator): ``row``,
+    ``event_id``, its ``device``, ``stream``, ``name``, ``category``, ``op_type``, ``start_ns``,
+    ``dur_ns``, ``correlation``, ``kind``, the op execution that launched it (``op_row``: its
+    ``ev`` row, null for none) and why none (``why``), and ``path``: the path a node of its own
+    would have (``own_path``, the scope path of each GPU row, in row order)."""
+    gpu = ev.filter((pl.col("role") == "op") & pl.col("accelerator")).with_columns(own_path.alias("path"))
+    launch_rows = np.flatnonzero((ev["correlation"].is_not_null() & ~ev["accelerator"]).to_numpy())
+    launches = ev[launch_rows].select(
+        "correlation", "event_id", pl.col("name").alias("launch"),
+        pl.Series("op_row", op_parent[launch_rows]),
+    ).sort(pl.col("op_row") < 0, "event_id").unique("correlation", keep="first", maintain_order=True).drop("event_id")
+    linked = gpu.join(launches, on="correlation", how="left")
+    has_op = pl.col("op_row") >= 0
+    return linked.with_columns(
+        pl.when(has_op).then(pl.col("op_row")).alias("op_row"),
+        pl.when(pl.col("correlation").is_null()).then(pl.lit("it carries no correlation id"))
+        .when(pl.col("launch").is_null()).then(pl.lit("no launch call has its correlation id"))
+        .when(~has_op).then(pl.lit("no op encloses its launch call `") + pl.col("launch") + "`")
+        .alias("why"),
+        pl.col("thread").str.extract(_STREAM, 1).fill_null(pl.col("thread").str.strip_chars()).alias("stream"),
+        kind(pl.col("category"), pl.col("name")).alias("kind"),
+    ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
+             "correlation", "kind", "op_row", "why", "path", "thread", "process", "args")
+
+
+def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series) -> pl.DataFrame:
+    """The GPU events of ``gpu`` no launch links to an op, each with the node ``path`` it goes
+    to: an op node's path equal to its own, else its own under ``UNLINKED_SCOPE``; ``linked``
+    says which (False: counted as unlinked)."""
+    alone = gpu.filter(pl.col("op_row").is_null())
+    named = alone["path"].is_in(op_paths.implode())
+    return alone.with_columns(
+        named.alias("linked"),
+        pl.when(named).then(pl.col("path")).otherwise(pl.lit(UNLINKED_SCOPE + "/") + pl.col("path")).alias("path"),
+    )
+
+
+def findings_rows(unlinked: pl.DataFrame) -> list[tuple]:
+    """(node name, step, detail) of the first few unlinked GPU events, for the validation table."""
+    out = []
+    for r in unlinked.sort("event_id").head(5).iter_rows(named=True):
+        corr = "" if r["correlation"] is None else f", correlation {r['correlation']}"
+        out.append((r["path"], r["step"], f"event {r['event_id']} on {r['device']}/stream:{r['stream']}{corr}: "
+                                          f"{r['why']}; kept as a node of its own"))
+    return out
