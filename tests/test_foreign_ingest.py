@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from foreign_expect import kineto_expect, load_trace_events, xspace_expect
+from foreign_expect import kineto_expect, load_trace_events, subtract_children, xspace_expect
 
 import tfprof
 from tfprof.api import run_view
@@ -41,6 +41,12 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 def torch_self_micros(name: str) -> dict[int, Counter]:
     """step -> op name -> sum of round(self ns / 1000): each op's span less the spans of the ops directly inside."""
+    return torch_self_ns(name, whole_micros=True)
+
+
+def torch_self_ns(name: str, *, whole_micros: bool = False) -> dict[int, Counter]:
+    """step -> op name -> sum of self ns (each op's span less the spans of the ops directly inside), or with
+    ``whole_micros`` of each execution's self time rounded to whole µs."""
     _, events = load_trace_events(FOREIGN / name)
     ns = lambda us: round(float(us) * 1000)  # noqa: E731
     steps = sorted((ns(e["ts"]), int(e["name"].split("#")[1])) for e in events
@@ -51,17 +57,9 @@ def torch_self_micros(name: str) -> dict[int, Counter]:
         by_thread[(e["pid"], e["tid"])].append([ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], ns(e["dur"])])
     out: dict[int, Counter] = defaultdict(Counter)
     for spans in by_thread.values():
-        spans.sort(key=lambda s: (s[0], -s[1]))
-        stack: list[list] = []
-        for span in spans:
-            while stack and not (span[1] <= stack[-1][1]):
-                stack.pop()
-            if stack:
-                stack[-1][3] -= span[1] - span[0]
-            stack.append(span)
-        for start, _, op, self_ns in spans:
+        for start, _, op, self_ns in subtract_children(spans):
             step = next((n for s, n in reversed(steps) if s <= start), steps[0][1])
-            out[step][op] += round(max(self_ns, 0) / 1000)  # whole µs, halves to even
+            out[step][op] += round(max(self_ns, 0) / 1000) if whole_micros else max(self_ns, 0)  # halves to even
     return out
 
 
@@ -103,8 +101,8 @@ def test_kineto_ops_steps_memory_and_flows(name):
     allocations = prof.frame("allocations")
     outside = prof.frame("trace_events").filter((prof.frame("trace_events")["name"].cast(str) == "[memory]")
                                                 & prof.frame("trace_events")["node_id"].is_null())
-    assert allocations.height <= k["memory_events"]
-    assert allocations.filter(allocations["alloc_bytes"] > 0)["alloc_bytes"].sum() <= k["memory_alloc_bytes"]
+    assert allocations.height == k["memory_events"]  # those outside every op too (tests/test_foreign_kineto_rules.py)
+    assert allocations.filter(allocations["alloc_bytes"] > 0)["alloc_bytes"].sum() == k["memory_alloc_bytes"]
     assert outside.height == k["memory_events"]  # instants are trace events, never ops
     counters = prof.frame("counters")
     assert (counters["series"].cast(str) == "Total Allocated").sum() == k["memory_events"]
@@ -122,10 +120,15 @@ def test_kineto_self_times_per_op_and_step_match_an_independent_walk(name):
     for step, op, us in got.iter_rows():
         table[step][op] = us
     assert {s: dict(c) for s, c in table.items()} == {s: dict(c) for s, c in want.items()}
-    # the scope view's root in one step is the sum of that step's self times
+    # exact: the ns of each execution, summed as they are
+    exact = prof.sql("SELECT e.step, n.op::VARCHAR AS op, sum(e.duration_ns)::BIGINT AS ns FROM execs e "
+                     "JOIN nodes n USING (node_id) GROUP BY ALL")
+    want_ns = torch_self_ns(name)
+    assert {(s, o): v for s, o, v in exact.iter_rows()} == {(s, o): v for s, c in want_ns.items() for o, v in c.items()}
+    # the scope view's root in one step is the sum of that step's self times, at ns resolution
     for step in want:
         root = run_view(prof, "scope", {"step": step, "max_depth": 1, "select": ["micros"]}).frame.row(0, named=True)
-        assert root["total_exec_micros"] == sum(want[step].values())
+        assert root["total_exec_micros"] * 1000 == pytest.approx(sum(want_ns[step].values()), abs=1e-6)
 
 
 @pytest.mark.parametrize("name", XSPACES)

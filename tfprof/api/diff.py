@@ -37,6 +37,7 @@ from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import sample_name, tree_spec
+from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
@@ -233,8 +234,8 @@ def _rows(prof: Profile, cmd: str, opts: Options, sampled: tuple[str, ...] = (),
     chunks = [list(steps[i:i + per_pass]) for i in range(0, len(steps), per_pass)] if sampled else [[]]
     table, sums = None, []
     for chunk in chunks:
-        frame = _engine_rows(prof, cmd, opts, replace(spec, samples=tuple(
-            (METRICS[f].column, s) for f in sampled for s in chunk)))
+        frame = in_micros(_engine_rows(prof, cmd, opts, replace(spec, samples=tuple(
+            (METRICS[f].column, s) for f in sampled for s in chunk))), time_scale(prof))  # exact µs: floats
         if table is None:
             table = view_table(cmd, frame, opts.select)
         elif frame.height != table.height:  # pragma: no cover - the rows depend on the main values only

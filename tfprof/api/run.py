@@ -22,12 +22,14 @@ from tfprof.queries.code import code
 from tfprof.queries.flops import macs_gaps
 from tfprof.queries.graph import graph
 from tfprof.queries.indexes.code_trie import NoCodeTraces
+from tfprof.queries.indexes.means import capture_steps
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
+from tfprof.queries.ticks import dict_in_micros, in_micros, scaled_spec, time_scale, whole_micros
 from tfprof.views.columns import decode
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
@@ -148,7 +150,9 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
 
 def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_rows: bool) -> ViewResult:
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
-    spec = tree_spec(VIEWS[cmd], opts)
+    scale = time_scale(prof)  # times in ns for a foreign profile, whole µs for tfprof's own
+    spec = scaled_spec(tree_spec(VIEWS[cmd], opts), scale)
+    ns = scale != 1
     check_step(prof, spec.step)
     notes: list[str] = _unknown_select_notes(opts)
     root: dict[str, Any] = {}
@@ -161,21 +165,24 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     # the tree views write the report's head into the same buffer as their lines (no second copy)
     layout = spec.layout
     head = report_head(cmd if cmd in BUILTIN else _PRINTS_LIKE[layout], opts.select, miss_accelerator_stream=miss,
-                       view_doc=spec.doc, no_source=foreign_no_source(prof),
+                       view_doc=spec.doc, no_source=foreign_no_source(prof), steps_note=_steps_note(prof, spec),
                        macs_gaps=macs_gaps(prof) if "macs" in opts.select else None)
     if layout in ("scope", "graph"):
         frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
-        text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head)
+        text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head,
+                           ns=ns)
         notes += tensor_notes(tensors) if tensors is not None else []
-        proto = lambda f=frame, t=tensors: graph_node_tree(attach(prof, f, ("input_shapes",)), t)  # noqa: E731
+        proto = lambda f=frame, t=tensors: graph_node_tree(  # noqa: E731
+            attach(prof, whole_micros(f, scale), ("input_shapes",)), t)
     elif layout == "groups":
         view = _reference().op_view(prof, spec) if _on_sql_backend() else op_view(prof, spec)
         frame, root = view.rows, view.root
-        text = head + render_op(view.rows, view.root, view.members, opts.select)
-        proto = lambda: op_chain(view.rows, view.root, attach(prof, view.members, ("input_shapes",)))  # noqa: E731
+        text = head + render_op(view.rows, view.root, view.members, opts.select, ns=ns)
+        proto = lambda: op_chain(whole_micros(view.rows, scale), dict_in_micros(view.root, scale, whole=True),  # noqa: E731
+                                 attach(prof, whole_micros(view.members, scale), ("input_shapes",)))
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
@@ -195,7 +202,7 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             notes.append(f"{unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
-        data = render_code_bytes(lean, opts.select, head=head)
+        data = render_code_bytes(lean, opts.select, head=head, ns=ns)
         if full_rows:
             kept = (lean, members)
             rows_and_members = lambda: kept  # noqa: E731
@@ -204,14 +211,27 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             rows_and_members = functools.cache(lambda: code(prof, spec)[::2])
         text = decode(data)
         del data
-        proto = lambda: code_tree_proto(rows_and_members()[0], attach(prof, rows_and_members()[1], ("input_shapes",)))  # noqa: E731
+        proto = lambda: code_tree_proto(whole_micros(rows_and_members()[0], scale),  # noqa: E731
+                                        attach(prof, whole_micros(rows_and_members()[1], scale), ("input_shapes",)))
         return ViewResult(
-            cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto,
-            build_frame=lambda: rows_and_members()[0],
+            cmd=cmd, options=opts, text=text, notes=notes, root=dict_in_micros(root, scale), build_proto=proto,
+            build_frame=lambda: in_micros(rows_and_members()[0], scale),
         )
     return ViewResult(
-        cmd=cmd, options=opts, text=text, notes=notes, root=root, build_proto=proto, build_frame=lambda: frame
+        cmd=cmd, options=opts, text=text, notes=notes, root=dict_in_micros(root, scale), build_proto=proto,
+        build_frame=lambda: in_micros(frame, scale),
     )
+
+
+def _steps_note(prof: Profile, spec: TreeSpec) -> str | None:
+    """The report head's line on what a foreign profile's step -1 times are, where they are not
+    tfprof's per-node mean (``tfprof.queries.indexes.means.capture_steps``)."""
+    steps = capture_steps(prof) if spec.step < 0 else 0
+    if not steps:
+        return None
+    return (f"Times are per step of the capture: each node's total over its {steps} steps divided by {steps}, "
+            "the steps it did not run in included (tfprof's own profiles divide by the steps a node ran in); "
+            "-step N shows one step.")
 
 
 def on_kernels(prof: Profile, layout: str) -> bool:

@@ -21,7 +21,7 @@ from tfprof.api.run import ViewResult
 from tfprof.errors import TfprofError
 from tfprof.profile import Profile
 from tfprof.queries.options import Options
-from tfprof.queries.stacks import as_tree, stack_metrics, unit_of, view_stacks
+from tfprof.queries.stacks import as_tree, stack_metrics, view_stacks
 
 
 def check_view_file(kind: str, opts: Options) -> None:
@@ -68,7 +68,8 @@ def _html(prof: Profile, result: ViewResult) -> bytes:
     )
     return render_html(
         title=f"tfprof {result.cmd} view", subtitle=subtitle, report=result.text,
-        stacks=view_stacks(result.cmd, result.frame, select[:1]), metric=select[0], unit=unit_of(select[0]),
+        stacks=(stacks := view_stacks(result.cmd, result.frame, select[:1])), metric=select[0],
+        unit=stacks.unit(select[0]),
         advice=advice,
     )
 

@@ -98,7 +98,7 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     picked member nodes with their trie node ``tid``. With ``metrics`` (what a report prints),
     only those self and total columns and what the spec orders and filters on: on a trie of
     millions of nodes the other columns are most of the memory."""
-    spec = as_spec("code", spec)
+    spec = as_spec("code", spec, prof)
     parts = list(code_tree(prof, spec, metrics))
     members = parts.pop()
     unaccounted = unaccounted_groups(prof)

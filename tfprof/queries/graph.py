@@ -103,7 +103,7 @@ def graph_forest(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None 
 def graph(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
     """The displayed graph tree, root first, in display order (columns, and ``metrics``, as
     ``scope``'s)."""
-    spec = as_spec("graph", spec)
+    spec = as_spec("graph", spec, prof)
     if metrics is not None:
         keep = lean_columns(spec, counted_columns(spec, metrics))
         rows, root = display(graph_forest(prof, spec, metrics), spec, keep=keep)

@@ -66,7 +66,7 @@ def member_sets(opts: Options) -> list[pl.Expr]:
 
 def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     """Rows of a groups view (the op view for ``Options``), in display order, with cumulative totals."""
-    spec = as_spec("op", spec)
+    spec = as_spec("op", spec, prof)
     opts = spec.options
     nodes = with_group(prof, with_samples(prof, node_frame(prof, spec.step, extras_for(opts)), spec), spec)
     members = picked_members(nodes, spec)

@@ -151,7 +151,7 @@ def pprof_data(prof: Profile, opts: Options, frame: pl.DataFrame) -> PprofData:
     check_pprof("code", opts)
     select = opts.select[0]
     traces = prof.memo("pprof_trie_traces", lambda: trie_traces(prof))
-    trie, picked = code_tree(prof, as_spec("code", opts))
+    trie, picked = code_tree(prof, as_spec("code", opts, prof))
 
     # Displayed rows: level, displayed parent row, leaf flag, own frame.
     n = frame.height

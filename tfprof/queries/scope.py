@@ -27,7 +27,7 @@ def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None)
     ``Options`` are read as the scope view's). With ``metrics``, only those self and total
     columns (and the spec's samples) beside ``name``, ``node_id`` and ``accounted``; without,
     every metric and the printed details."""
-    spec = as_spec("scope", spec)
+    spec = as_spec("scope", spec, prof)
     nodes = with_samples(prof, node_frame(prof, spec.step, extras_for(spec.options)), spec)
     layout = prof.index("scope_layout", scope_layout)["layout"]  # the tree's shape never changes
     # Each tree node's row in `nodes` (node-id order); -1 for synthetic parents. The tree gets

@@ -102,6 +102,9 @@ class TreeSpec:
     # (column, step) pairs: per-step self values the executor sums like the metrics, into columns
     # `sample_name(column, step)` and their totals (a diff's noise band, from one pass)
     samples: tuple[tuple[str, int], ...] = ()
+    # ticks per µs of the time columns the thresholds compare (``tfprof.queries.ticks``): 1 (µs)
+    # as built; an engine scales the spec to its profile's unit
+    time_scale: int = 1
 
     def with_options(self, opts: Options) -> TreeSpec:
         return tree_spec(self, opts)
@@ -171,6 +174,12 @@ BUILTIN = {
 }
 
 
-def as_spec(name: str, spec: TreeSpec | Options) -> TreeSpec:
-    """``spec`` itself, or the built-in view ``name`` under options ``spec``."""
-    return spec if isinstance(spec, TreeSpec) else tree_spec(BUILTIN[name], spec)
+def as_spec(name: str, spec: TreeSpec | Options, prof=None) -> TreeSpec:
+    """``spec`` itself, or the built-in view ``name`` under options ``spec``; with ``prof``, its
+    time thresholds in the unit of ``prof``'s time metrics (``tfprof.queries.ticks``)."""
+    spec = spec if isinstance(spec, TreeSpec) else tree_spec(BUILTIN[name], spec)
+    if prof is None:
+        return spec
+    from tfprof.queries.ticks import scaled_spec, time_scale
+
+    return scaled_spec(spec, time_scale(prof))

@@ -12,7 +12,7 @@ the exclusive value is 0 rather than negative.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -47,11 +47,16 @@ def stack_metrics(opts: Options, kind: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Stacks:
     """Displayed rows as stacks: ``names`` (each row's own name), ``parent`` (the row of its
-    displayed parent, -1 at the top), and per select name the exclusive ``values`` (int64)."""
+    displayed parent, -1 at the top), and per select name the exclusive ``values`` (int64) and
+    their ``units`` (``unit_of``; times of a foreign profile in nanoseconds: its exact unit)."""
 
     names: list[str]
     parent: np.ndarray
     values: dict[str, np.ndarray]
+    units: dict[str, str] = field(default_factory=dict)
+
+    def unit(self, select: str) -> str:
+        return self.units.get(select) or unit_of(select)
 
     def paths(self) -> list[list[str]]:
         """Each row's stack, top first (rows come in pre-order, so a parent precedes its children)."""
@@ -81,19 +86,28 @@ def view_stacks(cmd: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stack
     names ``select`` (keys of ``STACK_METRICS``)."""
     names = frame["name"].cast(pl.String).to_list()
     values: dict[str, np.ndarray] = {}
+    # exact times (µs as floats: a foreign profile's, tfprof.queries.ticks) go out as whole ns
+    units = {s: "nanoseconds" for s in select if frame.schema[STACK_METRICS[s]].is_float()}
+
+    def ints(column: str, s: str) -> np.ndarray:
+        values = frame[column].fill_null(0)
+        if s in units:
+            values = (values * 1000).round(0)
+        return values.cast(pl.Int64).to_numpy()
+
     if cmd == "op" or "indent" not in frame.columns:  # a list: every row at the top, its own value
         parent = np.full(frame.height, -1, np.int64)
         for s in select:
-            values[s] = frame[STACK_METRICS[s]].fill_null(0).cast(pl.Int64).to_numpy().clip(0)
-        return Stacks(names, parent, values)
+            values[s] = ints(STACK_METRICS[s], s).clip(0)
+        return Stacks(names, parent, values, units)
     parent = tree_parents(frame["indent"].to_numpy())
     has = parent >= 0
     for s in select:
-        total = frame["total_" + STACK_METRICS[s]].fill_null(0).cast(pl.Int64).to_numpy()
+        total = ints("total_" + STACK_METRICS[s], s)
         children = np.zeros(frame.height, np.int64)
         np.add.at(children, parent[has], total[has])
         values[s] = np.maximum(total - children, 0)
-    return Stacks(names, parent, values)
+    return Stacks(names, parent, values, units)
 
 
 def as_tree(cmd: str, frame: pl.DataFrame) -> pl.DataFrame:

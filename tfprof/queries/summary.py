@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.profile import Profile
+from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.queries.totals import totals
 
 
@@ -25,7 +26,7 @@ def summary(prof: Profile) -> pl.DataFrame:
                 "float_ops": t["float_ops"],
             }
         )
-    return pl.DataFrame(rows)
+    return in_micros(pl.DataFrame(rows), time_scale(prof))  # exact µs (floats) for a foreign profile
 
 
 def model_facts(prof: Profile) -> dict[str, int]:

@@ -162,7 +162,7 @@ def _lanes(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def displayed_graph(prof: Profile, opts: Options) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The graph view's displayed nodes (display order, root excluded) and its accounted forest."""
-    spec = as_spec("graph", opts)
+    spec = as_spec("graph", opts, prof)
     forest = graph_forest(prof, spec)
     rows, _ = display(forest, spec)
     return rows, forest

@@ -39,8 +39,10 @@ def format_column(values: pl.Series, kind: str) -> pl.Series:
     """``fmt_number`` / ``fmt_time`` / ``fmt_memory`` of every value of an integer column (nulls
     print as 0), written by one compiled pass with the integer rule (module docstring); the
     values it cannot settle are formatted by Python."""
+    if kind == "time" and values.dtype.is_float():  # exact µs (a foreign profile's): from the ns, never truncated
+        values, kind = (values * 1000).round(0), "time_ns"
     v = np.ascontiguousarray(values.cast(pl.Int64).fill_null(0).to_numpy())
-    if not kernels.enabled():  # each value by Python (``formatted`` asks for the distinct ones only)
+    if not kernels.enabled() or kind == "time_ns":  # each value by Python (``formatted`` asks for the distinct ones only)
         return pl.Series(values.name, [FORMATS[kind](int(x)) for x in v], dtype=pl.String)
     small, ranges = _UNITS[kind]
     divs = np.array([d for d, _ in ranges], np.int64)
@@ -118,10 +120,19 @@ def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     """``format_column`` of each column, computed once per distinct value over all of them and
     mapped back by binary search: a view's columns repeat few values (a 356,000-line code view
     has under 5,000 distinct totals), so printing a large report formats little."""
+    if kind == "time" and any(col.dtype.is_float() for col in columns.values()):  # exact µs: in ns
+        columns, kind = {name: (col * 1000).round(0) for name, col in columns.items()}, "time_ns"
     values = {name: col.cast(pl.Int64).fill_null(0) for name, col in columns.items()}
     distinct = pl.concat(list(values.values())).unique().sort()
     text = format_column(distinct, kind)
     return {name: text.gather(distinct.search_sorted(col)) for name, col in values.items()}
+
+
+def formatter(ns: bool):
+    """The column formatter of a report whose times are in ns (``ns``) or whole µs."""
+    if not ns:
+        return format_column
+    return lambda values, kind: format_column(values, "time_ns" if kind == "time" else kind)
 
 
 def _program(frame: pl.DataFrame, select: Sequence[str], code: bool) -> lines.Program:
@@ -133,7 +144,7 @@ def _program(frame: pl.DataFrame, select: Sequence[str], code: bool) -> lines.Pr
     return prog
 
 
-def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
+def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, ns: bool = False) -> pl.Series:
     """``tree_lines`` as polars string expressions over the same program: the reference the byte
     writer must match, and the path for frames it does not take (see ``_writer_takes``)."""
     needed: dict[str, tuple[str, str]] = {}  # formatted column -> (source column, kind)
@@ -160,7 +171,8 @@ def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool 
         joined = pl.Series([""] * frame.height, dtype=pl.String)
     else:
         for kind in {k for _, k in needed.values()}:
-            texts = formatted({n: frame[c] for n, (c, k) in needed.items() if k == kind}, kind)
+            texts = formatted({n: frame[c] for n, (c, k) in needed.items() if k == kind},
+                              "time_ns" if ns and kind == "time" else kind)
             frame = frame.with_columns(t.alias(n) for n, t in texts.items())
         joined = frame.with_columns(  # with_columns broadcasts a literal item to every row
             pl.concat_str(*(e.alias(f"_i{i}") for i, e in enumerate(items)), separator=", ", ignore_nulls=True)
@@ -194,32 +206,35 @@ def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | N
     return after is None or (len(after) == frame.height and after.dtype == pl.String)
 
 
-def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False) -> pl.Series:
-    """Every line of a scope/graph view (or, with ``code``, a code view), indentation included."""
+def tree_lines(frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, ns: bool = False) -> pl.Series:
+    """Every line of a scope/graph view (or, with ``code``, a code view), indentation included;
+    with ``ns``, the frame's times are in ns (``tfprof.queries.ticks``)."""
     prog = _program(frame, select, code)
     if not _writer_takes(frame, prog, None):
-        return tree_lines_polars(frame, select, code=code)
-    out, end, line_offs = lines.render(frame, prog, format_column, newline=False)
+        return tree_lines_polars(frame, select, code=code, ns=ns)
+    out, end, line_offs = lines.render(frame, prog, formatter(ns), newline=False)
     arr = pa.LargeStringArray.from_buffers(frame.height, pa.py_buffer(line_offs), pa.py_buffer(out[:end]))
     return pl.Series(frame["name"].name, arr, dtype=pl.String)
 
 
 def tree_text(
-    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = ""
+    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = "",
+    ns: bool = False,
 ) -> str:
     """``prefix`` plus every line of ``tree_lines``, each ended by a newline, as one string;
     ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line."""
-    return decode(tree_bytes(frame, select, code=code, after=after, prefix=prefix))
+    return decode(tree_bytes(frame, select, code=code, after=after, prefix=prefix, ns=ns))
 
 
 def tree_bytes(
-    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = ""
+    frame: pl.DataFrame, select: Sequence[str], *, code: bool = False, after: pl.Series | None = None, prefix: str = "",
+    ns: bool = False,
 ) -> memoryview:
     """``tree_text`` as UTF-8 bytes (``decode`` makes the text): a caller can let the frame go
     before the text is made, so a multi-gigabyte report is not held three times at once."""
     prog = _program(frame, select, code)
     if not _writer_takes(frame, prog, after):
-        lines_ = tree_lines_polars(frame, select, code=code)
+        lines_ = tree_lines_polars(frame, select, code=code, ns=ns)
         if after is not None:  # text under a line ends with "\n" itself; the join adds one
             lines_ = pl.select(
                 pl.when(after.str.len_chars() > 0).then(lines_ + "\n" + after.str.strip_suffix("\n")).otherwise(lines_)
@@ -228,7 +243,7 @@ def tree_bytes(
     tail = None
     if after is not None:  # "\n" and the text, one final newline dropped; null where there is none
         tail = pl.select(pl.when(after.str.len_chars() > 0).then("\n" + after.str.strip_suffix("\n"))).to_series()
-    out, end, _ = lines.render(frame, prog, format_column, tail=tail, prefix=prefix)
+    out, end, _ = lines.render(frame, prog, formatter(ns), tail=tail, prefix=prefix)
     return memoryview(out)[:end]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 
-from tfprof.queries.stacks import Stacks, unit_of
+from tfprof.queries.stacks import Stacks
 from tfprof.schema.proto import pprof_pb2
 
 
@@ -49,7 +49,7 @@ def pprof_stacks_message(stacks: Stacks, select: tuple[str, ...], comment: str) 
 
     profile = pprof_pb2.Profile()
     for s in select:
-        profile.sample_type.add(type=intern(s), unit=intern(unit_of(s)))
+        profile.sample_type.add(type=intern(s), unit=intern(stacks.unit(s)))
     profile.comment.append(intern(comment))
     function_of: dict[str, int] = {}
     stack_of: list[list[int]] = []  # leaf first

@@ -28,7 +28,7 @@ _SELF: dict[str, str] = {
     "max_depth limits)",
     "node_id": "graph node id; null for the root and for name scopes that are not nodes (scope, graph views)",
     "accounted": "whether the row's own values count (tfprof prints `--` for the self value when false)",
-    "exec_micros": "execution time, accelerator plus cpu (µs)",
+    "exec_micros": "execution time, accelerator plus cpu (µs; a foreign profile's exact, with a fraction)",
     "accelerator_exec_micros": "accelerator execution time (µs)",
     "cpu_exec_micros": "cpu execution time (µs)",
     "requested_bytes": "memory requested (bytes)",
@@ -83,7 +83,8 @@ def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = N
     metrics = [c for c in list(COLUMNS)[4:] if c in renamed.columns]
     out = renamed.with_columns(
         depth.cast(pl.Int64).alias("depth"),
-        *(pl.col(c).cast(pl.Int64).fill_null(0) for c in metrics),  # the code view's root has no self values
+        # the code view's root has no self values; exact times (a foreign profile's µs, floats) stay floats
+        *(pl.col(c).cast(pl.Float64 if renamed.schema[c].is_float() else pl.Int64).fill_null(0) for c in metrics),
         pl.col("accounted").fill_null(False),
     )
     if select is None:  # every metric tfprof has; macs (ours) only where selected

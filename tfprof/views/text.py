@@ -13,7 +13,7 @@ import polars as pl
 from tfprof.views.columns import tree_bytes, tree_text
 from tfprof.views.fields import FIELDS, shown
 from tfprof.views.format import COMMAND_HELP, MISSING_STREAM_WARNING
-from tfprof.views.units import FORMATS, fmt_number, fmt_shape, fmt_time
+from tfprof.views.units import FORMATS, fmt_number, fmt_shape, fmt_time, fmt_time_ns
 
 
 def legend(select: Sequence[str], *, multi: bool) -> str:
@@ -46,24 +46,28 @@ def _join_lines(lines: pl.Series) -> str:
     return (lines + "\n").str.join("").item() if len(lines) else ""
 
 
-def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | None = None, *, head: str = "") -> str:
+def render_tree(frame: pl.DataFrame, select: Sequence[str], after: pl.Series | None = None, *, head: str = "",
+                ns: bool = False) -> str:
     """``head``, the legend, then one indented line per displayed node, in the frame's order;
-    ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line."""
-    return tree_text(frame, select, after=after, prefix=head + tree_legend(select))
+    ``after`` (one string per row, e.g. a tensor's values) is printed under its row's line;
+    ``ns``: the frame's times are in ns (``tfprof.queries.ticks``)."""
+    return tree_text(frame, select, after=after, prefix=head + tree_legend(select), ns=ns)
 
 
 def report_head(
     cmd: str, select: Sequence[str], *, miss_accelerator_stream: bool = False, view_doc: str | None = None,
-    no_source: str | None = None, macs_gaps: tuple[bool, list[str]] | None = None,
+    no_source: str | None = None, macs_gaps: tuple[bool, list[str]] | None = None, steps_note: str | None = None,
 ) -> str:
     """What tfprof writes for stdout/file output above the body: [warning] + doc block + ``Profile:``.
     ``no_source`` (foreign profiles only: docs/FOREIGN.md) names the fields the input cannot
     fill, printed on one line of its own after the doc block, so that their zeros are not read as measured.
     ``macs_gaps`` (``queries.flops.macs_gaps``; ours, only where ``macs`` is selected) adds a line
-    saying which op types have no FLOPs rule, or that the store predates the MACs."""
+    saying which op types have no FLOPs rule, or that the store predates the MACs. ``steps_note``
+    (foreign profiles of several steps) says what their step -1 times are."""
     warning = MISSING_STREAM_WARNING if miss_accelerator_stream else ""
     missing = f"No source in this profile: {no_source} (shown as 0).\n\n" if no_source else ""
-    return warning + doc_block(cmd, select, view_doc) + missing + macs_line(macs_gaps) + "Profile:\n"
+    steps = f"{steps_note}\n\n" if steps_note else ""
+    return warning + doc_block(cmd, select, view_doc) + missing + steps + macs_line(macs_gaps) + "Profile:\n"
 
 
 _LISTED = 8  # op types named on the MACs line; the rest are counted (``tfprof check`` lists them all)
@@ -98,7 +102,7 @@ def _pct_item(text: str, own: int, total: int, root_total: int, guard: int) -> s
     return "%30s" % f"{text} ({cum:.2f}%, {pct:.2f}%)"
 
 
-def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root: dict) -> str:
+def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root: dict, ns: bool = False) -> str:
     """One item of an op-view line from a field's op cell (``tfprof.views.fields``)."""
     if cell[0] == "join":
         return "|".join(row[cell[1]] or ())
@@ -106,20 +110,20 @@ def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root:
         return "%*s" % (cell[1], f"{row['runs']}|{row['definitions']}")
     _, guard, unit = cell
     own, total = row[column], row["total_" + column]
-    text = f"{fmt_number(own)} {unit}" if unit else FORMATS[kind](own)
+    text = f"{fmt_number(own)} {unit}" if unit else FORMATS["time_ns" if ns and kind == "time" else kind](own)
     return _pct_item(text, own, total, root["total_" + column], own if guard == "own" else total)
 
 
-def op_line(row: dict, root: dict, select: Sequence[str], input_block: str = "") -> str:
-    """One row of the op view (docs/TFPROF_BEHAVIOUR.md, 'Op view rows')."""
-    items = [_op_cell(f.op, f.column, f.kind, row, root) for f in shown(select, multi=True) if f.op]
+def op_line(row: dict, root: dict, select: Sequence[str], input_block: str = "", ns: bool = False) -> str:
+    """One row of the op view (docs/TFPROF_BEHAVIOUR.md, 'Op view rows'); ``ns`` as for ``render_tree``."""
+    items = [_op_cell(f.op, f.column, f.kind, row, root, ns) for f in shown(select, multi=True) if f.op]
     line = "%-25s%s\n" % (row["name"], ", ".join(items))
     if "input_shapes" in select and input_block:
         line = f"{line}\n{input_block}\n\n"
     return line
 
 
-def input_shape_block(members: pl.DataFrame) -> str:
+def input_shape_block(members: pl.DataFrame, ns: bool = False) -> str:
     """The ``input_type:`` lines under an op row: members grouped by their input shapes."""
     if members.height == 0:
         return ""
@@ -136,18 +140,19 @@ def input_shape_block(members: pl.DataFrame) -> str:
         agg[2] += row["exec_micros"]
     ordered = sorted(sigs.items(), key=lambda kv: (-kv[1][1], kv[0]))
     return "\n".join(
-        f"{sig}\t(run*{runs}|defined*{count})\texec_time: {fmt_time(us)}"
+        f"{sig}\t(run*{runs}|defined*{count})\texec_time: {(fmt_time_ns if ns else fmt_time)(us)}"
         for sig, (count, runs, us) in ordered
     )
 
 
-def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Sequence[str]) -> str:
-    """Legend plus one line per displayed op (the root is not printed)."""
+def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Sequence[str], *,
+              ns: bool = False) -> str:
+    """Legend plus one line per displayed op (the root is not printed); ``ns`` as for ``render_tree``."""
     out = [multi_legend(select)]
     by_op = members.partition_by("op", as_dict=True) if "input_shapes" in select and members.height else {}
     for row in rows.iter_rows(named=True):
-        block = input_shape_block(by_op.get((row["name"],), members.clear())) if by_op else ""
-        out.append(op_line(row, root, select, block))
+        block = input_shape_block(by_op.get((row["name"],), members.clear()), ns) if by_op else ""
+        out.append(op_line(row, root, select, block, ns))
     return "".join(out)
 
 
@@ -156,6 +161,6 @@ def render_code(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -
     return tree_text(frame, select, code=True, prefix=head + multi_legend(select))
 
 
-def render_code_bytes(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -> memoryview:
+def render_code_bytes(frame: pl.DataFrame, select: Sequence[str], *, head: str = "", ns: bool = False) -> memoryview:
     """``render_code`` as UTF-8 bytes (``tfprof.views.columns.decode`` makes the text)."""
-    return tree_bytes(frame, select, code=True, prefix=head + multi_legend(select))
+    return tree_bytes(frame, select, code=True, prefix=head + multi_legend(select), ns=ns)

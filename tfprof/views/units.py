@@ -22,12 +22,26 @@ def fmt_number(n: int | float) -> str:
 
 
 def fmt_time(us: int | float) -> str:
-    """FormatTime: 999 -> ``999us``, 1000 -> ``1.00ms``, 3610000 -> ``3.61sec``."""
+    """FormatTime: 999 -> ``999us``, 1000 -> ``1.00ms``, 3610000 -> ``3.61sec``. A float is an
+    exact time (a foreign profile's, to the ns): formatted by ``fmt_time_ns``, never truncated."""
+    if isinstance(us, float):
+        return fmt_time_ns(round(us * 1000))
     if us < 1000:
         return "%dus" % us
     if us < 1000000:
         return "%.2fms" % (us / 1e3)
     return "%.2fsec" % (us / 1e6)
+
+
+def fmt_time_ns(ns: int) -> str:
+    """``fmt_time`` of an exact time in ns (a foreign profile's, ``tfprof.queries.ticks``): the
+    whole µs are rounded from the ns (halves to even), the ms and sec digits printed from them."""
+    us = round(ns / 1000)
+    if us < 1000:
+        return "%dus" % us
+    if us < 1000000:
+        return "%.2fms" % (ns / 1e6)
+    return "%.2fsec" % (ns / 1e9)
 
 
 def fmt_memory(b: int | float) -> str:
@@ -44,4 +58,5 @@ def fmt_shape(dims: Sequence[int]) -> str:
     return "x".join(str(d) for d in dims)
 
 
-FORMATS: dict[str, Callable[[float], str]] = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory}
+FORMATS: dict[str, Callable[[float], str]] = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory,
+                                              "time_ns": fmt_time_ns}

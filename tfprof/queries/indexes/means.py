@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.queries.arrays import in_id_order, rows_of
+from tfprof.queries.ticks import time_scale
 
 if TYPE_CHECKING:
     from tfprof.profile import Profile
@@ -29,7 +30,10 @@ def step_numbers(prof: Profile, step: int = -1) -> pa.Table:
     ``macs`` for option ``step`` (0 where the node has no record for it).
 
     ``float_ops`` is the static count for a node that never ran, else the count times the
-    step's ``run_count`` (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging').
+    step's ``run_count`` (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging'); where the reader
+    counted them per execution (``node_steps.float_ops``: Kineto, each execution's own shapes),
+    their sum over the step's executions (for step -1 averaged as ``run_count`` is). A foreign
+    profile's times are in ns and its step -1 times per step of the capture (``capture_steps``).
     """
     nodes, ids, numbers = _per_step(prof, ("float_ops", *STEP_METRICS, "macs"), [step])
     return pa.table({
@@ -78,18 +82,26 @@ def _per_step(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> tupl
         table = prof.columns(name, [*wanted_columns, *by_step])
         return table if k > 1 or every_step else table.filter(pc.equal(table.column("step"), wanted[0]))
 
-    node_steps = prof.columns("node_steps", ["node_id", "run_count", *by_step])
+    per_run = "float_ops" in columns  # a reader's float_ops per execution, where it has them
+    node_steps = prof.columns("node_steps", ["node_id", "run_count", *(["float_ops"] if per_run else []), *by_step])
     ran = np.zeros(n, np.bool_)  # a record in any step, whatever the steps asked for
     every = rows_of(ids, node_steps.column("node_id").to_numpy())
     ran[every[every >= 0]] = True
     at = cells(node_steps, every)
     records = grid(np.bincount(at[at >= 0], minlength=k * n))
     sums = {"run_count": grid(_sum(at, node_steps.column("run_count").to_numpy(), k * n))}
+    counted = None  # per (step, node): whether its float_ops were counted per execution
+    if per_run and node_steps.column("float_ops").null_count < node_steps.num_rows:
+        flops = node_steps.column("float_ops")
+        has = ~flops.is_null().to_numpy(zero_copy_only=False)
+        sums["_flops_per_run"] = grid(_sum(at, flops.fill_null(0).to_numpy(), k * n, has))
+        counted = grid(_sum(at, has.astype(np.int64), k * n)) > 0
     del node_steps, every
     wants = set(columns) | ({"run_count"} if {"float_ops", "macs"} & set(columns) else set())
     if wants & set(TIME):
-        execs = records_of("execs", ["node_id", "kind", "duration_micros"])
-        at, duration = cells(execs), execs.column("duration_micros").to_numpy()
+        exact = time_scale(prof) != 1  # durations in ns (tfprof.queries.ticks)
+        execs = records_of("execs", ["node_id", "kind", "duration_micros", *(["duration_ns"] if exact else [])])
+        at, duration = cells(execs), _durations(execs, exact)
         kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
         for name, where in zip(TIME, (None, kind == 0, kind == 1)):
             if name in wants:
@@ -106,6 +118,11 @@ def _per_step(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> tupl
         numbers = {m: np.where(records > 0, v, 0) for m, v in sums.items() if m in wants}
     else:
         numbers = {m: np.where(records > 0, v // np.maximum(records, 1), 0) for m, v in sums.items() if m in wants}
+    steps_in_capture = capture_steps(prof) if every_step else 0
+    if steps_in_capture:  # a foreign profile's time per step of the capture (``capture_steps``)
+        for name in TIME:
+            if name in wants:
+                numbers[name] = sums[name] // steps_in_capture
     # a negative count (TensorFlow's op log has -1 for some ops on empty tensors) counts as 0:
     # the clamp rule of tfprof.ingest.validate, which reports it
     static = {
@@ -115,8 +132,34 @@ def _per_step(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> tupl
     for name in ("float_ops", "macs"):  # the static count times the run count where the node ran
         if name in wants:
             numbers[name] = np.where(ran, static[name] * numbers["run_count"], static[name])
+    if counted is not None and "float_ops" in wants:  # summed over the executions, each its own shapes
+        per_run_flops = sums["_flops_per_run"] // np.maximum(records, 1)
+        numbers["float_ops"] = np.where(counted, per_run_flops, numbers["float_ops"])
     numbers["parameters"] = np.broadcast_to(nodes.column("params").to_numpy(), (k, n))
     return nodes, ids, numbers
+
+
+def capture_steps(prof: Profile) -> int:
+    """For a foreign profile (time in ns, ``tfprof.queries.ticks``) of more than one step, the
+    number of its steps, else 0. Such a profile's step -1 time is each node's total over the
+    capture divided by that number — the time it takes per step, counting the steps it did not
+    run in — where tfprof divides by the steps a node has a record in: on a trace whose input
+    pipeline runs in the first step only, tfprof's mean ranks that work as if it ran every step.
+    Run counts and memory keep tfprof's mean."""
+    if time_scale(prof) == 1:
+        return 0
+    steps = prof.row_counts().get("steps", 0)
+    return steps if steps > 1 else 0
+
+
+def _durations(execs: pa.Table, exact: bool) -> np.ndarray:
+    """Each record's duration: whole µs, or with ``exact`` ns (``duration_ns``, else the µs)."""
+    micros = execs.column("duration_micros").to_numpy()
+    if not exact:
+        return micros
+    ns = execs.column("duration_ns")
+    return np.where(ns.is_null().to_numpy(zero_copy_only=False), micros * 1000,
+                    ns.fill_null(0).to_numpy())
 
 
 def _static_macs(prof: Profile, ids: np.ndarray) -> np.ndarray:

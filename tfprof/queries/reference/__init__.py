@@ -24,6 +24,7 @@ from tfprof.queries.reference.groups import show_groups
 from tfprof.queries.reference.layouts import LAYOUTS
 from tfprof.queries.reference.sql import Sql
 from tfprof.queries.spec import TreeSpec
+from tfprof.queries.ticks import scaled_spec, time_scale
 
 __all__ = ["ReferenceResult", "active", "code_view", "op_view", "run", "sql_backend", "tree_frame"]
 
@@ -58,6 +59,7 @@ class ReferenceResult:
 
 def run(prof: Profile, spec: TreeSpec) -> ReferenceResult:
     """Execute ``spec`` on ``prof``."""
+    spec = scaled_spec(spec, time_scale(prof))
     nodes = node_frame(prof, spec.step)  # each node's self values for the step (ReInit)
     sql = _BACKENDS[-1]() if _BACKENDS else Sql()
     try:

@@ -3,7 +3,8 @@
 
 const Fmt = {
   // tfprof's FormatTime / FormatMemory / FormatNumber (docs/TFPROF_BEHAVIOUR.md, 'Number formats').
-  time(us) { return us < 1e3 ? `${Math.trunc(us)}us` : us < 1e6 ? `${(us / 1e3).toFixed(2)}ms` : `${(us / 1e6).toFixed(2)}sec`; },
+  // A fractional time is a foreign profile's exact one: its whole us are rounded, never truncated.
+  time(us) { const w = Number.isInteger(us) ? us : Math.round(us); return w < 1e3 ? `${w}us` : w < 1e6 ? `${(us / 1e3).toFixed(2)}ms` : `${(us / 1e6).toFixed(2)}sec`; },
   memory(b) { return b < 1e3 ? `${Math.trunc(b)}B` : b < 1e6 ? `${(b / 1e3).toFixed(2)}KB` : `${(b / 1e6).toFixed(2)}MB`; },
   number(n) { return n < 1e3 ? `${Math.trunc(n)}` : n < 1e6 ? `${(n / 1e3).toFixed(2)}k` : n < 1e9 ? `${(n / 1e6).toFixed(2)}m` : `${(n / 1e9).toFixed(2)}b`; },
   value(kind, v) { return (Fmt[kind] || Fmt.number)(v); },
