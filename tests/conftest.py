@@ -91,6 +91,17 @@ SLOW_TESTS = {
         "test_pprof_of_the_code_view_holds_the_python_stacks": "`python -m tfprof code` per capture",
         "test_pprof_without_python_stacks_is_one_line": "`python -m tfprof code` per capture",
     },
+    "test_foreign_exact.py": {
+        "test_the_cli_prints_the_same_exact_numbers": "`python -m tfprof op`",
+    },
+    "test_foreign_gpu.py": {
+        "test_order_by_accelerator_micros_on_the_command_line": "`python -m tfprof op`",
+        "test_unlinked_gpu_events_are_kept_counted_and_reported": "`python -m tfprof check`",
+        "test_kernels_table_survives_a_store": "`python -m tfprof ingest`",
+    },
+    "test_foreign_kineto_rules.py": {
+        "test_bytes_beyond_int64_are_an_error": "`python -m tfprof`",
+    },
     "test_foreign_flops.py": {
         "test_header_says_estimated_and_names_op_types_without_a_rule": "`python -m tfprof`",
     },

@@ -206,3 +206,19 @@ def test_tables_and_protos_carry_the_exact_and_the_whole_microseconds(name):
     total = sum(want[step].values())
     assert result.frame["total_exec_micros"][0] == pytest.approx(total / 1000, abs=1e-9)
     assert result.proto.total_exec_micros == round(total / 1000)  # GraphNodeProto's fields are whole µs
+
+
+def test_a_catalog_sums_foreign_and_own_runs_in_ns(tmp_path):
+    """Runs of both units aggregate in the finer one: the sum's root is the runs' roots added, to the ns."""
+    import tfprof
+    from tfprof.catalog import add_run
+    from tfprof.catalog.aggregate import aggregate_profile
+
+    cat = tmp_path / "cat"
+    add_run(cat, "foreign", profile_path=FOREIGN / TORCH[0])
+    add_run(cat, "own", profile_path=tfprof.sample_path())
+    roots = [tfprof.view(p, "scope", max_depth=0)["total_exec_micros"][0] for p in (load(TORCH[0]), load_own())]
+    both = tfprof.view(aggregate_profile(cat, ["foreign", "own"], "sum"), "scope", max_depth=0)
+    assert round(both["total_exec_micros"][0] * 1000) == round(roots[0] * 1000) + roots[1] * 1000
+    alone = tfprof.view(aggregate_profile(cat, ["own"], "sum"), "scope", max_depth=0)["total_exec_micros"]
+    assert alone.dtype == pl.Int64 and alone[0] == roots[1]  # tfprof's own runs stay whole µs

@@ -174,14 +174,3 @@ def test_kernels_table_survives_a_store(tmp_path):
     for table in ("kernels", "node_steps", "execs"):
         assert stored.table(table).equals(fresh.table(table)), table
 
-
-@pytest.mark.parametrize("name", GPU)
-def test_kernel_and_reference_engines_link_alike(name):
-    from tfprof import kernels
-    from tfprof.ingest import foreign
-
-    with kernels.using(True):
-        fast = foreign.read(FOREIGN / name, "kineto")
-    with kernels.using(False):
-        ref = foreign.read(FOREIGN / name, "kineto")
-    assert [t for t in fast if not fast[t].equals(ref[t])] == []

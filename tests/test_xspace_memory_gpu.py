@@ -121,14 +121,3 @@ def test_a_gpu_event_without_a_launch_lands_on_the_op_its_stats_name(monkeypatch
     labels = Counter(ev.filter(pl.col("accelerator") & (pl.col("role") == "op"))["label"].to_list())
     assert labels == expected
 
-
-@pytest.mark.parametrize("name", MEMORY)
-def test_kernel_and_reference_paths_agree_on_memory_and_gpu_captures(name):
-    from tfprof import kernels
-    from tfprof.ingest import foreign
-
-    with kernels.using(True):
-        fast = foreign.read(FOREIGN / name, "xspace")
-    with kernels.using(False):
-        ref = foreign.read(FOREIGN / name, "xspace")
-    assert [t for t in fast if not fast[t].equals(ref[t])] == []

@@ -29,7 +29,7 @@ from tfprof.queries.options import Options
 from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
-from tfprof.queries.ticks import dict_in_micros, in_micros, scaled_spec, time_scale, whole_micros
+from tfprof.queries.ticks import dict_in_micros, in_micros, time_scale, whole_micros
 from tfprof.views.columns import decode
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
@@ -150,8 +150,8 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
 
 def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_rows: bool) -> ViewResult:
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    spec = tree_spec(VIEWS[cmd], opts)  # each engine scales its time thresholds to the profile's unit
     scale = time_scale(prof)  # times in ns for a foreign profile, whole µs for tfprof's own
-    spec = scaled_spec(tree_spec(VIEWS[cmd], opts), scale)
     ns = scale != 1
     check_step(prof, spec.step)
     notes: list[str] = _unknown_select_notes(opts)

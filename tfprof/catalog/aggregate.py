@@ -26,7 +26,7 @@ from tfprof.errors import OptionError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile
 from tfprof.queries.indexes.means import STEP_METRICS, step_numbers
-from tfprof.queries.ticks import NS, TIME_METRICS, time_scale
+from tfprof.queries.ticks import TIME_METRICS, time_scale
 from tfprof.schema import TABLES
 
 AGGREGATES = ("sum", "mean", "max")
@@ -63,7 +63,7 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
     parts: dict[str, list[pa.Table]] = {t: [] for t in STRUCTURE}
     numbers: list[pl.DataFrame] = []
     first: Profile | None = None
-    exact = False
+    scales: list[int] = []  # each run's ticks per µs (tfprof.queries.ticks)
     for run in names:
         prof = run_profile(catalog, run)
         keys = _keys(prof.table("nodes"))
@@ -83,8 +83,8 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
             for table in STRUCTURE:
                 parts[table].append(_remap(prof.table(table), new, id_map))
         metrics = pl.from_arrow(step_numbers(prof, -1)).join(keys, on="node_id").drop("node_id")
-        numbers.append(metrics.with_columns(pl.col(c) * (NS // time_scale(prof)) for c in TIME_METRICS))  # in ns
-        exact = exact or time_scale(prof) != 1
+        numbers.append(metrics)
+        scales.append(time_scale(prof))
         del prof
     assert union is not None and first is not None
     tables = {t: pa.concat_tables(parts[t]) if parts[t] else TABLES[t].schema.empty_table() for t in STRUCTURE}
@@ -92,12 +92,13 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
     tables["info"] = first.table("info")
     prof = Profile(tables, source=first.source)
     prof.inputs = input_paths(profile_path=catalog)
-    # times summed in ns when any run has exact times (a foreign profile's), else in whole µs
+    # times in the finest unit of the runs: ns when any has exact times (a foreign profile's), else whole µs
+    scale = max(scales)
+    numbers = [m.with_columns(pl.col(c) * (scale // s) for c in TIME_METRICS) if s != scale else m
+               for m, s in zip(numbers, scales, strict=True)]
     means = _aggregate(pl.concat(numbers), union, how, len(names))
-    if not exact:
-        means = means.with_columns(pl.col(c) // NS for c in TIME_METRICS)
     prof.memo(("index", "step_means"), lambda: {"metrics": means})  # what every view reads for step -1
-    prof.memo("time_scale", lambda: NS if exact else 1)
+    prof.memo("time_scale", lambda: scale)
     return prof
 
 

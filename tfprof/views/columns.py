@@ -120,8 +120,6 @@ def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     """``format_column`` of each column, computed once per distinct value over all of them and
     mapped back by binary search: a view's columns repeat few values (a 356,000-line code view
     has under 5,000 distinct totals), so printing a large report formats little."""
-    if kind == "time" and any(col.dtype.is_float() for col in columns.values()):  # exact µs: in ns
-        columns, kind = {name: (col * 1000).round(0) for name, col in columns.items()}, "time_ns"
     values = {name: col.cast(pl.Int64).fill_null(0) for name, col in columns.items()}
     distinct = pl.concat(list(values.values())).unique().sort()
     text = format_column(distinct, kind)

@@ -17,6 +17,7 @@ from pathlib import Path
 from google.protobuf import message as _message
 
 from tfprof.ingest.sources import one_line
+from tfprof.ingest.sstable import varint
 from tfprof.schema.proto import xplane_pb2
 
 WHAT = "an XSpace protobuf (TensorFlow 2 / JAX profile)"
@@ -26,16 +27,12 @@ _STRINGS = {2: "errors", 3: "warnings", 4: "hostnames"}  # the XSpace's string f
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int | None, int]:
-    """(value, position after it), or (None, pos) when the bytes end inside it or it is too long."""
-    value = shift = 0
-    while pos < end and shift < 64:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    return None, pos
+    """``sstable.varint`` of the bytes before ``end``, or (None, pos) when they end inside it or
+    it is too long."""
+    try:
+        return varint(memoryview(buf)[:end], pos)
+    except IndexError:
+        return None, pos
 
 
 def _text(raw: bytes) -> str | None:
