@@ -42,7 +42,9 @@ def read(path, what: str) -> dict[str, pa.Table]:
     if what == "kineto":
         from tfprof.ingest.foreign import kineto
 
-        return kineto.read(Path(path), data)
+        box = [data]  # the reader empties it: the file's bytes are freed once the events are gathered
+        del data
+        return kineto.read(Path(path), box)
     from tfprof.ingest.foreign import xspace
 
     return xspace.read(Path(path), data)

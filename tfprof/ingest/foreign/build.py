@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tfprof import kernels
 from tfprof.ingest import derive, validate
 from tfprof.ingest.foreign import gpu, memory, nesting
 from tfprof.schema import TABLES, conform
@@ -40,6 +41,9 @@ Flops = Callable[[pl.DataFrame], pl.Series]
 """A reader's float-op estimate per op execution: given the executions (``name``: the node path,
 ``op``: the op type, ``args``), one count each (0 for none)."""
 
+_REPEATED = ("process", "thread", "category", "name", "phase", "role", "label", "op_type", "device", "flow_id")
+"""Text columns of few distinct values, held as categoricals (4 bytes a row) while building."""
+
 _FRAME = r"^(.*)\((\d+)\): (.*)$"  # Kineto's python_function name: `file.py(LINE): function`
 
 
@@ -48,31 +52,94 @@ def _us(ns: pl.Expr) -> pl.Expr:
     return (ns.cast(pl.Float64) / 1000).round(0, mode="half_to_even").cast(pl.Int64)
 
 
-def _nested(ev: pl.DataFrame) -> pl.DataFrame:
-    """``ev`` (its ``EVENT_COLUMNS``) in (thread, start, longest first) order with ``row``, its
-    position in that order, and ``parent``: the row of the innermost span enclosing each event
-    on its thread (-1: none)."""
+def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """``ev`` (its ``EVENT_COLUMNS`` but ``args``) in (thread, start, longest first) order with
+    ``row``, its position in that order, ``parent``: the row of the innermost span enclosing each
+    event on its thread (-1: none), and ``_at``: its position in ``ev`` as given; and ``ev``'s
+    ``args``, in the order given (large and needed only by the trace table, so left unsorted).
+    Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
+    column is gathered once."""
     ev = ev.select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t).alias(c)
-                    for c, t in EVENT_COLUMNS.items()]).with_columns(
+                    for c, t in EVENT_COLUMNS.items()])
+    args = ev["args"]
+    ev = ev.drop("args").with_columns(
+        *(pl.col(c).cast(pl.Categorical) for c in _REPEATED),
         pl.col("accelerator").fill_null(False),
-        pl.struct("process", "thread").rank("dense").cast(pl.Int64).alias("_thread"),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-    ).sort(["_thread", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),
+    )
+    ev = ev.with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"])))
+    # numpy's lexsort (last key first) over four int64 columns beats a multi-column polars sort
+    ev = ev[np.lexsort((ev["event_id"].to_numpy(), -ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
+                        ev["_thread"].to_numpy()))]
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
-    return ev.with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row"))
+    return ev.with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")), args
+
+
+def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
+    """The dense rank of each event's (process, thread) pair (categoricals) in name order: the
+    pairs are told apart by their codes, and only the few distinct ones are compared as text."""
+    codes = [c.to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1 for c in (process, thread)]
+    key = codes[0] * (int(codes[1].max(initial=0)) + 1) + codes[1]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    names = pl.DataFrame({"p": process.gather(first).cast(pl.String), "t": thread.gather(first).cast(pl.String)})
+    order = names.with_row_index("_k").sort("p", "t", nulls_last=False)["_k"].to_numpy()
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[order] = np.arange(len(first))
+    return rank[inverse.ravel()]
 
 
 def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.Series:
-    """The scope path of each row in ``rows``: its ancestors' labels and its own, joined by ``/``."""
-    path = label.gather(rows)
+    """The scope path of each row in ``rows``: its ancestors' labels and its own, joined by ``/``.
+    Each distinct path is a (parent path, label) pair, numbered in one pass over the rows (a
+    parent comes before its children); only the distinct paths are spelled out, level by level."""
+    need = np.zeros(len(label), dtype=np.bool_)
+    need[rows] = True
     anc = scope_parent[rows]
-    while (anc >= 0).any():
-        has = pl.Series(anc >= 0)
-        prefix = label.gather(np.maximum(anc, 0))
-        path = pl.select(pl.when(has).then(prefix + "/" + path).otherwise(path)).to_series()
-        anc = np.where(anc >= 0, scope_parent[np.maximum(anc, 0)], -1)
-    return path
+    while (anc >= 0).any():  # the ancestors of the rows asked for need a path too
+        anc = anc[anc >= 0]
+        anc = anc[~need[anc]]
+        need[anc] = True
+        anc = scope_parent[anc]
+    codes = label.cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1  # 0: null
+    fn = kernels.compiled(_path_ids_py) if kernels.enabled() else _path_ids_py
+    pid, parent_of, first, depth = fn(np.ascontiguousarray(scope_parent, dtype=np.int64), codes, need,
+                                      int(codes.max(initial=0)))
+    own = label.gather(first).cast(pl.String)
+    spelled = own
+    for d in range(1, int(depth.max(initial=0)) + 1):
+        at = np.flatnonzero(depth == d)
+        spelled = spelled.scatter(at, spelled.gather(parent_of[at]) + "/" + own.gather(at))
+    return spelled.gather(pid[rows])
+
+
+def _path_ids_py(scope_parent: np.ndarray, label: np.ndarray, need: np.ndarray, labels: int):
+    """(the path id of each row, -1 where not ``need``ed; per path: its parent path's id, -1 at
+    the top, the first row with it and its depth). A path is its parent's path and a label code."""
+    n = len(scope_parent)
+    pid = np.full(n, -1, dtype=np.int64)
+    parent_of = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    depth = np.empty(n, dtype=np.int64)
+    seen = {np.int64(-1): np.int64(-1)}  # typed by this entry; real keys are >= 0
+    count = 0
+    for i in range(n):
+        if not need[i]:
+            continue
+        p = scope_parent[i]
+        up = pid[p] if p >= 0 else -1
+        key = (up + 1) * (labels + 1) + label[i]
+        k = seen.get(key, -1)
+        if k < 0:
+            k = count
+            seen[key] = k
+            parent_of[k] = up
+            first[k] = i
+            depth[k] = depth[up] + 1 if up >= 0 else 0
+            count += 1
+        pid[i] = k
+    return pid, parent_of[:count], first[:count], depth[:count]
 
 
 def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_ids: np.ndarray) -> pl.DataFrame:
@@ -86,7 +153,7 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     if not parts:
         return pl.DataFrame(schema={"node_id": pl.Int64, "depth": pl.Int32, "label": pl.String})
     frames = pl.concat(parts)
-    frames = frames.with_columns(ev["label"].gather(frames["row"]).alias("label"))
+    frames = frames.with_columns(ev["label"].gather(frames["row"]).cast(pl.String).alias("label"))
     return frames.with_columns(
         (pl.col("level").max().over("node_id") - pl.col("level")).cast(pl.Int32).alias("depth")
     ).select("node_id", "depth", "label")
@@ -96,13 +163,14 @@ def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
           flops: Flops | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
     events; ``flops`` estimates each op execution's float ops (None: the reader has no count)."""
-    ev = _nested(ev)
-    parent, role, on_gpu = ev["parent"].to_numpy(), ev["role"].to_numpy(), ev["accelerator"].to_numpy()
+    ev, args = _nested(ev)
+    parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
+    is_role = {r: (ev["role"] == r).to_numpy() for r in ("op", "scope", "frame")}
     label = ev["label"]
-    is_op = (role == "op") & ~on_gpu
+    is_op = is_role["op"] & ~on_gpu
     op_parent = nesting.nearest(parent, is_op)
-    scope_parent = nesting.nearest(parent, is_op | (role == "scope"))
-    frame_parent = nesting.nearest(parent, role == "frame")
+    scope_parent = nesting.nearest(parent, is_op | is_role["scope"])
+    frame_parent = nesting.nearest(parent, is_role["frame"])
     ops = np.flatnonzero(is_op)
 
     # self time: the span less the spans of the ops directly inside it
@@ -116,7 +184,7 @@ def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
         pl.Series("self_ns", np.maximum(dur[ops] - inner[ops], 0)),
     )
     op = op.with_columns(_step_of(marks, op["start_ns"]))
-    events = gpu.events(ev, op_parent, _paths(label, scope_parent, np.flatnonzero((role == "op") & on_gpu)))
+    events = gpu.events(ev, op_parent, _paths(label, scope_parent, np.flatnonzero(is_role["op"] & on_gpu)))
     own = gpu.own_nodes(events, op["path"])
     own = own.with_columns(_step_of(marks, own["start_ns"]))
     mem = memory.instants(ev, op_parent)
@@ -125,7 +193,8 @@ def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
     nodes = _nodes(op, own, outside)
     op = op.join(nodes.select("path", "node_id"), on="path").sort("event_id")
     if flops is not None:
-        op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op"), "args"))
+        op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op"),
+                                         args.gather(op["_at"]).alias("args")))
                              .cast(pl.Int64).fill_null(0).alias("float_ops"))
     at_op = op.select(pl.col("row").alias("owner"), "node_id", "step",
                       _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"))
@@ -144,14 +213,15 @@ def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
     found = validate.Findings()
     unlinked = own.filter(~pl.col("linked"))
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
-    return _tables(ev, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None)
+    return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None)
 
 
 def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
     """One row per distinct path (``node_id`` in order of each path's first event): the op
     executions', the unlinked GPU events' and, when some allocation is outside every op,
     ``memory.OUTSIDE_OPS``; its ``op_type`` and ``device`` are its first event's."""
-    parts = [op.select("path", "event_id", "op_type", "device"), own.select("path", "event_id", "op_type", "device")]
+    text = (pl.col("op_type").cast(pl.String), pl.col("device").cast(pl.String))
+    parts = [op.select("path", "event_id", *text), own.select("path", "event_id", *text)]
     if outside.height:
         name = pl.lit(memory.OUTSIDE_OPS)
         parts.append(outside.select(name.alias("path"), pl.col("event_id").min(), name.alias("op_type"),
@@ -188,7 +258,7 @@ def _finite(counters: pl.DataFrame | None, found: validate.Findings) -> pl.DataF
     return counters.filter(pl.col("value").is_finite())
 
 
-def _tables(ev, op, acc, mem, nodes, frame_parent, counters, found, counted) -> dict[str, pa.Table]:
+def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counted) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     # a node whose op launched GPU work is placed on that GPU, as tfprof places a GPU op
     placed = acc.filter(pl.col("runs") == 0).group_by("node_id").agg(pl.col("device").sort_by("event_id").first()
@@ -204,7 +274,7 @@ def _tables(ev, op, acc, mem, nodes, frame_parent, counters, found, counted) -> 
         "canonical_device": nodes["device"], "host_device": nodes["device"].str.replace(r"gpu:(\d+)$", "cpu:0")})
     types = pl.concat([nodes.select("node_id", op_type="op_type"), nodes.select("node_id", op_type="device")])
     out["node_types"] = conform("node_types", types.unique().sort("node_id", "op_type").to_arrow())
-    cpu = op.select("node_id", "step", "device", pl.lit("cpu").alias("kind"), "event_id",
+    cpu = op.select("node_id", "step", pl.col("device").cast(pl.String), pl.lit("cpu").alias("kind"), "event_id",
                     _us(pl.col("start_ns")).alias("start_micros"), _us(pl.col("self_ns")).alias("duration_micros"),
                     pl.col("self_ns").alias("duration_ns"),
                     _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"), pl.lit(1).alias("runs"),
@@ -236,7 +306,7 @@ def _tables(ev, op, acc, mem, nodes, frame_parent, counters, found, counted) -> 
         out[name] = TABLES[name].schema.empty_table()
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
     out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False]})
-    out["trace_events"] = _trace_events(ev, runs)
+    out["trace_events"] = _trace_events(ev, args, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()
     out["flows"] = _flows(ev)
@@ -263,22 +333,44 @@ def _code_frames(ev, op, frame_parent) -> pa.Table:
     return conform("code_frames", parsed.to_arrow())
 
 
-def _trace_events(ev, runs) -> pa.Table:
-    """Every event but the flow ends, an op or GPU event with the node and step it counts for."""
-    kept = ev.filter(pl.col("role").is_in(["flow_start", "flow_end"]).not_()).join(
-        runs.select("event_id", "node_id", "step"), on="event_id", how="left")
-    return conform("trace_events", kept.select(
-        "event_id", "process", "thread", "category", "name", "phase", "start_ns", duration_ns="dur_ns",
-        node_id="node_id", step="step", args="args").to_arrow())
+def _trace_events(ev, args, runs) -> pa.Table:
+    """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
+    start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
+    rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
+    rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
+    kept = ev[rows]
+    linked = kept.select("event_id").join(runs.select("event_id", "node_id", "step"), on="event_id", how="left",
+                                          maintain_order="left")
+    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
+               "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
+               "node_id": linked["node_id"].to_arrow(), "step": linked["step"].to_arrow(),
+               "args": args.gather(kept["_at"]).to_arrow()}
+    return conform("trace_events", columns, sort=False)
+
+
+_NAMED = ("process", "thread", "category", "name", "phase")  # the dictionary columns of trace_events
+
+
+def _dictionary(values: pl.Series) -> pa.DictionaryArray:
+    """A categorical series as an Arrow dictionary array whose dictionary is in order of first
+    appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
+    seen = values.drop_nulls().unique(maintain_order=True)
+    codes = values.to_physical()
+    where = np.zeros(int(codes.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
+    where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
+    indices = pa.array(where[codes.fill_null(0).to_numpy()], mask=codes.is_null().to_numpy())
+    return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
 
 
 def _flows(ev) -> pa.Table:
     """One row per flow: its start and end instants and the spans they sit in."""
-    ends = ev.with_columns(pl.when(pl.col("parent") >= 0).then(pl.col("event_id").gather(pl.col("parent").clip(0)))
-                           .alias("span"))
-    start = ends.filter(pl.col("role") == "flow_start").group_by("flow_id", "category", maintain_order=True).agg(
-        pl.col("start_ns").first().alias("from_ns"), pl.col("span").first().alias("from_event"))
-    end = ends.filter(pl.col("role") == "flow_end").group_by("flow_id", "category", maintain_order=True).agg(
-        pl.col("start_ns").first().alias("to_ns"), pl.col("span").first().alias("to_event"))
-    flows = start.join(end, on=["flow_id", "category"], how="left", nulls_equal=True)
-    return conform("flows", flows.select("flow_id", "category", "from_ns", "to_ns", "from_event", "to_event").to_arrow())
+    ends = []
+    for role, when, span in (("flow_start", "from_ns", "from_event"), ("flow_end", "to_ns", "to_event")):
+        part = ev.filter(pl.col("role") == role).select("flow_id", "category", "start_ns", "parent")
+        ids = ev["event_id"].gather(part["parent"].clip(0))
+        part = part.with_columns(pl.when(pl.col("parent") >= 0).then(ids).alias("span"))
+        ends.append(part.group_by("flow_id", "category", maintain_order=True).agg(
+            pl.col("start_ns").first().alias(when), pl.col("span").first().alias(span)))
+    flows = ends[0].join(ends[1], on=["flow_id", "category"], how="left", nulls_equal=True)
+    return conform("flows", flows.select(pl.col("flow_id").cast(pl.String), pl.col("category").cast(pl.String),
+                                         "from_ns", "to_ns", "from_event", "to_event").to_arrow())

@@ -46,10 +46,12 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
     ``dur_ns``, ``correlation``, ``kind``, the op execution that launched it (``op_row``: its
     ``ev`` row, null for none) and why none (``why``), and ``path``: the path a node of its own
     would have (``own_path``, the scope path of each GPU row, in row order)."""
-    gpu = ev.filter((pl.col("role") == "op") & pl.col("accelerator")).with_columns(own_path.alias("path"))
+    text = ("device", "name", "category", "op_type", "thread", "process")  # categoricals while building
+    gpu = ev.filter((pl.col("role") == "op") & pl.col("accelerator")).with_columns(
+        own_path.alias("path"), *(pl.col(c).cast(pl.String) for c in text))
     launch_rows = np.flatnonzero((ev["correlation"].is_not_null() & ~ev["accelerator"]).to_numpy())
     launches = ev[launch_rows].select(
-        "correlation", "event_id", pl.col("name").alias("launch"),
+        "correlation", "event_id", pl.col("name").cast(pl.String).alias("launch"),
         pl.Series("op_row", op_parent[launch_rows]),
     ).sort(pl.col("op_row") < 0, "event_id").unique("correlation", keep="first", maintain_order=True).drop("event_id")
     linked = gpu.join(launches, on="correlation", how="left")
@@ -63,7 +65,7 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
         pl.col("thread").str.extract(_STREAM, 1).fill_null(pl.col("thread").str.strip_chars()).alias("stream"),
         kind(pl.col("category"), pl.col("name")).alias("kind"),
     ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
-             "correlation", "kind", "op_row", "why", "path", "thread", "process", "args")
+             "correlation", "kind", "op_row", "why", "path", "thread", "process")
 
 
 def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series) -> pl.DataFrame:

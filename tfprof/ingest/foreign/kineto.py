@@ -42,8 +42,9 @@ _SPECIAL_TOKEN = r"NaN|Infinity"
 _SPECIAL = r"([:\[,]\s*)(-?(?:NaN|Infinity))(\s*[,}\]])"  # a bare value, between JSON punctuation
 
 
-def read(path: Path, data: bytes) -> dict[str, pa.Table]:
-    """The tables of the Kineto trace ``data`` (read from ``path``)."""
+def read(path: Path, data) -> dict[str, pa.Table]:
+    """The tables of the Kineto trace ``data`` (read from ``path``): its bytes, or a list holding
+    them, which is emptied so that the bytes are freed as soon as the events are gathered."""
     top, rows = trace_json.read_events(path, data)
     raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64),
                                                                       pl.col("name").fill_null(""))
@@ -110,9 +111,9 @@ def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
 
 
 def _arg(key: str) -> pl.Expr:
-    """Arg ``key`` of each event as text (a number's digits; null when absent), read from the
-    args with bare ``NaN``/``Infinity`` quoted, which strict JSON would refuse."""
-    return _quoted_specials(pl.col("args")).str.json_path_match(f'$["{key}"]')
+    """Arg ``key`` of each event as text (a string as it is, a number as written; null when
+    absent): ``trace_json`` gives the args keys read here as columns of their own."""
+    return pl.col(f"arg:{key}")
 
 
 def _whole(text: pl.Expr) -> pl.Expr:
@@ -124,7 +125,7 @@ def _whole(text: pl.Expr) -> pl.Expr:
 
 def _named(raw: pl.DataFrame) -> pl.DataFrame:
     """Events with their process and thread names from the ``M`` metadata events (else the ids)."""
-    meta = raw.filter(pl.col("ph") == "M").with_columns(pl.col("args").str.json_path_match("$.name").alias("_n"))
+    meta = raw.filter(pl.col("ph") == "M").with_columns(_arg("name").alias("_n"))
     procs = meta.filter(pl.col("name") == "process_name").group_by("pid").agg(pl.col("_n").first().alias("_p"))
     threads = meta.filter(pl.col("name") == "thread_name").group_by("pid", "tid").agg(
         pl.col("_n").first().alias("_t"))
@@ -204,10 +205,8 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
         .alias("step_num"),
         (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
     )
-    # args are parsed only where they say something: a GPU event's device, a launch's correlation, Bytes
-    parsed = ev.filter(pl.col("_launched") | pl.col("_memory")).select(
-        "event_id", *(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
-    ev = ev.join(parsed, on="event_id", how="left", maintain_order="left")
+    # args say something only here: a GPU event's device, a launch's correlation, Bytes
+    ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
     return ev.with_columns(
         pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
         .alias("device"),

@@ -25,7 +25,7 @@ _ZEROS = ("output_bytes", "host_temp_bytes", "host_persistent_bytes", "accelerat
 def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:
     """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``) with
     ``owner``: the row of the op execution around each, -1 for none."""
-    rows = np.flatnonzero(ev["role"].to_numpy() == "memory")
+    rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
     return ev[rows].select("row", "event_id", "start_ns", "mem_bytes").with_columns(
         pl.Series("owner", op_parent[rows], dtype=pl.Int64))
 

@@ -52,9 +52,24 @@ def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np.nda
     return _parents_py(*args)
 
 
+def _nearest_py(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """``nearest`` in one forward pass: a parent comes before its children in ``parents``' order,
+    so its own answer is known when a child asks."""
+    out = np.full(len(parent), -1, dtype=np.int64)
+    for i in range(len(parent)):
+        p = parent[i]
+        if p >= 0:
+            out[i] = p if wanted[p] else out[p]
+    return out
+
+
 def nearest(parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """For each event, its nearest ancestor (parent, grandparent, …) for which ``wanted`` holds;
-    -1 for none. Whole-array steps, one per level of nesting, not one per event."""
+    -1 for none. ``parent`` is ``parents``' answer, in its order (a parent before its children):
+    one pass on the kernels engine, whole-array steps (one per level of nesting) on the reference."""
+    if kernels.enabled() and len(parent) > 0:
+        return kernels.compiled(_nearest_py)(np.ascontiguousarray(parent, dtype=np.int64),
+                                             np.ascontiguousarray(wanted, dtype=np.bool_))
     out = parent.copy()
     todo = out >= 0
     todo[todo] = ~wanted[out[todo]]

@@ -1,11 +1,11 @@
 """Chrome-trace JSON (Kineto's ``.pt.trace.json``, plain or gzip) read into one Arrow table of raw events.
 
-Fast path (measured in docs/FOREIGN.md): a numba pass over the bytes turns the ``traceEvents``
-array into newline-delimited JSON (newlines outside strings become spaces, the commas between
-events become newlines), and DuckDB reads that with the column types given, so that nothing is
-inferred and no Python code runs per event; ``args`` stay JSON text. The reference path (the
-reference engine, or a trace the scanner finds unbalanced) parses with Python's ``json`` and
-writes the same newline-delimited text, so both end in the same DuckDB read.
+Fast path: one numba pass over the file's bytes (not copied) walks the ``traceEvents`` array,
+validating it, and notes where each event's fields lie; the columns are gathered from those
+spans straight into Arrow buffers (``trace_columns``, ``kineto_events``), and only the rare event
+with an escape or an unusual number is decoded by Python's ``json``. The reference path (the
+reference engine) parses with Python's ``json``; both give the same table, ``args`` as compact
+JSON text.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import pyarrow as pa
 
 from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
+from tfprof.ingest.foreign import trace_columns
+from tfprof.ingest.foreign.trace_layout import CUT, IN_STRING, MAX_DEPTH, NOT_OBJECT, OPEN, TOO_DEEP
 from tfprof.ingest.sources import one_line
-from tfprof.output.scratch import scratch_file
 
 GZIP_MAGIC = b"\x1f\x8b"
 BOM = b"\xef\xbb\xbf"  # a UTF-8 byte order mark, which some tools write before JSON; skipped
@@ -37,45 +38,6 @@ INFLATE_RATIO = 100
 INFLATE_FLOOR = 64 << 20
 _IN_PIECE = 1 << 16  # compressed bytes fed at a time
 _NONZERO = re.compile(rb"[^\x00]")
-# Every event column the readers use, typed: pid/tid/id are strings (Kineto writes numbers and strings).
-COLUMNS = {
-    "ph": "VARCHAR", "cat": "VARCHAR", "name": "VARCHAR", "pid": "VARCHAR", "tid": "VARCHAR", "ts": "DOUBLE",
-    "dur": "DOUBLE", "id": "VARCHAR", "s": "VARCHAR", "bp": "VARCHAR", "args": "JSON",
-}
-
-
-def _to_ndjson_py(buf: np.ndarray) -> int:
-    """Rewrite ``buf`` (the bytes after the ``[`` that opens the events array) in place as one event
-    per line, up to the ``]`` that closes the array; return that bracket's position, -1 when the
-    bytes end inside a string, -2 when they end before the array is closed."""
-    depth = 0
-    in_string = False
-    escaped = False
-    for i in range(len(buf)):
-        c = buf[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == 92:  # backslash
-                escaped = True
-            elif c == 34:  # quote
-                in_string = False
-            continue
-        if c == 34:
-            in_string = True
-        elif c == 123 or c == 91:  # { [
-            depth += 1
-        elif c == 125 or c == 93:  # } ]
-            if depth == 0:
-                return i
-            depth -= 1
-        elif c == 10 or c == 13:
-            buf[i] = 32
-        elif c == 44 and depth == 0:  # a comma between two events
-            buf[i] = 10
-    return -1 if in_string else -2
-
-
 
 
 def decompress(path: Path, data: bytes) -> bytes | bytearray:
@@ -145,8 +107,12 @@ def _incomplete(path: Path, why: str) -> ProfileFormatError:
     return ProfileFormatError(f"`{path}` is not a complete Chrome trace ({why}); check that the file is complete")
 
 
-def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
-    """(the top-level object without its events, the events as a table of ``COLUMNS``)."""
+def read_events(path: Path, data) -> tuple[dict, pa.Table]:
+    """(the top-level object without its events, the events as a table: ``trace_columns.ORDER``).
+    ``data``: the file's bytes, or a list holding them, which is emptied so that the bytes are
+    freed as soon as the events' columns are gathered."""
+    if isinstance(data, list):
+        data = data.pop()
     gzipped = data.startswith(GZIP_MAGIC)
     data = decompress(path, data)
     if data.startswith(BOM):
@@ -158,22 +124,38 @@ def read_events(path: Path, data: bytes) -> tuple[dict, pa.Table]:
     start, array_form = _array_start(data)
     if start <= 0:
         raise ProfileFormatError(_no_events_array(path, data))
-    if array_form and data[start:start + 64].lstrip()[:1] not in (b"{", b"]"):
+    if array_form and bytes(data[start:start + 64]).lstrip()[:1] not in (b"{", b"]"):
         raise ProfileFormatError(_not_events(path, data))
-    body = np.frombuffer(data, dtype=np.uint8)[start:]
-    if not body.flags.writeable:  # the file's bytes (gunzipped ones are ours to rewrite)
-        body = body.copy()
-    end = kernels.compiled(_to_ndjson_py)(body)
-    if end < 0:
+    body = np.frombuffer(data, dtype=np.uint8)
+    status, end, table = trace_columns.scanned_table(path, body, start, array_form)
+    del body
+    if table is None or status == OPEN:
         # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
-        if not (array_form and end == -2 and data.rstrip()[-1:] in (b"}", b",")):
-            raise _incomplete(path, "it ends inside a string" if end == -1 else "it ends before the events array does")
-        end = len(body)
-    top = {} if array_form else _top_level(path, data, start, start + end)
-    return top, _duckdb_read(path, body[:end])
+        if not (table is not None and array_form and bytes(data[-64:]).rstrip()[-1:] in (b"}", b",")):
+            raise _scan_error(path, data, status, end, array_form)
+        end = len(data)
+    top = {} if array_form else _top_level(path, data, start, end)
+    return top, table
 
 
-def _read_reference(path: Path, data: bytes) -> tuple[dict, pa.Table]:
+def _scan_error(path: Path, data, status: int, end: int, array_form: bool) -> ProfileFormatError:
+    if status == IN_STRING:
+        return _incomplete(path, "it ends inside a string")
+    if status in (CUT, OPEN):
+        return _incomplete(path, "it ends before the events array does")
+    if status == NOT_OBJECT and array_form and not bytes(data[:end]).strip(b"[ \t\r\n\xef\xbb\xbf"):
+        return ProfileFormatError(_not_events(path, data))
+    if status == NOT_OBJECT:
+        return ProfileFormatError(f"`{path}` is not a valid Chrome trace (an item of its `traceEvents` at byte "
+                                  f"{end:,} is not an event object)")
+    if status == TOO_DEEP:
+        return ProfileFormatError(f"`{path}` is not a valid Chrome trace (JSON nested deeper than {MAX_DEPTH} "
+                                  f"levels at byte {end:,})")
+    near = one_line(bytes(data[end:end + 24]).decode("utf-8", "replace"))
+    return ProfileFormatError(f"`{path}` is not a valid Chrome trace (invalid JSON at byte {end:,}: `{near}`)")
+
+
+def _read_reference(path: Path, data) -> tuple[dict, pa.Table]:
     """``read_events`` with Python's json (the reference engine)."""
     try:
         doc = json.loads(data)
@@ -185,8 +167,7 @@ def _read_reference(path: Path, data: bytes) -> tuple[dict, pa.Table]:
     if isinstance(doc, list) and events and not isinstance(events[0], dict):
         raise ProfileFormatError(_not_events(path, data))
     top = {k: v for k, v in top.items() if k != "traceEvents"}
-    body = "\n".join(json.dumps(e) for e in events).encode()
-    return top, _duckdb_read(path, np.frombuffer(body, dtype=np.uint8))
+    return top, trace_columns.reference_table(path, events)
 
 
 def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
@@ -198,24 +179,6 @@ def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
     if not isinstance(top, dict):
         raise ProfileFormatError(f"`{path}` is not a Chrome trace: the top level is not an object")
     return top
-
-
-def _duckdb_read(path: Path, body: np.ndarray) -> pa.Table:
-    import duckdb
-
-    from tfprof import sqlbox
-
-    columns = "{" + ", ".join(f"{k}: '{v}'" for k, v in COLUMNS.items()) + "}"
-    with scratch_file("events.ndjson", body.data, prefix="tfprof-trace-") as lines:
-        # nothing spills: DuckDB's default would write .tmp/ into the working directory
-        con = duckdb.connect(config={"threads": os.cpu_count() or 1, "temp_directory": ""})
-        try:
-            return sqlbox.run_arrow(con, f"SELECT * FROM read_json($path, format='newline_delimited', "
-                                         f"columns={columns}, maximum_object_size=1073741824)", {"path": str(lines)})
-        except duckdb.Error as exc:
-            raise ProfileFormatError(f"`{path}` is not a valid Chrome trace ({one_line(sqlbox.first_line(exc))})") from None
-        finally:
-            con.close()
 
 
 def _not_json(path: Path, data: bytes | bytearray, gzipped: bool) -> str:

@@ -1,0 +1,149 @@
+"""A Chrome trace's events as Arrow columns: from the numba scan (``kineto_events``), or from
+Python's ``json`` (the reference path); both give the same table.
+
+Each event gives its string fields (``FIELDS``: a string as it is, any other value as
+``json.dumps`` writes it compactly, null when absent or null), ``ts`` and ``dur`` (float64), its
+``args`` as compact JSON text (``json.dumps(args, separators=(",", ":"), ensure_ascii=False)``)
+and, as ``arg:<key>`` columns, the ``ARG_KEYS`` values of its args in the same text form (what
+the Kineto reader looks up, so that no JSON path runs over whole columns).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from tfprof.errors import ProfileFormatError
+from tfprof.ingest.foreign.trace_layout import ARG_KEYS, ARGS, FIELDS, NON_ASCII, PYTHON, SLOTS
+from tfprof.ingest.sources import one_line
+
+ARG_COLUMNS = tuple(f"arg:{k}" for k in ARG_KEYS)
+ORDER = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "s", "bp", "args", *ARG_COLUMNS)
+
+
+def _text(value) -> str | None:
+    """``value`` as the columns hold it: a string as it is, else compact JSON text in which a
+    whole number beyond 64 bits is written as a float (as DuckDB's JSON reader did)."""
+    if value is None or isinstance(value, str):
+        return value
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(_in_64_bits(value), separators=(",", ":"), ensure_ascii=False) if _LONG.search(text) else text
+
+
+_LONG = re.compile(r"\d{19}")
+
+
+def _in_64_bits(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value if -2**63 <= value < 2**64 else float(value)
+    if isinstance(value, dict):
+        return {k: _in_64_bits(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_in_64_bits(v) for v in value]
+    return value
+
+
+def _float(path, value, field: str) -> float | None:
+    if value is None or isinstance(value, float):
+        return value
+    if isinstance(value, (bool, int)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (an event's `{field}` is "
+                             f"`{one_line(_text(value))[:40]}`, not a number)")
+
+
+def event_values(path, event) -> tuple[list, float | None, float | None]:
+    """(the slots' texts, ts, dur) of one decoded event."""
+    if not isinstance(event, dict):
+        raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (an item of its `traceEvents` is "
+                                 f"`{one_line(_text(event))[:40]}`, not an event object)")
+    args = event.get("args")
+    texts = [_text(event.get(f)) for f in FIELDS] + [_text(args)]
+    texts += [_text(args.get(k)) if isinstance(args, dict) else None for k in ARG_KEYS]
+    return texts, _float(path, event.get("ts"), "ts"), _float(path, event.get("dur"), "dur")
+
+
+def reference_table(path, events: list) -> pa.Table:
+    """The table of decoded ``events`` (Python's ``json``)."""
+    rows = [event_values(path, e) for e in events]
+    columns = {name: pa.array([r[0][k] for r in rows], pa.string())
+               for k, name in enumerate([*FIELDS, "args", *ARG_COLUMNS])}
+    columns["ts"] = pa.array([r[1] for r in rows], pa.float64())
+    columns["dur"] = pa.array([r[2] for r in rows], pa.float64())
+    return pa.table({name: columns[name] for name in ORDER})
+
+
+def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
+    """(status, end, the events table) of the events array whose first byte inside is
+    ``body[start]``; the table is None unless the scan reached the array's end (or, array form,
+    stopped between two events)."""
+    from tfprof.ingest.foreign import kineto_events
+
+    status, end, ev_start, ev_end, rel, ln, ts, dur, has, flags = kineto_events.scan(
+        body, start, max(16, (len(body) - start) // 256))
+    if status not in (kineto_events.OK, kineto_events.OPEN):
+        return status, end, None
+    marked = (flags & PYTHON).astype(np.bool_)
+    extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
+    del ev_end
+    columns = {}
+    for slot, name in enumerate([*FIELDS, "args", *ARG_COLUMNS]):
+        data, offs = kineto_events.gather(body, ev_start, rel, ln, slot, marked, extra, slot == ARGS)
+        columns[name] = _strings(data, offs, ln[:, slot] >= 0)
+    columns["ts"] = pa.array(ts, pa.float64(), mask=~has[:, 0])
+    columns["dur"] = pa.array(dur, pa.float64(), mask=~has[:, 1])
+    if (flags & NON_ASCII).any():
+        for name in (*FIELDS, "args", *ARG_COLUMNS):
+            try:
+                columns[name].validate(full=True)
+            except pa.ArrowInvalid:
+                raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (its text is not UTF-8)") from None
+    return status, end, pa.table({name: columns[name] for name in ORDER})
+
+
+def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) -> np.ndarray:
+    """Decode the events ``rows`` with Python's ``json`` (an escape, an unusual number or value)
+    and point their slots into the returned buffer."""
+    pieces, size = [], 0
+    for r in rows:
+        try:
+            event = json.loads(bytes(body[ev_start[r]:ev_end[r]]))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (an event at byte {ev_start[r]:,}: "
+                                     f"{one_line(str(exc))})") from None
+        texts, start, length = event_values(path, event)
+        has[r, 0], has[r, 1] = start is not None, length is not None
+        ts[r], dur[r] = start or 0.0, length or 0.0
+        for slot in range(SLOTS):
+            if texts[slot] is None:
+                ln[r, slot] = -1
+                continue
+            raw = texts[slot].encode("utf-8", "replace")
+            rel[r, slot], ln[r, slot] = size, len(raw)
+            pieces.append(raw)
+            size += len(raw)
+    return np.frombuffer(b"".join(pieces) or b"\0", np.uint8)
+
+
+def _strings(data: np.ndarray, offs: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """An Arrow string array over ``data`` and ``offs`` (int64), null where not ``valid``."""
+    n = len(valid)
+    kind = pa.string() if offs[-1] < 2**31 else pa.large_string()
+    offsets = offs.astype(np.int32) if kind == pa.string() else offs
+    nulls = n - int(np.count_nonzero(valid))
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)

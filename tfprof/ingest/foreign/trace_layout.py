@@ -1,0 +1,11 @@
+"""What the Chrome-trace scanner notes per event (its slots) and the codes it answers with,
+shared by the numba scanner (``kineto_scan``, ``kineto_events``) and the Python side
+(``trace_columns``, ``trace_json``) without importing numba."""
+
+FIELDS = ("ph", "cat", "name", "pid", "tid", "id", "s", "bp")  # string columns, slots 0-7
+ARGS = 8  # the slot of the args object
+ARG_KEYS = ("device", "correlation", "Bytes", "Total Allocated", "Total Reserved", "name")  # slots 9-14
+SLOTS = len(FIELDS) + 1 + len(ARG_KEYS)
+PYTHON, NON_ASCII, MINIFY = 1, 2, 4  # event flags: decode in Python, has non-ASCII text, args have whitespace
+OK, IN_STRING, OPEN, CUT, BAD, NOT_OBJECT, TOO_DEEP = 0, -1, -2, -3, -4, -5, -6  # scan status
+MAX_DEPTH = 1000  # JSON nesting the scanner follows
