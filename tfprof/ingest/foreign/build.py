@@ -159,11 +159,13 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     ).select("node_id", "depth", "label")
 
 
-def build(ev: pl.DataFrame, *, counters: pl.DataFrame | None = None,
+def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | None = None,
           flops: Flops | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
-    events; ``flops`` estimates each op execution's float ops (None: the reader has no count)."""
-    ev, args = _nested(ev)
+    events; ``flops`` estimates each op execution's float ops (None: the reader has no count).
+    Given in a one-item list, the events are taken over (the list is emptied), so that their
+    text columns are freed once build holds its own categorical copy of them."""
+    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev)
     parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
     is_role = {r: (ev["role"] == r).to_numpy() for r in ("op", "scope", "frame")}
     label = ev["label"]

@@ -70,7 +70,11 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
-    tables = build.build(ev, counters=_counters(path, raw, ev, base), flops=torch_flops.per_execution)
+    counters = _counters(path, raw, ev, base)
+    del rows, raw, timed, spans  # from here the events live in `ev` alone, which build takes over
+    owned = [ev]
+    del ev
+    tables = build.build(owned, counters=counters, flops=torch_flops.per_execution)
     formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
