@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from tfprof.ingest.foreign import xevents, xspace
+from tfprof.ingest.foreign import xevents, xspace, xwalk
 from tfprof.schema.proto import xplane_pb2
 
 
@@ -57,10 +58,16 @@ def _reference(space) -> pl.DataFrame:
     return xspace._raw_reference(space, 1_700_000_000_123_456_789)
 
 
+def _fast(data: bytes) -> pl.DataFrame | None:
+    buf = np.frombuffer(data, np.uint8)
+    outline = xwalk.walk(buf)
+    skeleton = xspace._skeleton(outline)
+    return None if skeleton is None else xevents.columns(buf, outline, skeleton, 1_700_000_000_123_456_789)
+
+
 def test_columns_equal_the_reference_walk():
-    space = _space()
-    data = space.SerializeToString()
-    fast = xevents.columns(space, data, 1_700_000_000_123_456_789, xspace._value)
+    data = _space().SerializeToString()
+    fast = _fast(data)
     ref = _reference(xplane_pb2.XSpace.FromString(data))
     assert_frame_equal(fast, ref)
     assert fast.height == 4
@@ -74,12 +81,13 @@ def test_columns_equal_the_reference_walk():
 
 
 def test_an_unreadable_walk_falls_back():
-    assert xevents.decode(b"\x0a\xff") is None
-    assert xevents.decode(b"") is not None
+    assert xwalk.walk(np.frombuffer(b"\x0a\xff", np.uint8)) is None
+    outline = xwalk.walk(np.zeros(0, np.uint8))
+    assert outline is not None and outline.events == 0 and outline.skeleton == b""
 
 
-@pytest.mark.parametrize("cut", [3, 40, 100])
-def test_decode_never_reads_past_a_cut(cut):
-    data = _space().SerializeToString()[:cut]
-    decoded = xevents.decode(data)
-    assert decoded is None or all(len(a) >= 0 for a in decoded)
+@pytest.mark.parametrize("cut", [3, 40, 100, -1])
+def test_walk_never_reads_past_a_cut(cut):
+    data = _space().SerializeToString()
+    outline = xwalk.walk(np.frombuffer(data[:cut], np.uint8))
+    assert outline is None

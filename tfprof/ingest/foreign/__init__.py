@@ -39,15 +39,15 @@ def read(path, what: str) -> dict[str, pa.Table]:
     from tfprof.ingest.sources import read_bytes
 
     data = read_bytes(path, "profile")
+    box = [data]  # the reader empties it: the file's bytes are freed once the events are decoded
+    del data
     if what == "kineto":
         from tfprof.ingest.foreign import kineto
 
-        box = [data]  # the reader empties it: the file's bytes are freed once the events are gathered
-        del data
         return kineto.read(Path(path), box)
     from tfprof.ingest.foreign import xspace
 
-    return xspace.read(Path(path), data)
+    return xspace.read(Path(path), box)
 
 
 _ESTIMATED_KINETO = ("params (no graph), output bytes and temp/persistent bytes (no allocator breakdown); "

@@ -129,21 +129,29 @@ def _said(space: xplane_pb2.XSpace) -> str:
     return f"; the profiler reported: {shown}" + (f" (and {len(notes) - 3} more)" if len(notes) > 3 else "")
 
 
-def nothing_captured(path: Path, space: xplane_pb2.XSpace) -> str | None:
-    """The message for an XSpace with no planes or no events at all (None: it has events)."""
+def plane_events(space: xplane_pb2.XSpace) -> list[int]:
+    """How many events each plane of ``space`` holds."""
+    return [sum(len(line.events) for line in plane.lines) for plane in space.planes]
+
+
+def nothing_captured(path: Path, space: xplane_pb2.XSpace, events: list[int] | None = None) -> str | None:
+    """The message for an XSpace with no planes or no events at all (None: it has events).
+    ``events``: each plane's event count (``plane_events``; given where ``space`` lacks its lines)."""
     if not space.planes:
         hosts = f" (host {', '.join(f'`{one_line(h)}`' for h in space.hostnames)})" if space.hostnames else ""
         return f"`{path}` is {WHAT} with no planes{hosts}: the profiler captured nothing{_said(space)}"
-    if not any(line.events for plane in space.planes for line in plane.lines):
+    if not any(plane_events(space) if events is None else events):
         names = ", ".join(f"`{one_line(p.name)}`" for p in space.planes)
         return (f"`{path}` is {WHAT} without events: its planes ({names}) hold only metadata; was the profiler "
                 f"stopped before anything ran?{_said(space)}")
     return None
 
 
-def no_ops(path: Path, space: xplane_pb2.XSpace, events: int) -> str:
-    """The message for an XSpace whose ``events`` events hold no op (an idle capture)."""
-    busy = [p.name for p in space.planes if any(line.events for line in p.lines)]
+def no_ops(path: Path, space: xplane_pb2.XSpace, events: int, per_plane: list[int] | None = None) -> str:
+    """The message for an XSpace whose ``events`` events hold no op (an idle capture); ``per_plane``
+    as ``nothing_captured``'s ``events``."""
+    counts = plane_events(space) if per_plane is None else per_plane
+    busy = [p.name for p, n in zip(space.planes, counts) if n]
     return (f"`{path}` is {WHAT} without op events: its {events:,} events (on {', '.join(f'`{one_line(n)}`' for n in busy)})"
             " are runtime activity, none a TensorFlow graph op (named `<node path>:<op type>`) or an executed HLO "
             f"instruction (an `hlo_op` stat); did the model run while the profiler was on?{_said(space)}")

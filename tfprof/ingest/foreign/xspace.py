@@ -5,9 +5,10 @@ events of a TensorFlow graph (named ``<node path>:<op type>``, the type also the
 name) and the events of executed HLO instructions (stat ``hlo_op``), whose scope path is the
 instruction's ``metadata.op_name`` in the program's HLO proto (``/host:metadata`` plane). Events with
 a ``step_num`` stat mark steps; without any, each ``tf_function_call`` event starts the next step.
-Planes, lines and metadata are decoded by protobuf (upb); the events, the many, by ``xevents``'
-numba walk over the raw bytes into columns (the reference engine walks protobuf's messages in
-Python instead; both give the same frame).
+On the kernels engine protobuf (upb) never sees the events, the many: ``xwalk`` outlines the file
+(where each line lies) and hands protobuf the space without its lines (planes, metadata, errors),
+and ``xevents`` decodes the events off the raw bytes into columns. The reference engine lets
+protobuf decode everything and walks its messages in Python; both give the same frame.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 from google.protobuf import message as _message
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, hlo, xcheck, xevents
+from tfprof.ingest.foreign import build, hlo, xcheck, xevents, xwalk
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -42,17 +44,34 @@ def looks_like_xspace(path: Path) -> bool:
 
 
 def _space(path: Path, data: bytes) -> xplane_pb2.XSpace:
+    """Protobuf's decoding of the whole XSpace ``data``, or the error that says what is wrong with it."""
     space = xplane_pb2.XSpace()
     try:
         space.ParseFromString(data)
     except (_message.DecodeError, ValueError, RuntimeError) as exc:
         raise ProfileFormatError(xcheck.damaged(path, data, one_line(str(exc)) or "it cannot decode it")) from None
-    empty = xcheck.nothing_captured(path, space)
+    return space
+
+
+def _skeleton(outline: xwalk.Outline | None) -> xplane_pb2.XSpace | None:
+    """Protobuf's decoding of the outline's skeleton (the space without its lines); None when it does
+    not decode (the whole file's decoding then says why)."""
+    if outline is None:
+        return None
+    space = xplane_pb2.XSpace()
+    try:
+        space.ParseFromString(outline.skeleton)
+    except (_message.DecodeError, ValueError, RuntimeError):
+        return None
+    return space
+
+
+def _check(path: Path, space: xplane_pb2.XSpace, events: list[int]) -> None:
+    empty = xcheck.nothing_captured(path, space, events)
     if empty:
         raise ProfileFormatError(empty)
     if not any(p.name for p in space.planes):
         raise ProfileFormatError(f"`{path}` {xcheck.LOOKS} none of its planes has a name; it is damaged")
-    return space
 
 
 def _value(stat, names: dict[int, str]):
@@ -65,9 +84,27 @@ def _value(stat, names: dict[int, str]):
     return value.hex() if kind == "bytes_value" else value
 
 
-def read(path: Path, data: bytes) -> dict[str, pa.Table]:
-    """The tables of the XSpace ``data`` (read from ``path``)."""
-    space = _space(path, data)
+def read(path: Path, data) -> dict[str, pa.Table]:
+    """The tables of the XSpace ``data`` (read from ``path``): its bytes, or a list holding them,
+    which is emptied so that the bytes are freed once the events are decoded. The kernels engine
+    decodes the events off the wire (``xwalk``, ``xevents``) and lets protobuf decode the rest; the
+    reference engine, and the kernels on bytes the walk does not read, let protobuf decode the whole space."""
+    data = data.pop() if isinstance(data, list) else data
+    buf = np.frombuffer(data, np.uint8)
+    outline = xwalk.walk(buf) if kernels.enabled() else None
+    space = _skeleton(outline)
+    if space is None:
+        outline, space = None, _space(path, data)
+    if outline is None:
+        events = xcheck.plane_events(space)
+        lines = [(p, line.name or str(line.id), line.timestamp_ns) for p, plane in enumerate(space.planes)
+                 for line in plane.lines]
+    else:
+        events = np.bincount(outline.lines[:, xwalk.L_PLANE], outline.lines[:, xwalk.L_EVENTS],
+                             len(space.planes)).astype(np.int64).tolist()
+        lines = [(p, bytes(buf[s:e]).decode() or str(i), ts) for p, i, s, e, ts in outline.lines[
+            :, [xwalk.L_PLANE, xwalk.L_ID, xwalk.L_NAME_S, xwalk.L_NAME_E, xwalk.L_TS]].tolist()]
+    _check(path, space, events)
     start_ns, programs = 0, {}
     for plane in space.planes:
         names = {k: m.name for k, m in plane.stat_metadata.items()}
@@ -79,14 +116,20 @@ def read(path: Path, data: bytes) -> dict[str, pa.Table]:
                 for s in meta.stats:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
-    _check_line_starts(path, space, start_ns)
-    raw = xevents.columns(space, data, start_ns, _value) if kernels.enabled() else None
+    _check_line_starts(path, space, lines, start_ns)
+    raw = xevents.columns(buf, outline, space, start_ns) if outline is not None else None
     if raw is None:
+        if outline is not None:  # an event the kernels do not read: protobuf says what is wrong, or reads it
+            space = _space(path, data)
         raw = _raw_reference(space, start_ns)
+    del outline, buf, data
     ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
-    if ev.filter(pl.col("role") == "op").height == 0:
-        raise ProfileFormatError(xcheck.no_ops(path, space, raw.height))
-    return build.build(ev)
+    del raw
+    if not (ev["role"] == "op").any():
+        raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
+    owned = [ev]  # build takes the events over
+    del ev
+    return build.build(owned)
 
 
 def _start_ns(path: Path, value) -> int:
@@ -101,15 +144,15 @@ def _start_ns(path: Path, value) -> int:
     return start
 
 
-def _check_line_starts(path: Path, space: xplane_pb2.XSpace, start_ns: int) -> None:
-    """Every line's start in ns (the session's start plus its own) within ``MAX_LINE_NS``."""
-    for plane in space.planes:
-        for line in plane.lines:
-            if abs(start_ns + line.timestamp_ns) > MAX_LINE_NS:
-                raise ProfileFormatError(
-                    f"`{path}`: line `{one_line(line.name or str(line.id))}` of plane `{one_line(plane.name)}` starts at "
-                    f"{start_ns + line.timestamp_ns} ns, beyond ±8.9e18 ns (1970 ± 282 years), more than int64 ns hold "
-                    "with its events; the XSpace is damaged")
+def _check_line_starts(path: Path, space: xplane_pb2.XSpace, lines: list[tuple[int, str, int]], start_ns: int) -> None:
+    """Every line's start in ns (the session's start plus its own) within ``MAX_LINE_NS``; ``lines``:
+    (plane index, name, timestamp_ns) of each."""
+    for p, name, ts in lines:
+        if abs(start_ns + ts) > MAX_LINE_NS:
+            raise ProfileFormatError(
+                f"`{path}`: line `{one_line(name)}` of plane `{one_line(space.planes[p].name)}` starts at "
+                f"{start_ns + ts} ns, beyond ±8.9e18 ns (1970 ± 282 years), more than int64 ns hold "
+                "with its events; the XSpace is damaged")
 
 
 def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
@@ -158,7 +201,12 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         [(module, name, opcode, op_name) for module, ins in programs.items() for name, (opcode, op_name) in ins.items()],
         schema={"_program": pl.String, "hlo_op": pl.String, "_opcode": pl.String, "_op_name": pl.String}, orient="row")
     raw = raw.with_columns((pl.col("hlo_module") + "(" + pl.col("program_id").cast(pl.String) + ")").alias("_program"))
-    raw = raw.join(scopes, on=["_program", "hlo_op"], how="left").sort("event_id")
+    if scopes.height:  # (a narrow join: the frame itself is not copied)
+        found = raw.select("_program", "hlo_op").join(scopes, on=["_program", "hlo_op"], how="left",
+                                                       maintain_order="left")
+        raw = raw.with_columns(found["_opcode"], found["_op_name"])
+    else:
+        raw = raw.with_columns(pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name"))
     name, display = pl.col("name"), pl.col("display")
     gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
     tf_op = display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()
@@ -189,9 +237,12 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
                              .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
     )
-    if not has_steps:  # tf.function calls, numbered in time order
-        ev = ev.with_columns(pl.when(pl.col("role") == "step").then(
-            pl.col("start_ns").rank("ordinal").over("role") - 1).cast(pl.Int64).alias("step_num"))
+    if not has_steps:  # tf.function calls, numbered in time order (ties in the events' order)
+        steps = np.flatnonzero((ev["role"] == "step").to_numpy())
+        number = np.empty(len(steps), np.int64)
+        number[np.argsort(ev["start_ns"].to_numpy()[steps], kind="stable")] = np.arange(len(steps))
+        ev = ev.with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
+                             .scatter(steps, number))
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
@@ -219,10 +270,11 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
     placed = found[0].with_columns(*(pl.when(pl.col("_from").is_not_null()).then(pl.col(c))
                                      .otherwise(found[1][c]).alias(c) for c in cols)).select("event_id", *cols)
     at = pl.col("start_ns").clip(pl.col("_from"), pl.max_horizontal(pl.col("_from"), pl.col("_to") - 1))
-    return ev.join(placed, on="event_id", how="left").with_columns(
-        pl.coalesce("_process", "process").alias("process"), pl.coalesce("_thread", "thread").alias("thread"),
-        pl.when(pl.col("_from").is_not_null()).then(at).otherwise(pl.col("start_ns")).alias("start_ns"),
-    ).drop(*cols).sort("event_id")
+    placed = placed.filter(pl.col("_from").is_not_null()).join(ev.select("event_id", "start_ns"), on="event_id",
+                                                               maintain_order="left").select("event_id", *cols, at)
+    rows = placed["event_id"].to_numpy()  # (an event's id is its row)
+    return ev.with_columns(ev[c].scatter(rows, placed[f]) for c, f in (("process", "_process"), ("thread", "_thread"),
+                                                                       ("start_ns", "start_ns")))
 
 
 def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:
