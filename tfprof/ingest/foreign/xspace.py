@@ -207,13 +207,11 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         raw = raw.with_columns(found["_opcode"], found["_op_name"])
     else:
         raw = raw.with_columns(pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name"))
-    name, display = pl.col("name"), pl.col("display")
-    gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
-    tf_op = display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()
-    hlo_op = pl.col("hlo_op").is_not_null() & name.str.starts_with("end: ").not_()
+    raw = raw.with_columns(_by_metadata(raw.select("process", "name", "display")))
+    name, display, gpu, tf_op, memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
+    hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
     device_op = gpu.is_not_null() & (pl.col("correlation").is_not_null() | pl.col("tf_op").is_not_null())
-    memory = name.is_in(list(MEMORY_EVENTS)) & gpu.is_null()
     has_steps = raw["step_num"].is_not_null().any()
     step = pl.col("step_num").is_not_null() if has_steps else pl.col("function_call")
     scope = pl.col("_op_name").str.split(";").list.first().fill_null("")
@@ -227,16 +225,15 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         # a GPU event nobody launched on the host is named by the op its stats name, else by itself
         pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path)
         .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")), name))
-        .when(tf_op).then(name.str.head(name.str.len_chars() - display.str.len_chars() - 1)).otherwise(name)
-        .alias("label"),
+        .when(tf_op).then(pl.col("_tf_path")).otherwise(name).alias("label"),
         pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op")).when(device_op).then(name).otherwise(display)
         .alias("op_type"),
-        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0")).alias("device"),
+        pl.col("_device").alias("device"),
         gpu.is_not_null().alias("accelerator"),
         pl.when(memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
                              .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
-    )
+    ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device")
     if not has_steps:  # tf.function calls, numbered in time order (ties in the events' order)
         steps = np.flatnonzero((ev["role"] == "step").to_numpy())
         number = np.empty(len(steps), np.int64)
@@ -245,6 +242,47 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
                              .scatter(steps, number))
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
+
+
+def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
+    """What an event's plane and metadata alone say (``keys``: its ``process``, ``name`` and
+    ``display``), worked out once per distinct triple and gathered back per event: ``_gpu`` (the
+    plane's GPU number, null off a GPU), ``_device``, ``_tf_op`` (a TensorFlow op off the GPU:
+    named ``<path>:<type>``, its display name the type), ``_tf_path`` (that name without its type),
+    ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event)."""
+    codes = [keys[c].cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1
+             for c in keys.columns]
+    key = codes[0]
+    for more in codes[1:]:  # distinct processes x names x displays stays far below 2**63
+        key = key * (int(more.max(initial=0)) + 1) + more
+    first, inverse = _distinct(key)
+    name, display = pl.col("name"), pl.col("display")
+    gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
+    found = keys[first].select(
+        gpu.alias("_gpu"),
+        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0")).alias("_device"),
+        (display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()).alias("_tf_op"),
+        name.str.head(name.str.len_chars() - display.str.len_chars() - 1).alias("_tf_path"),
+        (name.is_in(list(MEMORY_EVENTS)) & gpu.is_null()).alias("_memory"),
+        name.str.starts_with("end: ").alias("_end"),
+    )
+    at = pl.Series(inverse)
+    return [found[c].gather(at) for c in found.columns]
+
+
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the first position of each distinct value of ``key``, non-negative ints; for each element,
+    the number of its value among them), in value order: a table over the values when they are
+    few enough to index (no sort), else numpy's sort."""
+    if len(key) == 0 or int(key.max()) > 4 * len(key) + (1 << 20):
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.ravel()
+    top = int(key.max()) + 1
+    first = np.full(top, len(key), dtype=np.int64)
+    np.minimum.at(first, key, np.arange(len(key)))
+    present = first < len(key)
+    number = np.cumsum(present) - 1
+    return first[present], number[key]
 
 
 def _node_path(tf_op: pl.Expr) -> pl.Expr:
