@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import trace_json
+from tfprof.ingest.foreign import kineto_events, trace_json
 
 EVENTS = [
     '{"ph":"X","name":"tab\\there \\"q\\" \\u00e9\\/","cat":"cpu_op","pid":1,"tid":"7","ts":1e-3,"dur":2}',
@@ -108,3 +109,30 @@ def test_many_events_grow_the_arrays():
     (_, fast), (_, ref) = both(('{"traceEvents":[' + ",".join(events) + "]}").encode())
     assert fast.num_rows == 5000 and fast.equals(ref)
     assert fast["arg:correlation"].to_pylist()[4999] == "4999"
+
+
+@pytest.mark.parametrize("trap", [False, True], ids=["boundary", "boundary-look-alike-in-a-string"])
+def test_a_large_array_scanned_in_two_halves_is_the_same_table(monkeypatch, trap):
+    """Above ``SPLIT_BYTES`` the array is scanned from its start and from an event boundary past
+    its middle at once; the halves are joined only when the first half stops exactly there. Args
+    holding what looks like a boundary (a list of objects with a `name`) must not split anything."""
+    from tfprof.ingest.foreign import trace_columns
+
+    args = ',"args":{"list":[' + ", ".join(['{"name":"a"}'] * 20) + "]}" if trap else ""
+    events = [f'{{"ph":"X","name":"op{k}","cat":"cpu_op","pid":1,"tid":1,"ts":{k}.5,"dur":0.25{args}}}'
+              for k in range(400)]
+    data = ('{"traceEvents": [' + ", ".join(events) + "]}").encode()
+    monkeypatch.setattr(trace_columns, "SPLIT_BYTES", 1 << 62)
+    (_, whole), _ = both(data)
+    monkeypatch.setattr(trace_columns, "SPLIT_BYTES", 64)
+    calls = []
+    real = trace_columns._scan
+    monkeypatch.setattr(trace_columns, "_scan", lambda body, start: calls.append(1) or real(body, start))
+    (_, halves), (_, ref) = both(data)
+    assert calls and same(halves, whole) and same(halves, ref)
+    assert halves.num_rows == 400
+    body = np.frombuffer(data, np.uint8)
+    start = data.index(b"[") + 1
+    cut = trace_columns._NEXT_EVENT.search(body.data, start + (len(body) - start) // 2).start(1)
+    head = kineto_events.scan(body, start, 16, cut)  # the first half stops at the cut only at a true boundary
+    assert (head[0] == kineto_events.SPLIT) == (not trap)

@@ -21,6 +21,7 @@ from tfprof.ingest.foreign.kineto_scan import (
     OPEN,
     PYTHON,
     SLOTS,
+    SPLIT,
     TS,
     container,
     literal,
@@ -182,10 +183,11 @@ def event(buf, i, n, stack, k, rel, ln, ts, dur, has):
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, capacity):
+def scan(buf, pos, capacity, stop):
     """The events of the array whose first byte inside is ``buf[pos]``: (status, the position of
     its ``]`` (or where the scan stopped), event starts, event ends, slot starts (from the event's
-    start), slot lengths (-1: absent), ts, dur, whether each has a ts, a dur, event flags)."""
+    start), slot lengths (-1: absent), ts, dur, whether each has a ts, a dur, event flags). When
+    the next event starts exactly at ``stop``, the scan stops there with status ``SPLIT``."""
     n = len(buf)
     cap = max(capacity, 16)
     ev_start = np.empty(cap, np.int64)
@@ -207,6 +209,9 @@ def scan(buf, pos, capacity):
             i = ws(buf, i, n)
             if i >= n:
                 status = OPEN
+                break
+            if i == stop:
+                status = SPLIT
                 break
             if buf[i] != 123:
                 status = NOT_OBJECT

@@ -35,6 +35,7 @@ from tfprof.ingest.foreign.trace_layout import (  # noqa: F401 (kineto_events ta
     OPEN,
     PYTHON,
     SLOTS,
+    SPLIT,
     TOO_DEEP,
 )
 

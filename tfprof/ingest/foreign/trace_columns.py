@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -90,29 +92,60 @@ def reference_table(path, events: list) -> pa.Table:
 def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
     """(status, end, the events table) of the events array whose first byte inside is
     ``body[start]``; the table is None unless the scan reached the array's end (or, array form,
-    stopped between two events)."""
+    stopped between two events). A large array is scanned in two halves at once (``_scan``), and
+    the columns are gathered on as many threads."""
     from tfprof.ingest.foreign import kineto_events
 
-    status, end, ev_start, ev_end, rel, ln, ts, dur, has, flags = kineto_events.scan(
-        body, start, max(16, (len(body) - start) // 256))
+    status, end, ev_start, ev_end, rel, ln, ts, dur, has, flags = _scan(body, start)
     if status not in (kineto_events.OK, kineto_events.OPEN):
         return status, end, None
     marked = (flags & PYTHON).astype(np.bool_)
     extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
     del ev_end
-    columns = {}
-    for slot, name in enumerate([*FIELDS, "args", *ARG_COLUMNS]):
+    names = [*FIELDS, "args", *ARG_COLUMNS]
+
+    def gathered(slot: int) -> pa.Array:
         data, offs = kineto_events.gather(body, ev_start, rel, ln, slot, marked, extra, slot == ARGS)
-        columns[name] = _strings(data, offs, ln[:, slot] >= 0)
+        return _strings(data, offs, ln[:, slot] >= 0)
+
+    with ThreadPoolExecutor(_THREADS) as pool:  # numba releases the GIL
+        columns = dict(zip(names, pool.map(gathered, range(len(names)))))
     columns["ts"] = pa.array(ts, pa.float64(), mask=~has[:, 0])
     columns["dur"] = pa.array(dur, pa.float64(), mask=~has[:, 1])
     if (flags & NON_ASCII).any():
-        for name in (*FIELDS, "args", *ARG_COLUMNS):
+        for name in names:
             try:
                 columns[name].validate(full=True)
             except pa.ArrowInvalid:
                 raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (its text is not UTF-8)") from None
     return status, end, pa.table({name: columns[name] for name in ORDER})
+
+
+_THREADS = max(1, min(2, os.cpu_count() or 1))
+SPLIT_BYTES = 8 << 20  # arrays smaller than this are scanned in one piece
+# where the second half starts: an event that follows another (`}, {"ph"`), Kineto's first key
+_NEXT_EVENT = re.compile(rb'\}\s*,\s*(\{)\s*"(?:ph|name|cat)"')
+
+
+def _scan(body: np.ndarray, start: int):
+    """``kineto_events.scan`` of the array from ``body[start]``, on two threads when it is large:
+    the second half starts at what looks like an event boundary past the middle, and counts only
+    if the first half, scanning from the true start, stops exactly there between two events
+    (else the first half's scan, which then went on to the end, is the answer)."""
+    from tfprof.ingest.foreign import kineto_events
+
+    size = len(body) - start
+    found = _NEXT_EVENT.search(body.data, start + size // 2) if _THREADS > 1 and size >= SPLIT_BYTES else None
+    if found is None:
+        return kineto_events.scan(body, start, max(16, size // 256), -1)
+    cut = found.start(1)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(kineto_events.scan, body, start, max(16, (cut - start) // 256), cut)
+        second = pool.submit(kineto_events.scan, body, cut, max(16, (len(body) - cut) // 256), -1)
+        head, tail = first.result(), second.result()
+    if head[0] != kineto_events.SPLIT:
+        return head
+    return (tail[0], tail[1], *(np.concatenate([a, b]) for a, b in zip(head[2:], tail[2:])))
 
 
 def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) -> np.ndarray:

@@ -8,4 +8,5 @@ ARG_KEYS = ("device", "correlation", "Bytes", "Total Allocated", "Total Reserved
 SLOTS = len(FIELDS) + 1 + len(ARG_KEYS)
 PYTHON, NON_ASCII, MINIFY = 1, 2, 4  # event flags: decode in Python, has non-ASCII text, args have whitespace
 OK, IN_STRING, OPEN, CUT, BAD, NOT_OBJECT, TOO_DEEP = 0, -1, -2, -3, -4, -5, -6  # scan status
+SPLIT = 1  # scan status: stopped where it was asked to, between two events
 MAX_DEPTH = 1000  # JSON nesting the scanner follows
