@@ -103,9 +103,11 @@ def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.S
         need[anc] = True
         anc = scope_parent[anc]
     codes = label.cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1  # 0: null
-    fn = kernels.compiled(_path_ids_py) if kernels.enabled() else _path_ids_py
-    pid, parent_of, first, depth = fn(np.ascontiguousarray(scope_parent, dtype=np.int64), codes, need,
-                                      int(codes.max(initial=0)))
+    args = (np.ascontiguousarray(scope_parent, dtype=np.int64), codes, need, int(codes.max(initial=0)))
+    if kernels.enabled():
+        pid, parent_of, first, depth = kernels.compiled(_path_ids_py)(*args)
+    else:
+        pid, parent_of, first, depth = _path_ids_py(*args)
     own = label.gather(first).cast(pl.String)
     spelled = own
     for d in range(1, int(depth.max(initial=0)) + 1):
