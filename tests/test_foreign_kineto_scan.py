@@ -111,7 +111,7 @@ def test_many_events_grow_the_arrays():
     assert fast["arg:correlation"].to_pylist()[4999] == "4999"
 
 
-@pytest.mark.parametrize("trap", [False, True], ids=["boundary", "boundary-look-alike-in-a-string"])
+@pytest.mark.parametrize("trap", [False, True], ids=["boundary", "look-alike-in-args"])
 def test_a_large_array_scanned_in_two_halves_is_the_same_table(monkeypatch, trap):
     """Above ``SPLIT_BYTES`` the array is scanned from its start and from an event boundary past
     its middle at once; the halves are joined only when the first half stops exactly there. Args
