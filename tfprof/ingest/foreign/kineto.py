@@ -48,6 +48,7 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     top, rows = trace_json.read_events(path, data)
     raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64),
                                                                       pl.col("name").fill_null(""))
+    del rows  # polars holds its own copy of the text columns
     if raw.height == 0:
         raise ProfileFormatError(f"`{path}` is a Chrome trace without events; nothing to profile")
     timed = raw.filter(pl.col("ph").is_in(list(TIMED_PHASES)) & pl.col("ts").is_null())
@@ -61,17 +62,21 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     if abs(base) > MAX_NS:
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` {base} is beyond {_BEYOND}")
     _check_times(path, raw.filter(pl.col("ph").is_in(list(TIMED_PHASES))), base, "ts")
+    # what is needed of the raw events later is kept, so that each frame goes once the next is made
+    counter_events, categories, events = raw.filter(pl.col("ph") == "C"), raw["cat"], raw.height
     spans = _begin_end_spans(_named(raw))
+    del raw
     _check_times(path, spans.filter(pl.col("ph") == "X"), base, "dur")
     ev = _classify(spans, base)
-    if ev.filter(pl.col("role") == "op").height == 0:
-        raise ProfileFormatError(trace_json.without_ops(path, top, raw["cat"], raw.height, OP_CATEGORIES))
-    if ev.filter(pl.col("dur_ns") < 0).height:
+    del spans
+    if not (ev["role"] == "op").any():
+        raise ProfileFormatError(trace_json.without_ops(path, top, categories, events, OP_CATEGORIES))
+    if (ev["dur_ns"] < 0).any():
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
-    counters = _counters(path, raw, ev, base)
-    del rows, raw, timed, spans  # from here the events live in `ev` alone, which build takes over
+    counters = _counters(path, counter_events, ev, base)
+    del timed, counter_events, categories  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
     tables = build.build(owned, counters=counters, flops=torch_flops.per_execution)
