@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from tfprof import kernels
 from tfprof.ingest import derive, validate
-from tfprof.ingest.foreign import gpu, memory, nesting
+from tfprof.ingest.foreign import codes, gpu, memory, nesting
 from tfprof.schema import TABLES, conform
 
 EVENT_COLUMNS = {
@@ -80,14 +80,12 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
 def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
     """The dense rank of each event's (process, thread) pair (categoricals) in name order: the
     pairs are told apart by their codes, and only the few distinct ones are compared as text."""
-    codes = [c.to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1 for c in (process, thread)]
-    key = codes[0] * (int(codes[1].max(initial=0)) + 1) + codes[1]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    first, inverse = codes.distinct(process, thread)
     names = pl.DataFrame({"p": process.gather(first).cast(pl.String), "t": thread.gather(first).cast(pl.String)})
     order = names.with_row_index("_k").sort("p", "t", nulls_last=False)["_k"].to_numpy()
     rank = np.empty(len(first), dtype=np.int64)
     rank[order] = np.arange(len(first))
-    return rank[inverse.ravel()]
+    return rank[inverse]
 
 
 def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.Series:
@@ -102,8 +100,8 @@ def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.S
         anc = anc[~need[anc]]
         need[anc] = True
         anc = scope_parent[anc]
-    codes = label.cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1  # 0: null
-    args = (np.ascontiguousarray(scope_parent, dtype=np.int64), codes, need, int(codes.max(initial=0)))
+    labels = codes.of(label)
+    args = (np.ascontiguousarray(scope_parent, dtype=np.int64), labels, need, int(labels.max(initial=0)))
     if kernels.enabled():
         pid, parent_of, first, depth = kernels.compiled(_path_ids_py)(*args)
     else:
@@ -359,10 +357,10 @@ def _dictionary(values: pl.Series) -> pa.DictionaryArray:
     """A categorical series as an Arrow dictionary array whose dictionary is in order of first
     appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
     seen = values.drop_nulls().unique(maintain_order=True)
-    codes = values.to_physical()
-    where = np.zeros(int(codes.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
+    physical = values.to_physical()
+    where = np.zeros(int(physical.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
     where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
-    indices = pa.array(where[codes.fill_null(0).to_numpy()], mask=codes.is_null().to_numpy())
+    indices = pa.array(where[physical.fill_null(0).to_numpy()], mask=physical.is_null().to_numpy())
     return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
 
 

@@ -23,7 +23,7 @@ from google.protobuf import message as _message
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, hlo, xcheck, xevents, xwalk
+from tfprof.ingest.foreign import build, codes, hlo, xcheck, xevents, xwalk
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -250,12 +250,7 @@ def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
     plane's GPU number, null off a GPU), ``_device``, ``_tf_op`` (a TensorFlow op off the GPU:
     named ``<path>:<type>``, its display name the type), ``_tf_path`` (that name without its type),
     ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event)."""
-    codes = [keys[c].cast(pl.Categorical).to_physical().cast(pl.Int64).fill_null(-1).to_numpy() + 1
-             for c in keys.columns]
-    key = codes[0]
-    for more in codes[1:]:  # distinct processes x names x displays stays far below 2**63
-        key = key * (int(more.max(initial=0)) + 1) + more
-    first, inverse = _distinct(key)
+    first, inverse = codes.distinct(*keys)
     name, display = pl.col("name"), pl.col("display")
     gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
     found = keys[first].select(
@@ -268,21 +263,6 @@ def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
     )
     at = pl.Series(inverse)
     return [found[c].gather(at) for c in found.columns]
-
-
-def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the first position of each distinct value of ``key``, non-negative ints; for each element,
-    the number of its value among them), in value order: a table over the values when they are
-    few enough to index (no sort), else numpy's sort."""
-    if len(key) == 0 or int(key.max()) > 4 * len(key) + (1 << 20):
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        return first, inverse.ravel()
-    top = int(key.max()) + 1
-    first = np.full(top, len(key), dtype=np.int64)
-    np.minimum.at(first, key, np.arange(len(key)))
-    present = first < len(key)
-    number = np.cumsum(present) - 1
-    return first[present], number[key]
 
 
 def _node_path(tf_op: pl.Expr) -> pl.Expr:
