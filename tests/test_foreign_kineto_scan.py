@@ -27,6 +27,9 @@ EVENTS = [
     '{"ph":"X","ts":9,"dur":0.30000000000000004,"args":[1,2],"pid":{"a":[1]},"extra":{"deep":[[[]]]}}',
     '{}',
     '{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"thread 1 (python)"}}',
+    '{"ph":"X","ts":1,"args":{"a":[1],"b":2,"a":[3],"device":1,"device":2}}',  # a repeated key
+    '{"ph":"X","ts":1,"args":{"o":{"k":1,"j":{"k":0},"m":2},"p":[{"k":1},{"k":2}],"k":3}}',  # no key repeats
+    '{"ph":"X","ts":1,"args":{"o":[{"k":1,"k":2}]},"args":{"x":{"y":1}}}',  # a second args object
 ]
 
 
@@ -101,6 +104,24 @@ def test_bad_events_are_one_line_errors(text, phrase):
     with kernels.using(True), pytest.raises(ProfileFormatError) as info:
         trace_json.read_events(Path("bad.json"), text.encode())
     assert phrase in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("args", "repeats"), [
+    ('{"a":1,"b":{"a":2,"c":[{"a":3},{"a":4}]},"c":5}', False),
+    ('{"a":1,"b":2,"a":3}', True),
+    ('{"x":[{"k":1,"j":[],"k":2}]}', True),
+    ('{' + ",".join(f'"k{i}":{i}' for i in range(5000)) + '}', True),  # more keys than it tracks
+])
+def test_args_with_a_repeated_key_go_to_python(args, repeats):
+    """Python's ``json`` keeps a repeated key's last value in its first place, so those args are
+    decoded in Python; the same key in different objects is no repeat and stays on the fast path."""
+    from tfprof.ingest.foreign.trace_layout import PYTHON
+
+    data = ('[{"ph":"X","ts":1,"args":' + args + "}]").encode()
+    flags = kineto_events.scan(np.frombuffer(data, np.uint8), 1, 4, -1)[-1]
+    assert bool(flags[0] & PYTHON) == repeats
+    (_, fast), (_, ref) = both(b'{"traceEvents": ' + data + b"}")
+    assert same(fast, ref)
 
 
 def test_many_events_grow_the_arrays():

@@ -70,7 +70,7 @@ def event_key(buf, s, e):
 
 
 @njit(cache=True, nogil=True)
-def event(buf, i, n, stack, k, rel, ln, ts, dur, has):
+def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
     """The event object at ``i`` into row ``k``: (its end or a status, its flags). ``want``: 0 a
     value, 1 a key or ``}``, 2 a key, 3 ``:``, 4 ``,`` or ``}``."""
     start = i
@@ -130,7 +130,7 @@ def event(buf, i, n, stack, k, rel, ln, ts, dur, has):
             if whole:
                 for s in range(ARGS, SLOTS):
                     ln[k, s] = -1
-            end, cflags = container(buf, i, n, stack, start, rel, ln, k, whole)
+            end, cflags = container(buf, i, n, stack, starts, hashes, start, rel, ln, k, whole)
             if end < 0:
                 return end, fl
             if whole:
@@ -199,6 +199,8 @@ def scan(buf, pos, capacity, stop):
     has = np.empty((cap, 2), np.bool_)
     flags = np.empty(cap, np.uint8)
     stack = np.empty(MAX_DEPTH, np.uint8)
+    starts = np.empty(MAX_DEPTH, np.int64)
+    hashes = np.empty(4096, np.uint64)  # key hashes of an args object's open objects
     k = 0
     status = OK
     i = ws(buf, pos, n)
@@ -229,7 +231,7 @@ def scan(buf, pos, capacity, stop):
             ts[k] = 0.0
             dur[k] = 0.0
             fl = 0
-            i, fl = event(buf, i, n, stack, k, rel, ln, ts, dur, has)
+            i, fl = event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has)
             if i < 0:
                 status = i
                 i = start

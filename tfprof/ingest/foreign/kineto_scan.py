@@ -218,12 +218,26 @@ def number(buf, i, n):
 
 
 @njit(cache=True, nogil=True)
-def container(buf, i, n, stack, evstart, rel, ln, row, capture):
+def key_hash(buf, s, e):
+    """FNV-1a of ``buf[s:e]``: equal keys hash equal (a collision only sends an event to Python)."""
+    h = np.uint64(14695981039346656037)
+    for j in range(s, e):
+        h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def container(buf, i, n, stack, starts, hashes, evstart, rel, ln, row, capture):
     """Walk the object or array at ``i`` to its end: (end or a status, flags). With ``capture``
-    (an ``args`` object), its top-level ``ARG_KEYS`` values are noted in slots 9-14 of ``row``.
-    ``want``: 0 a value, 1 a key or ``}``, 2 a key, 3 ``:``, 4 ``,`` or a closer, 5 a value or ``]``."""
+    (an ``args`` object), its top-level ``ARG_KEYS`` values are noted in slots 9-14 of ``row``,
+    and an object at any depth that repeats a key is flagged ``PYTHON``: Python's ``json`` keeps
+    the last value in the first one's place, so the bytes are not the text. ``hashes[:top]`` holds
+    the key hashes of the open objects, the one open at depth ``d`` from ``starts[d]``; more keys
+    than ``hashes`` holds also go to Python. ``want``: 0 a value, 1 a key or ``}``, 2 a key, 3 ``:``,
+    4 ``,`` or a closer, 5 a value or ``]``."""
     flags = 0
     depth = 0
+    top = 0
     key = -1
     want = 0
     while i < n:
@@ -241,6 +255,7 @@ def container(buf, i, n, stack, evstart, rel, ln, row, capture):
                 if (c == 125) != (stack[depth - 1] == 1):
                     return BAD, flags
                 depth -= 1
+                top = starts[depth]
                 i += 1
                 if depth == 0:
                     return i, flags
@@ -259,6 +274,17 @@ def container(buf, i, n, stack, evstart, rel, ln, row, capture):
             flags |= sflags
             if want == 1 or want == 2:
                 key = lookup(buf, i + 1, end - 1, ARG_TABLE, ARG_LENS) if capture and depth == 1 else -1
+                if capture:
+                    h = key_hash(buf, i + 1, end - 1)
+                    for j in range(starts[depth - 1], top):
+                        if hashes[j] == h:
+                            flags |= PYTHON
+                            break
+                    if top < len(hashes):
+                        hashes[top] = h
+                        top += 1
+                    else:
+                        flags |= PYTHON
                 want = 3
             else:
                 if key >= 0 and depth == 1:
@@ -271,6 +297,7 @@ def container(buf, i, n, stack, evstart, rel, ln, row, capture):
         if want == 1 or want == 2:
             if c == 125 and want == 1:
                 depth -= 1
+                top = starts[depth]
                 i += 1
                 if depth == 0:
                     return i, flags
@@ -285,12 +312,14 @@ def container(buf, i, n, stack, evstart, rel, ln, row, capture):
                 flags |= PYTHON
             key = -1
             stack[depth] = 1 if c == 123 else 2
+            starts[depth] = top
             depth += 1
             i += 1
             want = 1 if c == 123 else 5
             continue
         if c == 93 and want == 5:
             depth -= 1
+            top = starts[depth]
             i += 1
             if depth == 0:
                 return i, flags
