@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +25,8 @@ MAX_SPACING_NS = 50_000
 
 
 def load(path: str | Path) -> list[dict]:
+    if str(path).endswith(".xplane.pb"):
+        return xspace_events(path)
     raw = Path(path).read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     return doc["traceEvents"] if isinstance(doc, dict) else doc
@@ -114,7 +117,7 @@ def short_kernels(events: list[dict]) -> dict[str, tuple[int, int]]:
     count: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for o in device_ops(events):
         call = calls.get(o["corr"]) if o["corr"] is not None else None
-        if o["kind"] == "kernel" and call and call["name"] in LAUNCHES:
+        if o["kind"] == "kernel" and call and (call["name"] in LAUNCHES or call["name"] == o["name"]):  # XSpace
             count[o["name"]][1] += 1
             count[o["name"]][0] += (o["end"] - o["start"]) < call["dur"]
     return {k: tuple(v) for k, v in count.items() if v[0]}
@@ -195,3 +198,38 @@ def launch_bound(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, in
                     acc[2] += gap
             reach = o["end"] if reach is None else max(reach, o["end"])
     return {k: tuple(v) for k, v in out.items()}
+
+
+def xspace_events(path: str | Path) -> list[dict]:
+    """An XSpace capture's GPU events and launch calls as the Kineto events above read them, from
+    the protobuf runtime alone: an event of a ``/device:GPU:N`` plane carrying a ``correlation_id``
+    stat is a device event (``Memcpy``/``Memset`` in its name: a copy or memset) on the stream
+    numbered in its line's name; a host event carrying one is the call that launched it (TensorFlow
+    names a launch after its kernel). Times: the line's ns plus the event's ps, as us."""
+    from tfprof.schema.proto import xplane_pb2
+
+    space = xplane_pb2.XSpace.FromString(Path(path).read_bytes())
+    out = []
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        gpu = re.fullmatch(r"/device:GPU:(\d+)", plane.name)
+        for line in plane.lines:
+            stream = re.search(r"(?i)stream\D*?(\d+)", line.name)
+            for e in line.events:
+                meta = plane.event_metadata[e.metadata_id]
+                stats = {names.get(st.metadata_id): st for st in (*meta.stats, *e.stats)}
+                if "correlation_id" not in stats:
+                    continue
+                st = stats["correlation_id"]
+                corr = st.int64_value or st.uint64_value
+                start_ps = line.timestamp_ns * 1000 + e.offset_ps
+                event = {"ph": "X", "name": meta.name, "pid": plane.name, "tid": line.name,
+                         "ts": start_ps / 1e6, "dur": e.duration_ps / 1e6, "args": {"correlation": corr}}
+                if gpu:
+                    low = meta.name.lower()
+                    event["cat"] = "gpu_memcpy" if "memcpy" in low else "gpu_memset" if "memset" in low else "kernel"
+                    event["args"].update(device=int(gpu.group(1)), stream=stream.group(1) if stream else line.name)
+                else:
+                    event["cat"] = "cuda_runtime"
+                out.append(event)
+    return out

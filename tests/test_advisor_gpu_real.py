@@ -90,3 +90,61 @@ def test_json_formats_the_numbers(result):
     assert row["display"]["idle_share"] == f"{100 * row['idle_share']:.2f}%"
     assert row["display"]["window_ns"].endswith("ms") and "window_start_ns" not in row["display"]
     assert idle["reports"] == list(result.proto.checkers["GpuIdleChecker"].reports)
+
+
+XSPACE = Path(__file__).parent / "fixtures" / "foreign" / "tf_gpu_bert_slice.xplane.pb"
+
+
+def test_the_checks_read_an_xspace_gpu_capture():
+    """The same checks on a slice of a real TensorFlow GPU capture (XSpace: device-plane events
+    with correlation ids, launches on host threads named after their kernels)."""
+    found = advise(tfprof.load(XSPACE))
+    events = expect.load(XSPACE)
+    assert sum(e["cat"] == "kernel" for e in events) == 52
+    idle = found.evidence["GpuIdleChecker"]
+    want = expect.idle(events)
+    assert {(r["step"], r["device"]): (r["window_ns"], r["idle_ns"]) for r in idle.iter_rows(named=True)} == want
+    (_, device), (window, idle_ns) = next(iter(want.items()))
+    assert device == "4" and 0 < idle_ns < window
+    launched = found.evidence["KernelLaunchChecker"]
+    assert dict(zip(launched["name"], zip(launched["short_kernels"], launched["launched"], strict=True),
+                    strict=True)) == expect.short_kernels(events)
+    queue = found.evidence["LaunchQueueChecker"]
+    assert {(r["step"], r["device"]): (r["ops"], r["bound_ops"], r["bound_ns"]) for r in queue.iter_rows(named=True)} \
+        == expect.launch_bound(events) == {(0, "4"): (51, 0, 0)}
+    reports = found.proto.checkers["GpuIdleChecker"].reports
+    assert reports[0].startswith(f"step 0, device 4: idle {100 * idle_ns / window:.2f}% of ")
+
+
+def _copy_space(path: Path, src_kind: str) -> Path:
+    """A host thread launching one host-to-device copy from ``src_kind`` memory, 4 KiB (XSpace as
+    TensorFlow's GPU tracer writes it: the copy's sizes and memory kinds in ``memcpy_details``)."""
+    from tfprof.schema.proto import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    for name, line_name, start_ps, dur_ps, details in (
+        ("/host:CPU", "tf_Compute", 1_000_000, 3_000_000, None),
+        ("/device:GPU:0", "Stream #13(MemcpyH2D)", 5_000_000, 40_000_000,
+         f"kind_src:{src_kind} kind_dst:device size:4096 dest:0 async:1"),
+    ):
+        plane = space.planes.add(id=len(space.planes), name=name)
+        plane.stat_metadata[1].id, plane.stat_metadata[1].name = 1, "correlation_id"
+        plane.stat_metadata[2].id, plane.stat_metadata[2].name = 2, "memcpy_details"
+        plane.event_metadata[1].id, plane.event_metadata[1].name = 1, "MemcpyH2D"
+        line = plane.lines.add(id=1, name=line_name, timestamp_ns=1_000)
+        event = line.events.add(metadata_id=1, offset_ps=start_ps, duration_ps=dur_ps)
+        event.stats.add(metadata_id=1, int64_value=7)
+        if details:
+            event.stats.add(metadata_id=2, str_value=details)
+    path.write_bytes(space.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("src_kind", ["pageable", "pinned"])
+def test_an_xspace_copy_from_pageable_memory(tmp_path, src_kind):
+    found = advise(tfprof.load(_copy_space(tmp_path / "copy.xplane.pb", src_kind)))
+    rows = found.evidence["PageableCopyChecker"]
+    if src_kind == "pinned":
+        assert rows.height == 0
+        return
+    assert rows.select("name", "count", "total_ns", "bytes").rows() == [("MemcpyH2D", 1, 40_000, 4096)]

@@ -1,8 +1,8 @@
 """KernelLaunchChecker (docs/ADVISOR.md, 'GPU checks'): kernels that ran shorter than launching them took.
 
-Each kernel is joined to the host call that queued it on the Kineto ``correlation`` id; the
-kernel is short when that call is a kernel launch (``LAUNCH_CALLS``) and the kernel's duration
-is less than the call's. Such kernels cost the host more than they give the device: fusing them
+Each kernel is joined to the host call that queued it on its correlation id; the kernel is
+short when that call is a kernel launch (``LAUNCH_CALLS``, or for XSpace, which names a launch
+after its kernel, a call of the kernel's name) and the kernel's duration is less than the call's. Such kernels cost the host more than they give the device: fusing them
 (``torch.compile``, fused optimizers) or capturing them in a CUDA graph removes launches.
 
 Columns, one row per kernel name with at least one short kernel, most short kernels first:
@@ -33,8 +33,8 @@ SCHEMA = {
 def launched_kernels(prof: Profile) -> pl.DataFrame:
     """Kernels joined to their launch call: the ``device_events`` columns plus ``host_calls``'."""
     kernels = device_events(prof).filter(pl.col("kind") == "kernel")
-    calls = host_calls(prof).filter(pl.col("call").is_in(list(LAUNCH_CALLS)))
-    return kernels.join(calls, on="correlation")
+    launches = pl.col("call").is_in(list(LAUNCH_CALLS)) | (pl.col("call") == pl.col("name"))  # XSpace: the kernel's name
+    return kernels.join(host_calls(prof), on="correlation").filter(launches)
 
 
 def short_kernels(prof: Profile) -> pl.DataFrame:

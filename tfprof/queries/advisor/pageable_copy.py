@@ -1,14 +1,16 @@
 """PageableCopyChecker (docs/ADVISOR.md, 'GPU checks'): host-to-device copies from pageable memory.
 
 Kineto names each copy by its direction and the memory at both ends, e.g.
-``Memcpy HtoD (Pageable -> Device)``. A copy from pageable (not page-locked) host memory is
+``Memcpy HtoD (Pageable -> Device)``; XSpace names it ``MemcpyH2D`` and puts the memory kinds in
+its ``memcpy_details`` stat (``kind_src:pageable kind_dst:device size:…``). A copy from pageable (not page-locked) host memory is
 staged through a pinned buffer by the driver and cannot overlap with compute; pinning the
 source (``DataLoader(pin_memory=True)``, ``tensor.pin_memory()``) and copying with
-``non_blocking=True`` lets it. A copy counts when it is a memcpy event whose name holds ``HtoD``
-and ``Pageable``.
+``non_blocking=True`` lets it. A copy counts when it is host-to-device (``kernels.kind``
+``memcpy_htod``) and from pageable memory (the name holds ``Pageable``, or ``memcpy_details``
+``kind_src:pageable``).
 
 Columns, one row per copy name, most time first: ``name``, ``count``, ``total_ns``, ``bytes``
-(summed ``bytes`` args; null when the trace records none), ``steps`` (how many steps had one),
+(summed sizes; null when the trace records none), ``steps`` (how many steps had one),
 ``example_event`` (the longest copy's ``trace_events.event_id``).
 """
 
@@ -29,8 +31,7 @@ SCHEMA = {
 def pageable_frame(prof: Profile) -> pl.DataFrame:
     """The check's rows (module doc)."""
     dev = device_events(prof)
-    copies = dev.filter((pl.col("kind") == "memcpy") & pl.col("name").str.contains("HtoD", literal=True)
-                        & pl.col("name").str.contains("Pageable", literal=True))
+    copies = dev.filter((pl.col("copy") == "memcpy_htod") & pl.col("pageable"))
     copies = copies.with_columns(step_of(step_windows(prof, dev), copies["start_ns"]))
     rows = copies.group_by("name").agg(
         pl.len().cast(pl.Int64).alias("count"),

@@ -1,13 +1,13 @@
 """What the GPU checks share: a foreign trace's device events, host calls, step windows and busy time.
 
-The GPU checks (docs/ADVISOR.md, 'GPU checks') read ``trace_events`` of a Kineto trace, whole
-columns at a time:
+The GPU checks (docs/ADVISOR.md, 'GPU checks') read the ``kernels`` and ``trace_events`` tables
+of a Kineto or XSpace trace, whole columns at a time:
 
-* ``device_events``: kernels, copies and memsets (Kineto ``kernel``/``gpu_memcpy``/``gpu_memset``;
-  older traces' ``Kernel``/``Memcpy``/``Memset``) with their device, stream and correlation id
-  from the event's args (the device falls back to the event's process, the stream to its thread).
-* ``host_calls``: every other event carrying a ``correlation`` arg: the runtime or driver call
-  (``cudaLaunchKernel``, ``cudaMemcpyAsync`` …) that queued a device event with that id.
+* ``device_events``: kernels, copies and memsets: the ``kernels`` table the ingest fills for
+  Kineto and XSpace alike (docs/FOREIGN.md, 'GPU events'), with a copy's size from its args.
+* ``host_calls``: every other event carrying a correlation id (Kineto's ``correlation`` arg,
+  XSpace's ``correlation_id`` stat): the runtime or driver call (``cudaLaunchKernel``,
+  ``cudaMemcpyAsync`` …; XSpace names a launch after its kernel) that queued a device event.
 * ``step_windows``: step N runs from the start of its ``ProfilerStep#N`` marker (host side, the
   earliest one) to the start of the next marker; the last step to the later of its marker's end
   and the end of the last device event starting in it. Without markers the whole capture is
@@ -28,14 +28,11 @@ import polars as pl
 from tfprof.profile import Profile
 
 FOREIGN_KINDS = ("kineto", "xspace")  # Profile.source of a foreign trace (tfprof.ingest.foreign.KINDS)
-DEVICE_CATEGORIES = {
-    "kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
-    "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset",  # Kineto before 2022
-}
 STEP_PREFIX = "ProfilerStep#"
 
 _EVENT_SCHEMA = {
-    "event_id": pl.Int64, "name": pl.String, "kind": pl.String, "device": pl.String, "stream": pl.String,
+    "event_id": pl.Int64, "name": pl.String, "kind": pl.String, "copy": pl.String, "pageable": pl.Boolean,
+    "device": pl.String, "stream": pl.String,
     "correlation": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "duration_ns": pl.Int64, "bytes": pl.Int64,
 }
 
@@ -56,36 +53,49 @@ def _arg(key: str) -> pl.Expr:
     return pl.col("args").str.json_path_match(f"$.{key}")
 
 
+_KIND = {"compute": "kernel", "communication": "kernel", "memset": "memset"}  # kernels.kind -> kind (else memcpy)
+_XSPACE_COPY = r"size:(\d+)"  # XSpace's `memcpy_details` stat: "kind_src:pageable kind_dst:device size:N …"
+
+
 def device_events(prof: Profile) -> pl.DataFrame:
-    """One row per kernel, copy and memset: ``event_id``, ``name``, ``kind`` (kernel, memcpy,
-    memset), ``device``, ``stream``, ``correlation``, ``start_ns``, ``end_ns``, ``duration_ns``,
-    ``bytes`` (a copy's or memset's size; null when not recorded)."""
+    """One row per kernel, copy and memset (the ``kernels`` table, for Kineto and XSpace alike):
+    ``event_id``, ``name``, ``kind`` (kernel, memcpy, memset), ``copy`` (``kernels.kind``:
+    ``memcpy_htod`` …), ``pageable`` (a copy from pageable host memory: Kineto's name says
+    ``Pageable``, XSpace's ``memcpy_details`` ``kind_src:pageable``), ``device`` (the GPU's number
+    in ``/device:gpu:N``), ``stream``, ``correlation``, ``start_ns``, ``end_ns``, ``duration_ns``,
+    ``bytes`` (a copy's or memset's size: Kineto's ``bytes`` arg, XSpace's ``memcpy_details``;
+    null when not recorded)."""
     if not has_trace(prof):
         return pl.DataFrame(schema=_EVENT_SCHEMA)
-    ev = prof.lazy("trace_events").with_columns(pl.col("category").cast(pl.String))
-    ev = ev.filter(pl.col("category").is_in(list(DEVICE_CATEGORIES)) & (pl.col("phase").cast(pl.String) == "X"))
-    return ev.select(
+    args = prof.lazy("trace_events").select("event_id", "args")
+    details = _arg("memcpy_details").fill_null("")
+    return prof.lazy("kernels").join(args, on="event_id", how="left").select(
         "event_id",
         pl.col("name").cast(pl.String),
-        pl.col("category").replace_strict(DEVICE_CATEGORIES, return_dtype=pl.String).alias("kind"),
-        pl.coalesce(_arg("device"), pl.col("process").cast(pl.String)).alias("device"),
-        pl.coalesce(_arg("stream"), pl.col("thread").cast(pl.String)).alias("stream"),
-        _arg("correlation").cast(pl.Int64, strict=False).alias("correlation"),
+        pl.col("kind").cast(pl.String).replace_strict(_KIND, default="memcpy", return_dtype=pl.String),
+        pl.col("kind").cast(pl.String).alias("copy"),
+        (pl.col("name").cast(pl.String).str.contains("Pageable", literal=True)
+         | details.str.contains("kind_src:pageable", literal=True)).alias("pageable"),
+        pl.col("device").cast(pl.String).str.extract(r"gpu:(.+)$", 1).alias("device"),
+        pl.col("stream").cast(pl.String),
+        "correlation",
         "start_ns",
         (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
         "duration_ns",
-        _arg("bytes").cast(pl.Int64, strict=False).alias("bytes"),
-    ).collect().cast(_EVENT_SCHEMA)
+        pl.coalesce(_arg("bytes"), details.str.extract(_XSPACE_COPY, 1)).cast(pl.Int64, strict=False).alias("bytes"),
+    ).sort("event_id").collect().cast(_EVENT_SCHEMA)
 
 
 def host_calls(prof: Profile) -> pl.DataFrame:
-    """The host-side events that queued device work: ``correlation``, ``call_event``, ``call``
-    (its name), ``process``, ``thread``, ``call_start_ns``, ``call_end_ns``, ``call_ns``."""
-    ev = prof.lazy("trace_events").with_columns(pl.col("category").cast(pl.String).fill_null(""))
-    ev = ev.filter(pl.col("category").is_in(list(DEVICE_CATEGORIES)).not_() & pl.col("args").is_not_null()
-                   & (pl.col("phase").cast(pl.String) == "X"))
-    ev = ev.with_columns(_arg("correlation").cast(pl.Int64, strict=False).alias("correlation"))
-    return ev.filter(pl.col("correlation").is_not_null()).select(
+    """The host-side events that queued device work (any event but a device one carrying a
+    correlation id: Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat; XSpace names
+    a launch after its kernel): ``correlation``, ``call_event``, ``call`` (its name),
+    ``process``, ``thread``, ``call_start_ns``, ``call_end_ns``, ``call_ns``."""
+    ev = prof.lazy("trace_events").filter(pl.col("args").is_not_null() & (pl.col("phase").cast(pl.String) == "X"))
+    ev = ev.join(prof.lazy("kernels").select("event_id"), on="event_id", how="anti")
+    ev = ev.with_columns(pl.coalesce(_arg("correlation"), _arg("correlation_id")).cast(pl.Int64, strict=False)
+                         .alias("correlation"))
+    return ev.filter(pl.col("correlation").is_not_null()).sort("event_id").select(
         "correlation",
         pl.col("event_id").alias("call_event"),
         pl.col("name").cast(pl.String).alias("call"),
