@@ -233,7 +233,7 @@ def xspace_memory_expect(path: str | Path) -> dict:
     on its own line, if any. Times are whole ns as xplane.proto defines them (line ns + event ps); walked in Python.
     """
     space = load_xspace(path)
-    execs, instants = [], []  # (path, start, end, line key); (order, tf_op, time, line key, bytes)
+    execs, instants = [], []  # (path, start, end, line key); (order, tf_op, time, line key, bytes, allocator, in use)
     for p, plane in enumerate(space.planes):
         if plane.name.startswith("/device:"):
             continue
@@ -247,12 +247,13 @@ def xspace_memory_expect(path: str | Path) -> dict:
                 elif meta.name in MEMORY_EVENTS:
                     stats = _plain_stats((*meta.stats, *e.stats), names)
                     instants.append((len(instants), stats.get("tf_op"), t, (p, li),
-                                     MEMORY_EVENTS[meta.name] * int(stats.get("requested_bytes") or 0)))
+                                     MEMORY_EVENTS[meta.name] * int(stats.get("requested_bytes") or 0),
+                                     stats.get("allocator_name", ""), stats.get("bytes_allocated")))
     by_path = defaultdict(list)
     for i, (op, start, _, _) in enumerate(execs):
         by_path[op].append((start, i))
     owner = {}
-    for order, tf_op, t, line, _ in instants:
+    for order, tf_op, t, line, *_ in instants:
         runs = sorted(by_path.get(tf_op or "", []))
         if runs:
             before = [i for s, i in runs if s <= t]
@@ -262,21 +263,29 @@ def xspace_memory_expect(path: str | Path) -> dict:
         if around:
             owner[order] = max(around)[1]
     per_exec = defaultdict(list)
-    for order, _, _, _, nbytes in instants:
+    allocators: Counter = Counter()
+    for order, _, _, _, nbytes, allocator, in_use in instants:
         if order in owner:
-            per_exec[owner[order]].append(nbytes)
-    nodes: dict[str, dict] = defaultdict(lambda: {"events": 0, "alloc_bytes": 0, "free_bytes": 0, "peak_bytes": 0})
+            per_exec[owner[order]].append((nbytes, allocator, in_use))
+            allocators[allocator] += 1
+    nodes: dict[str, dict] = defaultdict(lambda: {"events": 0, "alloc_bytes": 0, "free_bytes": 0, "peak_bytes": 0,
+                                                  "in_use": 0})
     for i, amounts in per_exec.items():
         node = nodes[execs[i][0]]
         node["events"] += len(amounts)
-        node["alloc_bytes"] += sum(b for b in amounts if b > 0)
-        node["free_bytes"] -= sum(b for b in amounts if b < 0)
-        live = peak = 0
-        for b in amounts:
-            live += b
-            peak = max(peak, live)
-        node["peak_bytes"] = max(node["peak_bytes"], peak)
-    return {"instants": len(instants), "charged": len(owner), "nodes": dict(nodes)}
+        node["alloc_bytes"] += sum(b for b, _, _ in amounts if b > 0)
+        node["free_bytes"] -= sum(b for b, _, _ in amounts if b < 0)
+        live: dict[str, int] = defaultdict(int)  # per allocator: tfprof sums each allocator's peak
+        peak: dict[str, int] = defaultdict(int)
+        last: dict[str, int] = {}
+        for b, allocator, in_use in amounts:
+            live[allocator] += b
+            peak[allocator] = max(peak[allocator], live[allocator])
+            last[allocator] = int(in_use or 0)
+        node["peak_bytes"] = max(node["peak_bytes"], sum(peak.values()))
+        # what a GPU allocator (tfprof: its name holds `GPU`) held after the execution's last instant on it
+        node["in_use"] = max(node["in_use"], max((v for k, v in last.items() if "GPU" in k), default=0))
+    return {"instants": len(instants), "charged": len(owner), "nodes": dict(nodes), "allocators": dict(allocators)}
 
 
 def xspace_correlations(path: str | Path) -> dict[str, Counter]:

@@ -129,3 +129,31 @@ def kineto_memory_outside_ops(path: str | Path) -> dict:
     outside = [int(e["args"]["Bytes"]) for e, op in zip(memory, holders) if op is None]
     return {"count": len(outside), "alloc_bytes": sum(b for b in outside if b > 0),
             "free_bytes": -sum(b for b in outside if b < 0)}
+
+
+def kineto_allocator_memory(path: str | Path) -> dict[str, tuple[int, int, int, int]]:
+    """Per allocator (``cpu``, ``cuda:N``: the instant's ``Device Type`` and ``Device Id``), over the
+    op executions holding ``[memory]`` instants (innermost op on the thread, by time): (executions,
+    bytes allocated, the sum of each execution's peak: the highest running sum of its instants on
+    that allocator in file order, at least 0, and the sum of what each kept: its net bytes, at least 0)."""
+    _, events = load_trace_events(path)
+    memory = [{**e, "dur": 0} for e in events if e.get("name") == MEMORY_EVENT]
+    running: dict[tuple[int, str], list[int]] = defaultdict(lambda: [0, 0, 0])  # (op, allocator) -> sum, peak, total
+    for e, op in zip(memory, _innermost_ops(_cpu_ops(events), memory), strict=True):
+        if op is None:
+            continue
+        kind = int(e["args"]["Device Type"])
+        allocator = "cpu" if kind == 0 else f"{'cuda' if kind == 1 else kind}:{e['args']['Device Id']}"
+        acc = running[(id(op), allocator)]
+        size = int(e["args"]["Bytes"])
+        acc[0] += size
+        acc[1] = max(acc[1], acc[0])
+        acc[2] += max(size, 0)
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for (_, allocator), (net, peak, total) in running.items():
+        acc = out[allocator]
+        acc[0] += 1
+        acc[1] += total
+        acc[2] += peak
+        acc[3] += max(net, 0)
+    return {k: tuple(v) for k, v in out.items()}

@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from foreign_expect import kineto_expect, load_trace_events
-from foreign_expect_gpu import kineto_memory_outside_ops
+from foreign_expect_gpu import kineto_allocator_memory, kineto_memory_outside_ops
 from test_foreign_flops import outermost_ruled
 
 import tfprof
@@ -129,6 +129,42 @@ def test_every_memory_instant_is_charged(name):
     # one record per step, in the steps the instants fall in
     records = prof.frame("memory").filter(pl.col("node_id").is_in(node))
     assert sorted(records["step"].to_list()) == sorted(mine["step"].unique().to_list())
+
+
+def test_memory_is_worked_out_per_allocator():
+    """An op's peak is the sum of its peaks on each allocator (tfprof's rule for a RunMetadata's
+    allocators): the ResNet step's ops allocate on the CPU and on the GPU."""
+    name = "kineto_resnet50_step6.pt.trace.json.gz"
+    want = kineto_allocator_memory(FOREIGN / name)
+    assert set(want) == {"cpu", "cuda:0"}
+    prof = tfprof.load(FOREIGN / name)
+    nodes = prof.frame("nodes").filter(pl.col("name") != OUTSIDE_OPS).select("node_id")
+    per_allocator = prof.frame("allocator_memory").join(nodes, on="node_id")
+    got = per_allocator.group_by("allocator").agg(pl.len(), pl.col("total_bytes").sum(), pl.col("peak_bytes").sum(),
+                                                  pl.col("live_bytes").sum())
+    assert {r[0]: tuple(r[1:]) for r in got.rows()} == want
+    records = prof.frame("memory").join(nodes, on="node_id")
+    assert records["peak_bytes"].sum() == sum(v[2] for v in want.values())
+    assert records["residual_bytes"].sum() == sum(v[3] for v in want.values())
+    assert per_allocator["allocator_bytes_in_use"].sum() == 0  # this PyTorch wrote no `Total Allocated`
+
+
+def test_allocator_bytes_in_use_is_an_accelerator_allocators_total(tmp_path):
+    path = tmp_path / "two.pt.trace.json"
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::to", "pid": 1, "tid": 1, "ts": 1, "dur": 10},
+              memory_event(2, **{"Device Type": 0, "Device Id": -1, "Bytes": 64, "Total Allocated": 64}),
+              memory_event(3, **{"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 4096}),
+              memory_event(4, **{"Device Type": 1, "Device Id": 0, "Bytes": -512, "Total Allocated": 3584}),
+              memory_event(5, **{"Device Type": 1, "Device Id": 0, "Bytes": 256, "Total Allocated": 3840}),
+              memory_event(6, **{"Device Type": 0, "Device Id": -1, "Bytes": 32, "Total Allocated": 96})]
+    path.write_text(json.dumps({"traceEvents": events}))
+    prof = tfprof.load(path)
+    rows = prof.frame("allocator_memory").sort("allocator").select(
+        "allocator", "total_bytes", "peak_bytes", "live_bytes", "allocator_bytes_in_use").rows()
+    assert rows == [("cpu", 96, 96, 96, 96), ("cuda:0", 768, 512, 256, 3840)]
+    memory = prof.frame("memory").row(0, named=True)
+    assert (memory["requested_bytes"], memory["peak_bytes"], memory["residual_bytes"]) == (864, 608, 352)
+    assert memory["allocator_bytes_in_use"] == 3840  # the GPU's total after the op's last instant there
 
 
 def memory_event(ts: float, **args) -> dict:

@@ -67,6 +67,21 @@ def test_peak_bytes_per_op_match_a_running_sum(name):
 
 
 @pytest.mark.parametrize("name", MEMORY)
+def test_memory_per_allocator(name):
+    """Each execution's bytes per allocator (``allocator_memory``), and what a GPU allocator held after it."""
+    want = xspace_memory_expect(FOREIGN / name)
+    prof = tfprof.load(FOREIGN / name)
+    nodes = prof.frame("nodes").select("node_id", pl.col("name").cast(pl.String)).filter(pl.col("name") != OUTSIDE_OPS)
+    charged = prof.frame("allocations").join(nodes, on="node_id").height
+    per_allocator = prof.frame("allocator_memory").join(nodes, on="node_id")
+    assert set(per_allocator["allocator"]) == set(want["allocators"]) and sum(want["allocators"].values()) == charged
+    in_use = prof.frame("memory").join(nodes, on="node_id").group_by("name").agg(
+        pl.col("allocator_bytes_in_use").max())
+    assert dict(in_use.iter_rows()) == {k: v["in_use"] for k, v in want["nodes"].items()}
+    assert any(v["in_use"] > 0 for v in want["nodes"].values()) == (name == GPU)  # GPU_4_bfc's, not the host's
+
+
+@pytest.mark.parametrize("name", MEMORY)
 def test_the_header_no_longer_says_there_is_no_memory(name):
     result = run_view(tfprof.load(FOREIGN / name), "scope", {"max_depth": 1, "select": ["bytes", "peak_bytes"]})
     assert "no allocation events" not in result.text

@@ -198,8 +198,9 @@ OUTPUT_MEMORY = _table(
 
 ALLOCATOR_MEMORY = _table(
     "allocator_memory", "one allocator of one memory record", ("node_id", "step", "seq", "allocator"),
-    "The raw AllocatorMemoryUsed entries behind a memory record. Only RunMetadata carries them; a ProfileProto keeps "
-    "only the sums in `memory`.",
+    "The raw AllocatorMemoryUsed entries behind a memory record: a RunMetadata's, and a foreign trace's per "
+    "allocator (Kineto: the device of its `[memory]` instants, `cpu` or `cuda:0`; XSpace: the `allocator_name` of "
+    "its allocator events; docs/FOREIGN.md). A ProfileProto keeps only the sums in `memory`.",
     NODE_ID,
     STEP,
     _f("seq", pa.int32(), "memory record index (memory.seq)"),

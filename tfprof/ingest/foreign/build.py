@@ -28,14 +28,18 @@ EVENT_COLUMNS = {
     "phase": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, "args": pl.String, "role": pl.String,
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
     "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
+    "allocator": pl.String, "in_use": pl.Int64,
 }
 """The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
 for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
 joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); null otherwise.
-A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are then null."""
+``allocator`` and ``in_use``: for a memory instant, its allocator and the bytes that allocator
+held after it (``memory``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
+then null."""
 
-OPTIONAL_COLUMNS = ("correlation",)
-"""The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events has no use for them)."""
+OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use")
+"""The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events or
+allocators has no use for them)."""
 
 Flops = Callable[[pl.DataFrame], pl.Series]
 """A reader's float-op estimate per op execution: given the executions (``name``: the node path,
@@ -303,8 +307,7 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     out.update(memory.tables(mem, _us))
     out["code_frames"] = _code_frames(ev, op, frame_parent)
     out["steps"] = conform("steps", {"step": steps["step"].unique().sort()})
-    for name in ("node_inputs", "output_shapes", "node_attrs", "output_memory", "allocator_memory",
-                 "checkpoint_tensors"):
+    for name in ("node_inputs", "output_shapes", "node_attrs", "output_memory", "checkpoint_tensors"):
         out[name] = TABLES[name].schema.empty_table()
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
     out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False]})

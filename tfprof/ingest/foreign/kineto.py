@@ -17,11 +17,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, torch_flops, trace_json
+from tfprof.ingest.foreign import build, memory, torch_flops, trace_json
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
@@ -184,14 +185,14 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
     accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
     span = ph == "X"
-    memory = ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)
+    is_memory = ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)
     role = (
         pl.when(span & cat.is_in(STEP_CATEGORIES) & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
         .when(span & cat.is_in(OP_CATEGORIES)).then(pl.lit("op"))
         .when(span & (cat == "user_annotation")).then(pl.lit("scope"))
         .when(span & (cat == "python_function") & name.str.starts_with(MODULE_PREFIX)).then(pl.lit("scope"))
         .when(span & (cat == "python_function")).then(pl.lit("frame"))
-        .when(memory).then(pl.lit("memory"))
+        .when(is_memory).then(pl.lit("memory"))
         .when(ph == "s").then(pl.lit("flow_start"))
         .when((ph == "f") | (ph == "t")).then(pl.lit("flow_end"))
         .otherwise(pl.lit("other"))
@@ -209,19 +210,22 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
         name.alias("op_type"),
         accelerator.alias("accelerator"),
         (accelerator | (span & cat.str.contains(LAUNCH_CATEGORY))).alias("_launched"),
-        memory.alias("_memory"),
+        is_memory.alias("_memory"),
         pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
         .alias("step_num"),
         (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
     )
     # args say something only here: a GPU event's device, a launch's correlation, Bytes
     ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
-    return ev.with_columns(
+    ev = ev.with_columns(
         pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
         .alias("device"),
         pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
         pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
+        pl.when("_memory").then(_whole(_arg("Total Allocated"))).alias("in_use"),
     )
+    rows = np.flatnonzero(ev["_memory"].fill_null(False).to_numpy())
+    return ev.with_columns(memory.on_rows(ev, rows, allocator=memory.kineto_allocator(pl.col("args"))))
 
 
 def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:

@@ -5,6 +5,13 @@ op (PyTorch frees a step's tensors between ops; the optimizer allocates around t
 the step it falls in, through one synthetic node, ``OUTSIDE_OPS``, that holds one memory record per
 step. So the ``allocations`` table has one row per instant and the ``memory`` records add up to
 every byte the trace recorded.
+
+Each instant names its allocator (``allocator``: XSpace's ``allocator_name``, Kineto's device,
+``cpu`` or ``cuda:0``; empty when the trace names none) and what that allocator held after it (``in_use``). As tfprof does with a
+RunMetadata's per-allocator records, an execution's bytes are worked out per allocator (the
+``allocator_memory`` table) and summed: its peak is the sum of each allocator's peak, not the peak
+of all its allocations mixed; its ``allocator_bytes_in_use`` is the most an accelerator allocator
+(``ACCELERATOR_ALLOCATOR``) held after one of its instants.
 """
 
 from __future__ import annotations
@@ -19,38 +26,80 @@ OUTSIDE_OPS = "[memory outside ops]"
 """The name (and op type) of the node holding the allocations made outside every op."""
 
 _ZEROS = ("output_bytes", "host_temp_bytes", "host_persistent_bytes", "accelerator_temp_bytes",
-          "accelerator_persistent_bytes", "allocator_bytes_in_use")
+          "accelerator_persistent_bytes")
+
+ACCELERATOR_ALLOCATOR = r"GPU|^(?:cuda|hip|xpu|mps|mtia|xla|hpu):"
+"""An allocator of accelerator memory: tfprof's rule for a RunMetadata's allocators (the name holds
+``GPU``: ``GPU_0_bfc``, not ``bfc_cpu_allocator_for_gpu``), and PyTorch's devices other than the CPU."""
+
+TORCH_DEVICES = {1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia"}
+"""PyTorch's ``c10::DeviceType`` numbers (Kineto's ``Device Type`` arg; 0 is the CPU) of accelerators."""
+
+
+def kineto_allocator(args: pl.Expr) -> pl.Expr:
+    """The allocator of a Kineto ``[memory]`` instant: ``cpu``, or its device as PyTorch writes
+    one (``cuda:0``; ``device_type_N:ID`` for a type not in ``TORCH_DEVICES``); null without a
+    ``Device Type``."""
+    kind = args.str.json_path_match("$['Device Type']").cast(pl.Int64, strict=False)
+    index = args.str.json_path_match("$['Device Id']").fill_null("0")
+    named = kind.replace_strict(TORCH_DEVICES, default=None, return_dtype=pl.String)
+    return pl.when(kind == 0).then(pl.lit("cpu")).when(kind.is_not_null()).then(
+        pl.coalesce(named, pl.lit("device_type_") + kind.cast(pl.String)) + ":" + index)
+
+
+def on_rows(ev: pl.DataFrame, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
+    """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only (a JSON lookup in the args of
+    the memory instants, not of every event), null on the others."""
+    found = ev[rows].select(**exprs)
+    return [pl.Series(name, [], found[name].dtype).extend_constant(None, ev.height).scatter(rows, found[name])
+            for name in exprs]
 
 
 def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:
     """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``) with
     ``owner``: the row of the op execution around each, -1 for none."""
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    return ev[rows].select("row", "event_id", "start_ns", "mem_bytes").with_columns(
+    return ev[rows].select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use").with_columns(
         pl.Series("owner", op_parent[rows], dtype=pl.Int64))
 
 
 def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
-    """``allocations`` (one row per instant) and ``memory`` (one record per op execution that
-    allocated or freed, and one per step for the instants outside ops) from ``mem``: the
-    instants with their ``node_id``, ``step``, ``owner`` (-1: outside ops) and ``end_micros``
-    (the end of the owner's execution; the last instant's time for a step's record). ``us``
-    turns ns into tfprof's whole µs."""
+    """``allocations`` (one row per instant), ``allocator_memory`` (per op execution that
+    allocated or freed, and per step for the instants outside ops, one record per allocator) and
+    ``memory`` (those summed over the allocators) from ``mem``: the instants with their
+    ``node_id``, ``step``, ``owner`` (-1: outside ops), ``allocator``, ``in_use`` and
+    ``end_micros`` (the end of the owner's execution; the last instant's time for a step's
+    record). ``us`` turns ns into tfprof's whole µs."""
     mem = mem.sort("event_id").with_columns(
         # one memory record per op execution, and one per step for the instants outside ops
-        pl.when(pl.col("owner") >= 0).then(pl.col("owner")).otherwise(-1 - pl.col("step")).alias("_record"))
+        pl.when(pl.col("owner") >= 0).then(pl.col("owner")).otherwise(-1 - pl.col("step")).alias("_record"),
+        pl.col("allocator").fill_null(""))
     allocations = mem.select("node_id", "step", alloc_micros=us(pl.col("start_ns")), alloc_bytes="mem_bytes")
-    per_exec = mem.with_columns(pl.col("mem_bytes").cum_sum().over("_record").alias("_live")).group_by(
-        "_record", "node_id", "step").agg(
+    record = ["_record", "node_id", "step"]
+    per_allocator = mem.with_columns(pl.col("mem_bytes").cum_sum().over("_record", "allocator").alias("_live")).group_by(
+        *record, "allocator").agg(
         pl.col("end_micros").max(),
-        pl.col("mem_bytes").filter(pl.col("mem_bytes") > 0).sum().alias("requested_bytes"),
+        pl.col("mem_bytes").filter(pl.col("mem_bytes") > 0).sum().alias("total_bytes"),
         pl.col("_live").max().clip(0).alias("peak_bytes"),
-        pl.col("mem_bytes").sum().clip(0).alias("residual_bytes"),
+        pl.col("mem_bytes").sum().clip(0).alias("live_bytes"),
+        pl.col("in_use").last().alias("allocator_bytes_in_use"),
+    )
+    accelerator = pl.col("allocator").str.contains(ACCELERATOR_ALLOCATOR)
+    per_exec = per_allocator.group_by(record).agg(
+        pl.col("end_micros").max(),
+        pl.col("total_bytes").sum().alias("requested_bytes"),
+        pl.col("peak_bytes").sum(),
+        pl.col("live_bytes").sum().alias("residual_bytes"),
+        pl.col("allocator_bytes_in_use").filter(accelerator).max().fill_null(0),
     ).sort("_record").with_columns(pl.int_range(pl.len()).over("node_id", "step").cast(pl.Int32).alias("seq"))
     memory = per_exec.select("node_id", "step", "seq", pl.col("end_micros").alias("memory_micros"),
                              "requested_bytes", "peak_bytes", "residual_bytes",
-                             **{c: pl.lit(0, pl.Int64) for c in _ZEROS})
-    return {"memory": conform("memory", memory.to_arrow()), "allocations": conform("allocations", allocations.to_arrow())}
+                             **{c: pl.lit(0, pl.Int64) for c in _ZEROS}, allocator_bytes_in_use="allocator_bytes_in_use")
+    by_allocator = per_allocator.join(per_exec.select("_record", "seq"), on="_record").sort("_record", "allocator").select(
+        "node_id", "step", "seq", "allocator",
+        "total_bytes", "peak_bytes", "live_bytes", pl.col("allocator_bytes_in_use").fill_null(0))
+    return {"memory": conform("memory", memory.to_arrow()), "allocations": conform("allocations", allocations.to_arrow()),
+            "allocator_memory": conform("allocator_memory", by_allocator.to_arrow())}
 
 
 def outside_steps(mem: pl.DataFrame, us) -> pl.DataFrame:

@@ -23,7 +23,7 @@ from google.protobuf import message as _message
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, codes, hlo, xcheck, xevents, xwalk
+from tfprof.ingest.foreign import build, codes, hlo, memory, xcheck, xevents, xwalk
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -208,7 +208,7 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     else:
         raw = raw.with_columns(pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name"))
     raw = raw.with_columns(_by_metadata(raw.select("process", "name", "display")))
-    name, display, gpu, tf_op, memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
+    name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
     hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
     device_op = gpu.is_not_null() & (pl.col("correlation").is_not_null() | pl.col("tf_op").is_not_null())
@@ -218,10 +218,10 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
     launched = pl.col("correlation").is_in(raw.filter(gpu.is_null())["correlation"].drop_nulls().implode())
     ev = raw.with_columns(
-        pl.when(memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
+        pl.when(is_memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
         display.alias("category"),
         pl.when(hlo_op | tf_op | device_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
-        .when(memory).then(pl.lit("memory")).otherwise(pl.lit("other")).alias("role"),
+        .when(is_memory).then(pl.lit("memory")).otherwise(pl.lit("other")).alias("role"),
         # a GPU event nobody launched on the host is named by the op its stats name, else by itself
         pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path)
         .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")), name))
@@ -230,7 +230,7 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         .alias("op_type"),
         pl.col("_device").alias("device"),
         gpu.is_not_null().alias("accelerator"),
-        pl.when(memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
+        pl.when(is_memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
                              .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
     ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device")
@@ -240,6 +240,10 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         number[np.argsort(ev["start_ns"].to_numpy()[steps], kind="stable")] = np.arange(len(steps))
         ev = ev.with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
                              .scatter(steps, number))
+    rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
+    ev = ev.with_columns(memory.on_rows(ev, rows, allocator=pl.col("args").str.json_path_match("$.allocator_name"),
+                                        in_use=pl.col("args").str.json_path_match("$.bytes_allocated")
+                                        .cast(pl.Int64, strict=False)))
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
