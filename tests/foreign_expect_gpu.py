@@ -70,6 +70,7 @@ def kineto_gpu_expect(path: str | Path) -> dict:
     per_op: Counter = Counter()
     per_stream: Counter = Counter()
     per_kind: Counter = Counter()
+    by_op_kernel: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     unlinked = 0
     for g, op in zip(gpu, op_of):
         args = g.get("args") or {}
@@ -80,10 +81,14 @@ def kineto_gpu_expect(path: str | Path) -> dict:
             unlinked += 1
         else:
             per_op[op["name"]] += ns
+            acc = by_op_kernel[(op["name"], g["name"])]
+            acc[0] += 1
+            acc[1] += ns
     return {
         "gpu_events": len(gpu),
         "unlinked": unlinked,
         "accelerator_ns_by_op": dict(per_op),  # op name -> GPU ns of the events it launched
+        "by_op_kernel": {k: tuple(v) for k, v in by_op_kernel.items()},  # (op name, GPU event name) -> (runs, ns)
         "ns_by_stream": dict(per_stream),  # (device, stream) -> ns
         "count_by_kind": dict(per_kind),
         "gpu_ns": sum(_ns(g["dur"]) for g in gpu),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -174,3 +175,53 @@ def test_kernels_table_survives_a_store(tmp_path):
     for table in ("kernels", "node_steps", "execs"):
         assert stored.table(table).equals(fresh.table(table)), table
 
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_select_kernels_lists_the_gpu_work_under_the_op_that_launched_it(name):
+    """``-select kernels``: under each op's row of the scope view, one line per GPU event name it
+    launched, with its runs and time; over the whole report they are the raw file's links."""
+    want = kineto_gpu_expect(FOREIGN / name)["by_op_kernel"]
+    prof = load(name)
+    result = run_view(prof, "scope", {"max_depth": 1000, "select": ["accelerator_micros", "kernels"], "step": -1})
+    steps = len(steps_of(prof))
+    lines = result.text.split("Profile:\n", 1)[1].splitlines()
+    got: dict[tuple[str, str], list] = {}
+    op, indent = None, 0
+    for line in lines:
+        body = line.lstrip(" ")
+        found = re.match(r"\[(compute|communication|memset|memcpy_\w+)\] (.*) \(([^(]*), (\d+) runs?\)$", body)
+        if found:
+            kernel, runs = found.group(2), int(found.group(4))
+            assert len(line) - len(body) == indent + 2  # one level below its op
+            acc = got.setdefault((op, kernel), [0, 0])
+            acc[0] += runs
+            acc[1] += 1
+        else:
+            indent = len(line) - len(body)
+            op = body.rsplit(" (", 1)[0].rsplit("/", 1)[-1].replace("\u2215", "/")
+    assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}
+    # the times, exact: each op row's lines add up to its own accelerator time, per step of the capture
+    from tfprof.queries.launched import launched
+
+    rows = result.frame
+    work = launched(prof, rows, -1)
+    per_row = work.group_by("row").agg(pl.col("ns").sum(), pl.len().alias("names"))
+    own = rows.with_row_index("row").join(per_row, on="row")
+    for r in own.iter_rows(named=True):
+        assert 0 <= ns(r["accelerator_exec_micros"]) - r["ns"] < max(r["names"], 1) * (steps > 1) + 1
+    names = rows.with_row_index("row").select("row", pl.col("name").str.split("/").list.last()
+                                               .str.replace_all("\u2215", "/", literal=True).alias("op"))
+    summed = work.join(names, on="row").group_by("op", "name").agg(pl.col("ns").sum())
+    if steps <= 1:
+        assert {(o, k): n for o, k, n in summed.iter_rows()} == {k: t for k, (_, t) in want.items()}
+
+
+def test_select_kernels_on_a_cpu_profile_adds_nothing():
+    prof = tfprof.load(tfprof.sample_path())
+    plain = run_view(prof, "scope", {"select": ["micros"]}).text
+    with_kernels = run_view(prof, "scope", {"select": ["micros", "kernels"]}).text
+    body = lambda t: t.split("Profile:\n", 1)[1]  # noqa: E731
+    assert body(with_kernels) == body(plain) and "kernels: The GPU kernels" in with_kernels
+    notes = run_view(prof, "op", {"select": ["micros", "kernels"]}).notes
+    assert any("scope and graph views list GPU kernels" in n for n in notes)

@@ -23,6 +23,7 @@ from tfprof.queries.flops import macs_gaps
 from tfprof.queries.graph import graph
 from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.indexes.means import capture_steps
+from tfprof.queries.launched import launched
 from tfprof.queries.metrics import attach
 from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
@@ -31,6 +32,7 @@ from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.queries.ticks import dict_in_micros, in_micros, time_scale, whole_micros
 from tfprof.views.columns import decode
+from tfprof.views.launched_text import join_after, launched_texts
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
 from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head
@@ -38,6 +40,7 @@ from tfprof.views.text import render_code_bytes, render_op, render_tree, report_
 # The views by name: what each means (``tfprof.queries.spec``). A view added here runs on the
 # engine of its layout and prints as the views of that layout do.
 VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
+_KERNELS_NOTE = "select kernels: the scope and graph views list GPU kernels under the op that launched them"
 # Each layout's engine and the built-in view whose report it prints like.
 _ENGINES = {"scope": scope, "graph": graph, "groups": op_view, "code": code}
 _PRINTS_LIKE = {"scope": "scope", "graph": "graph", "groups": "op", "code": "code"}
@@ -172,12 +175,15 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
-        text = render_tree(frame, opts.select, tensor_texts(tensors) if tensors is not None else None, head=head,
-                           ns=ns)
+        work = launched_texts(frame, launched(prof, frame, spec.step)) if "kernels" in opts.select else None
+        text = render_tree(frame, opts.select, join_after(tensor_texts(tensors) if tensors is not None else None, work),
+                           head=head, ns=ns)
         notes += tensor_notes(tensors) if tensors is not None else []
         proto = lambda f=frame, t=tensors: graph_node_tree(  # noqa: E731
             attach(prof, whole_micros(f, scale), ("input_shapes",)), t)
     elif layout == "groups":
+        if "kernels" in opts.select:
+            notes.append(_KERNELS_NOTE)
         view = _reference().op_view(prof, spec) if _on_sql_backend() else op_view(prof, spec)
         frame, root = view.rows, view.root
         text = head + render_op(view.rows, view.root, view.members, opts.select, ns=ns)
@@ -202,6 +208,8 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             notes.append(f"{unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
+        if "kernels" in opts.select:
+            notes.append(_KERNELS_NOTE)
         data = render_code_bytes(lean, opts.select, head=head, ns=ns)
         if full_rows:
             kept = (lean, members)

@@ -41,7 +41,9 @@ OPTION_HELP = {
     "account_displayed_op_only": "totals count only the nodes shown",
     "select": "what to print: bytes, peak_bytes, residual_bytes, output_bytes, micros, "
     "accelerator_micros, cpu_micros, params, float_ops, occurrence, tensor_value, device, op_types, input_shapes; "
-    "ours: macs (multiply-accumulates of the matrix product and convolution FLOPs rules)",
+    "ours: macs (multiply-accumulates of the matrix product and convolution FLOPs rules), kernels (the GPU "
+    "kernels, copies and memsets of a Kineto or XSpace trace, listed under the op that launched them: scope "
+    "and graph views)",
     "output": "stdout, none, file:outfile=PATH (the report), timeline:outfile=PATH (Chrome trace, one file "
     "per step: PATH_<step>; not the op view), pprof:outfile=PATH (gzipped pprof; code view, one select); ours, "
     "any view: trace:outfile=PATH (Chrome trace of the rows), folded:outfile=PATH (flame graph stacks), "

@@ -36,6 +36,7 @@ SELECT_FIELDS = (
     "residual_bytes",
     "output_bytes",
     "macs",  # ours (docs/COMPATIBILITY.md): node_flops.macs
+    "kernels",  # ours (docs/FOREIGN.md, 'GPU events'): the GPU work under each row
 )
 ORDER_BY = (
     "name",

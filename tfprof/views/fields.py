@@ -200,6 +200,8 @@ FIELDS: dict[str, Field] = {
             rank=(12, 12),  # the op view prints them in a block under the line (text.input_shape_block)
         ),
         Field("tensor_value", ("tensor_value: Not supported now.",)),  # a note under the line (tensor_text)
+        # ours: lines under the row (launched_text)
+        Field("kernels", ("kernels: The GPU kernels, copies and memsets each node launched, listed under its line.",)),
     )
 }
 
