@@ -330,3 +330,28 @@ def test_diff_refuses_bad_parameters(pair, url, status, words):
 def test_a_post_takes_its_parameters_in_the_body_only(pair):
     got = pair.post("/api/diff/0/1/scope?max_depth=3")  # not silently the default max_depth
     assert got.status_code == 400 and "in its body" in got.json()["error"]
+
+
+def test_select_kernels_puts_each_rows_gpu_work_beside_it():
+    """A GPU trace with ``select=kernels``: each row carries the kernels its node launched (what the
+    CLI prints under the row), and the rows are the same as without it."""
+    trace = str(FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz")
+    gpu = page_client(make_app(Profiles.load([trace])))
+    query = "select=accelerator_micros,kernels&order_by=accelerator_micros&max_depth=3"
+    rows = all_rows(gpu, "0", "scope", query)
+    plain = all_rows(gpu, "0", "scope", "select=accelerator_micros&order_by=accelerator_micros&max_depth=3")
+    assert [r["name"] for r in rows] == [r["name"] for r in plain]
+    with_work = [r for r in rows if r["kernels"]]
+    assert with_work and all("kernels" not in r for r in plain)
+    at = {c["name"]: k for k, c in enumerate(gpu.get(f"/api/view/0/scope?{query}").json()["columns"])}
+    for r in with_work:  # a row's kernels add up to its own accelerator time (one step: to the ns)
+        assert round(sum(k["micros"] for k in r["kernels"]) * 1000) == round(r["values"][at["accelerator_exec_micros"]] * 1000)
+        assert all(k["runs"] > 0 and k["kind"] in ("compute", "memset") or k["kind"].startswith("memcpy")
+                   for k in r["kernels"])
+    from tfprof.api import run_view
+
+    text = run_view(tfprof.load(trace), "scope", {"select": ["accelerator_micros", "kernels"],
+                                                  "order_by": "accelerator_micros", "max_depth": 3}).text
+    for r in with_work[:3]:
+        for k in r["kernels"]:
+            assert f"[{k['kind']}] {k['name']} (" in text

@@ -324,3 +324,40 @@ def test_a_larger_profile(browser, tmp_path, capsysbinary):
         assert not errors, errors
     finally:
         running.stop()
+
+
+def test_kernels_open_beneath_their_op(browser):
+    """A GPU trace, ``kernels`` ticked: opening an op shows the kernels it launched, their time in
+    the self accelerator-time column, as the CLI lists them under its line."""
+    import re
+
+    from playwright.sync_api import expect
+
+    trace = str(FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz")
+    running = tfprof.ui([trace])
+    try:
+        pg, errors = open_page(browser, running)
+        pg.uncheck("input[name=select][value=micros]")
+        pg.check("input[name=select][value=accelerator_micros]")
+        pg.check("input[name=select][value=kernels]")
+        pg.select_option("select[name=order_by]", "accelerator_micros")
+        op = pg.locator(".tt-row").filter(has=pg.locator(".nm", has_text=re.compile(r"^aten::add$")))
+        expect(op.first.locator(".tw")).to_have_text("▶")  # a leaf with kernels opens, once the view has them
+        assert pg.locator(".tt-row.kernel").count() == 0  # closed until opened
+        op.first.dblclick()
+        pg.locator(".tt-row.kernel").first.wait_for()
+        shown = pg.locator(".tt-row.kernel .nm").all_inner_texts()
+        from tfprof.api import run_view
+
+        text = run_view(tfprof.load(trace), "scope", {"select": ["accelerator_micros", "kernels"],
+                                                      "order_by": "accelerator_micros"}).text
+        block = text.split("\n  aten::add (", 1)[1].split("\n  aten::", 1)[0]
+        want = re.findall(r"^    (\[\w+\] .*) \([^(]*, \d+ runs?\)$", block, re.M)
+        assert shown == want and len(want) == 2
+        assert pg.locator(".tt-row.kernel .num").first.inner_text() in block
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / "kernels.png"))
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()

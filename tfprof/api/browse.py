@@ -20,7 +20,7 @@ The tree views (scope, graph, code) nest by printed depth; the op view is a flat
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import polars as pl
 
 from tfprof.api.run import run_view
 from tfprof.profile import Profile
+from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
 from tfprof.schema import PUBLIC_NAMES
 from tfprof.views.fields import METRICS
@@ -68,6 +69,7 @@ class Tree:
     end: np.ndarray  # one past the last row of each row's subtree
     order: np.ndarray  # rows grouped by parent (-1 first), display order within a parent
     first: np.ndarray  # order[first[p + 1]:first[p + 2]] are the children of row p (p = -1: top level)
+    kernels: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # -select kernels: row -> its GPU work
     _before: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
@@ -84,7 +86,9 @@ class Tree:
 
     def rows(self, index: np.ndarray | list[int]) -> list[dict[str, Any]]:
         """Rows by position: ``i``, ``name``, ``level``, ``parent``, ``children`` (how many),
-        ``accounted``, ``values`` (the metric columns in ``metrics`` order) and ``line``."""
+        ``accounted``, ``values`` (the metric columns in ``metrics`` order), ``line`` and, with
+        ``-select kernels``, ``kernels`` (the GPU work the row's node launched: ``kind``, ``name``,
+        ``runs``, ``micros``; ``tfprof.queries.launched``)."""
         index = np.asarray(index, dtype=np.int64)
         part = self.table[index]
         values = part.select(self.metrics).rows() if self.metrics else [()] * len(index)
@@ -100,6 +104,7 @@ class Tree:
                 "accounted": bool(part["accounted"][k]),
                 "values": list(values[k]),
                 "line": self.lines[i] if self.lines is not None else None,
+                **({"kernels": self.kernels.get(i, [])} if "kernels" in self.options.select else {}),
             })
         return out
 
@@ -160,7 +165,14 @@ class Tree:
 
 def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tree:
     """View ``cmd`` of ``prof`` with ``options`` as a ``Tree`` (module docstring)."""
-    result = run_view(prof, cmd, options, full_rows=True)
+    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    # the GPU work goes beside the rows, not into the report's lines (one line per row)
+    result = run_view(prof, cmd, replace(opts, select=tuple(s for s in opts.select if s != "kernels")), full_rows=True)
+    work = {}
+    if "kernels" in opts.select and cmd in ("scope", "graph"):
+        found = launched(prof, result.frame, opts.step).with_columns((pl.col("ns") / 1000).alias("micros"))
+        for (row,), part in found.group_by("row", maintain_order=True):
+            work[int(row)] = part.select("kind", "name", "runs", "micros").to_dicts()
     full = view_table(cmd, result.frame)
     table = full.select(view_table(cmd, result.frame.head(0), result.options.select).columns)
     n = table.height
@@ -172,8 +184,8 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
     parent = _parents(level)
     order = np.argsort(parent, kind="stable")
     first = np.concatenate([[0], np.cumsum(np.bincount(parent + 1, minlength=n + 1))])
-    return Tree(cmd=cmd, options=result.options, table=table, full=full, lines=_lines(result.text, n), notes=result.notes,
-                level=level, parent=parent, end=_ends(level, parent), order=order, first=first)
+    return Tree(cmd=cmd, options=opts, table=table, full=full, lines=_lines(result.text, n), notes=result.notes,
+                level=level, parent=parent, end=_ends(level, parent), order=order, first=first, kernels=work)
 
 
 def _by_level(level: np.ndarray) -> list[np.ndarray]:

@@ -3,7 +3,8 @@
 
 const $ = (id) => document.getElementById(id);
 const SELECT = ["micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes",
-  "params", "float_ops", "occurrence", "device", "op_types", "input_shapes", "tensor_value"];
+  "params", "float_ops", "occurrence", "device", "op_types", "input_shapes", "tensor_value",
+  "kernels"];
 const ORDER = ["name", "depth", "micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes",
   "output_bytes", "params", "float_ops", "occurrence"];
 const MINS = ["min_micros", "min_accelerator_micros", "min_cpu_micros", "min_bytes", "min_peak_bytes", "min_residual_bytes",

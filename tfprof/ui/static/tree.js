@@ -115,6 +115,8 @@ class TreeTable {
     const walk = (node) => {
       for (const kid of node.kids || []) {
         out.push(kid);
+        // -select kernels: an open row shows the GPU work its node launched, then its children
+        if (kid.open) for (const k of kid.row.kernels || []) out.push({ kernel: k, level: kid.row.level + 1 });
         if (kid.open && kid.kids) walk(kid);
       }
       const left = node.row.children - (node.kids ? node.kids.length : 0);
@@ -144,12 +146,29 @@ class TreeTable {
       d.addEventListener("click", () => this.more(item.more));
       return d;
     }
+    if (item.kernel) {
+      const k = item.kernel;
+      d.classList.add("kernel");
+      const name = el("div", "tt-name");
+      name.style.paddingLeft = `${6 + item.level * 16 + 16}px`;
+      const nm = el("span", "nm", `[${k.kind}] ${k.name}`);
+      nm.title = `${k.name}\n${k.kind}: ${Fmt.time(k.micros)}, ${k.runs} run${k.runs === 1 ? "" : "s"}`;
+      name.append(nm, el("span", "n", `${k.runs}×`));
+      d.appendChild(name);
+      // its time goes in the self accelerator-time column, where its op's own time is
+      for (const c of this.cols) {
+        d.appendChild(el("div", "num" + (c.name.startsWith("total_") ? " total" : ""),
+          c.name === "accelerator_exec_micros" ? Fmt.time(k.micros) : ""));
+      }
+      return d;
+    }
     const r = item.row;
     d.dataset.i = r.i;
     if (this.sel === r.i) d.classList.add("sel");
     const name = el("div", "tt-name");
     name.style.paddingLeft = `${6 + r.level * 16}px`;
-    const tw = el("span", "tw", r.children ? (item.open && item.kids ? "▼" : "▶") : "");
+    const opens = r.children || (r.kernels && r.kernels.length);
+    const tw = el("span", "tw", opens ? (item.open && (item.kids || !r.children) ? "▼" : "▶") : "");
     tw.addEventListener("click", (e) => { e.stopPropagation(); this.toggle(item); });
     const nm = el("span", "nm", r.name);
     nm.title = r.name;
@@ -194,7 +213,12 @@ class TreeTable {
   }
 
   async toggle(node) {
-    if (!node.row.children) return;
+    if (!node.row.children) {
+      if (!(node.row.kernels && node.row.kernels.length)) return;
+      node.open = !node.open;  // a leaf with GPU work: show or hide its lines
+      this.flatten(); this.draw();
+      return;
+    }
     if (node.open && node.kids) node.open = false;
     else if (node.kids) node.open = true;
     else await this.fetchKids(node);
