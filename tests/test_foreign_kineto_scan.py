@@ -13,6 +13,7 @@ import pytest
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.foreign import kineto_events, trace_json
+from tfprof.ingest.foreign.trace_layout import SLOTS
 
 EVENTS = [
     '{"ph":"X","name":"tab\\there \\"q\\" \\u00e9\\/","cat":"cpu_op","pid":1,"tid":"7","ts":1e-3,"dur":2}',
@@ -118,7 +119,7 @@ def test_args_with_a_repeated_key_go_to_python(args, repeats):
     from tfprof.ingest.foreign.trace_layout import PYTHON
 
     data = ('[{"ph":"X","ts":1,"args":' + args + "}]").encode()
-    flags = kineto_events.scan(np.frombuffer(data, np.uint8), 1, 4, -1)[-1]
+    flags = kineto_events.scan(np.frombuffer(data, np.uint8), 1, 4, -1, SLOTS)[-1]
     assert bool(flags[0] & PYTHON) == repeats
     (_, fast), (_, ref) = both(b'{"traceEvents": ' + data + b"}")
     assert same(fast, ref)
@@ -155,5 +156,5 @@ def test_a_large_array_scanned_in_two_halves_is_the_same_table(monkeypatch, trap
     body = np.frombuffer(data, np.uint8)
     start = data.index(b"[") + 1
     cut = trace_columns._NEXT_EVENT.search(body.data, start + (len(body) - start) // 2).start(1)
-    head = kineto_events.scan(body, start, 16, cut)  # the first half stops at the cut only at a true boundary
+    head = kineto_events.scan(body, start, 16, cut, SLOTS)  # the first half stops at the cut only at a true boundary
     assert (head[0] == kineto_events.SPLIT) == (not trap)

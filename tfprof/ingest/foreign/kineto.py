@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -217,15 +216,14 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     )
     # args say something only here: a GPU event's device, a launch's correlation, Bytes
     ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
-    ev = ev.with_columns(
+    return ev.with_columns(
         pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
         .alias("device"),
         pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
         pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
         pl.when("_memory").then(_whole(_arg("Total Allocated"))).alias("in_use"),
+        pl.when("_memory").then(memory.kineto_allocator(_arg("Device Type"), _arg("Device Id"))).alias("allocator"),
     )
-    rows = np.flatnonzero(ev["_memory"].fill_null(False).to_numpy())
-    return ev.with_columns(memory.on_rows(ev, rows, allocator=memory.kineto_allocator(pl.col("args"))))
 
 
 def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:

@@ -20,7 +20,6 @@ from tfprof.ingest.foreign.kineto_scan import (
     OK,
     OPEN,
     PYTHON,
-    SLOTS,
     SPLIT,
     TS,
     container,
@@ -128,7 +127,7 @@ def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
         elif c == 123 or c == 91:
             whole = code == ARGS and c == 123
             if whole:
-                for s in range(ARGS, SLOTS):
+                for s in range(ARGS, ln.shape[1]):
                     ln[k, s] = -1
             end, cflags = container(buf, i, n, stack, starts, hashes, start, rel, ln, k, whole)
             if end < 0:
@@ -166,7 +165,7 @@ def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
                 rel[k, code] = i - start
                 ln[k, code] = end - i
             elif code >= 0 and code <= ARGS and kind == 3:
-                for s in range(code, code + 1 if code < ARGS else SLOTS):
+                for s in range(code, code + 1 if code < ARGS else ln.shape[1]):
                     ln[k, s] = -1
             elif (code == TS or code == DUR) and kind >= 4:
                 value = np.nan if kind == 4 else np.inf
@@ -183,17 +182,19 @@ def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, capacity, stop):
+def scan(buf, pos, capacity, stop, slots):
     """The events of the array whose first byte inside is ``buf[pos]``: (status, the position of
     its ``]`` (or where the scan stopped), event starts, event ends, slot starts (from the event's
     start), slot lengths (-1: absent), ts, dur, whether each has a ts, a dur, event flags). When
-    the next event starts exactly at ``stop``, the scan stops there with status ``SPLIT``."""
+    the next event starts exactly at ``stop``, the scan stops there with status ``SPLIT``.
+    ``slots`` is ``SLOTS``, passed in: numba's cache of this file would not see a change to a
+    constant of another module (``trace_layout``), and keep a compiled scan with the old count."""
     n = len(buf)
     cap = max(capacity, 16)
     ev_start = np.empty(cap, np.int64)
     ev_end = np.empty(cap, np.int64)
-    rel = np.empty((cap, SLOTS), np.int32)
-    ln = np.empty((cap, SLOTS), np.int32)
+    rel = np.empty((cap, slots), np.int32)
+    ln = np.empty((cap, slots), np.int32)
     ts = np.empty(cap, np.float64)
     dur = np.empty(cap, np.float64)
     has = np.empty((cap, 2), np.bool_)

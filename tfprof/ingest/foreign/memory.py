@@ -36,12 +36,12 @@ TORCH_DEVICES = {1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 15: "hpu",
 """PyTorch's ``c10::DeviceType`` numbers (Kineto's ``Device Type`` arg; 0 is the CPU) of accelerators."""
 
 
-def kineto_allocator(args: pl.Expr) -> pl.Expr:
-    """The allocator of a Kineto ``[memory]`` instant: ``cpu``, or its device as PyTorch writes
-    one (``cuda:0``; ``device_type_N:ID`` for a type not in ``TORCH_DEVICES``); null without a
-    ``Device Type``."""
-    kind = args.str.json_path_match("$['Device Type']").cast(pl.Int64, strict=False)
-    index = args.str.json_path_match("$['Device Id']").fill_null("0")
+def kineto_allocator(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
+    """The allocator of a Kineto ``[memory]`` instant from its ``Device Type`` and ``Device Id``
+    args (as text): ``cpu``, or its device as PyTorch writes one (``cuda:0``; ``device_type_N:ID``
+    for a type not in ``TORCH_DEVICES``); null without a ``Device Type``."""
+    kind = device_type.cast(pl.Int64, strict=False)
+    index = device_id.fill_null("0")
     named = kind.replace_strict(TORCH_DEVICES, default=None, return_dtype=pl.String)
     return pl.when(kind == 0).then(pl.lit("cpu")).when(kind.is_not_null()).then(
         pl.coalesce(named, pl.lit("device_type_") + kind.cast(pl.String)) + ":" + index)

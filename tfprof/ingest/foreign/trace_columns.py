@@ -137,11 +137,11 @@ def _scan(body: np.ndarray, start: int):
     size = len(body) - start
     found = _NEXT_EVENT.search(body.data, start + size // 2) if _THREADS > 1 and size >= SPLIT_BYTES else None
     if found is None:
-        return kineto_events.scan(body, start, max(16, size // 256), -1)
+        return kineto_events.scan(body, start, max(16, size // 256), -1, SLOTS)
     cut = found.start(1)
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(kineto_events.scan, body, start, max(16, (cut - start) // 256), cut)
-        second = pool.submit(kineto_events.scan, body, cut, max(16, (len(body) - cut) // 256), -1)
+        first = pool.submit(kineto_events.scan, body, start, max(16, (cut - start) // 256), cut, SLOTS)
+        second = pool.submit(kineto_events.scan, body, cut, max(16, (len(body) - cut) // 256), -1, SLOTS)
         head, tail = first.result(), second.result()
     if head[0] != kineto_events.SPLIT:
         return head
