@@ -148,3 +148,29 @@ def test_an_xspace_copy_from_pageable_memory(tmp_path, src_kind):
         assert rows.height == 0
         return
     assert rows.select("name", "count", "total_ns", "bytes").rows() == [("MemcpyH2D", 1, 40_000, 4096)]
+
+
+def test_a_store_written_before_the_kernels_table_says_to_ingest_again(tmp_path):
+    """A store from before the ``kernels`` table opens with it empty: the GPU checks and ``-select
+    kernels`` say the store predates it, not that the trace has no GPU events."""
+    import json
+
+    from tfprof.api import run_view
+    from tfprof.api.inputs import ingest_to_store
+
+    store, _ = ingest_to_store(tmp_path / "old", profile_path=str(REAL))
+    manifest = store / "tfprof_store.json"
+    doc = json.loads(manifest.read_text())
+    doc["tables"].pop("kernels")
+    doc["files"].pop("kernels.parquet")
+    manifest.write_text(json.dumps(doc))
+    (store / "kernels.parquet").unlink()
+    old = tfprof.load(store)
+    assert old.predates == {"kernels"} and tfprof.load(REAL).predates == frozenset()
+    reports = advise(old).proto.checkers
+    for checker in ("GpuIdleChecker", "LaunchQueueChecker"):
+        assert list(reports[checker].reports) == [
+            "this store was written before tfprof kept a `kernels` table, which this check reads: ingest the trace "
+            "again (tfprof ingest TRACE --out STORE --force)"]
+    notes = run_view(old, "scope", {"select": ["accelerator_micros", "kernels"], "max_depth": 1}).notes
+    assert any("written before tfprof kept a `kernels` table" in n for n in notes)

@@ -60,6 +60,8 @@ class Profile:
                 if name not in self._tables:
                     self._tables[name] = TABLES[name].schema.empty_table()
         self._store = store
+        # the tables a store was written without (tfprof.manifest.LATER_TABLES): empty, not measured
+        self.predates: frozenset[str] = frozenset()
         # "run_metadata" when built from raw step stats, "profile" from a ProfileProto. tfprof
         # forgets miss_accelerator_stream when it loads a ProfileProto (docs/TFPROF_BEHAVIOUR.md, 'ProfileProto'), so
         # only
@@ -81,7 +83,9 @@ class Profile:
         kept = stored_tables(manifest)
         # a table the store predates (see tfprof.manifest.LATER_TABLES) is empty
         empty = {n: TABLES[n].schema.empty_table() for n in TABLES if n not in kept}
-        return cls(empty, store=p, source=manifest.get("source", "profile"))
+        prof = cls(empty, store=p, source=manifest.get("source", "profile"))
+        prof.predates = frozenset(empty)
+        return prof
 
     # ----------------------------------------------------------------------- access
 

@@ -41,6 +41,8 @@ from tfprof.views.text import render_code_bytes, render_op, render_tree, report_
 # engine of its layout and prints as the views of that layout do.
 VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
 _KERNELS_NOTE = "select kernels: the scope and graph views list GPU kernels under the op that launched them"
+_PREDATES_KERNELS = ("select kernels: this store was written before tfprof kept a `kernels` table; ingest the trace "
+                     "again (tfprof ingest TRACE --out STORE --force) to list them")
 # Each layout's engine and the built-in view whose report it prints like.
 _ENGINES = {"scope": scope, "graph": graph, "groups": op_view, "code": code}
 _PRINTS_LIKE = {"scope": "scope", "graph": "graph", "groups": "op", "code": "code"}
@@ -176,6 +178,8 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
         work = launched_texts(frame, launched(prof, frame, spec.step)) if "kernels" in opts.select else None
+        if work is not None and "kernels" in prof.predates:
+            notes.append(_PREDATES_KERNELS)
         text = render_tree(frame, opts.select, join_after(tensor_texts(tensors) if tensors is not None else None, work),
                            head=head, ns=ns)
         notes += tensor_notes(tensors) if tensors is not None else []

@@ -26,6 +26,8 @@ TOP_NAMES = 5  # rows a report lists by name
 STATUS_REPORTS = {
     "no_gpu_events": "no GPU events (kernels, copies, memsets): nothing to check on this capture",
     "no_trace": "no trace events: this check reads Kineto and XSpace traces, not tfprof's own profiles",
+    "store_predates_kernels": "this store was written before tfprof kept a `kernels` table, which this check "
+    "reads: ingest the trace again (tfprof ingest TRACE --out STORE --force)",
 }
 FRAMEWORK_LABELS = {"tensorflow": "TensorFlow", "pytorch": "PyTorch", "jax": "JAX", "unknown": "an unknown framework"}
 

@@ -19,8 +19,8 @@ class Evidence:
     """What a check found: structured ``rows`` (one per finding, in report order) and the
     inputs it needed but the profile lacks (``missing``: ``run_meta``, ``code_traces``).
     ``status`` says in one word why a check found nothing to look at (``no_trace``: not a
-    foreign trace; ``no_gpu_events``: a trace without device events); the view prints it as
-    one line."""
+    foreign trace; ``no_gpu_events``: a trace without device events; ``store_predates_kernels``:
+    a store written before the ``kernels`` table); the view prints it as one line."""
 
     rows: pl.DataFrame
     missing: tuple[str, ...] = ()

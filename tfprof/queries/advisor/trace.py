@@ -46,6 +46,8 @@ def gpu_status(prof: Profile, device: pl.DataFrame) -> str | None:
     """Why a GPU check has nothing to read (``Evidence.status``), or None when it has events."""
     if not has_trace(prof):
         return "no_trace"
+    if "kernels" in prof.predates:
+        return "store_predates_kernels"
     return None if device.height else "no_gpu_events"
 
 
