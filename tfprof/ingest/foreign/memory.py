@@ -76,14 +76,7 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
         pl.col("allocator").fill_null(""))
     allocations = mem.select("node_id", "step", alloc_micros=us(pl.col("start_ns")), alloc_bytes="mem_bytes")
     record = ["_record", "node_id", "step"]
-    per_allocator = mem.with_columns(pl.col("mem_bytes").cum_sum().over("_record", "allocator").alias("_live")).group_by(
-        *record, "allocator").agg(
-        pl.col("end_micros").max(),
-        pl.col("mem_bytes").filter(pl.col("mem_bytes") > 0).sum().alias("total_bytes"),
-        pl.col("_live").max().clip(0).alias("peak_bytes"),
-        pl.col("mem_bytes").sum().clip(0).alias("live_bytes"),
-        pl.col("in_use").last().alias("allocator_bytes_in_use"),
-    )
+    per_allocator = _per_allocator(mem)
     accelerator = pl.col("allocator").str.contains(ACCELERATOR_ALLOCATOR)
     per_exec = per_allocator.group_by(record).agg(
         pl.col("end_micros").max(),
@@ -100,6 +93,35 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
         "total_bytes", "peak_bytes", "live_bytes", pl.col("allocator_bytes_in_use").fill_null(0))
     return {"memory": conform("memory", memory.to_arrow()), "allocations": conform("allocations", allocations.to_arrow()),
             "allocator_memory": conform("allocator_memory", by_allocator.to_arrow())}
+
+
+def _per_allocator(mem: pl.DataFrame) -> pl.DataFrame:
+    """One row per (record, allocator) of ``mem`` (instants in event order): ``_record``,
+    ``node_id``, ``step``, ``allocator``, ``end_micros`` (the latest), ``total_bytes`` (allocated),
+    ``peak_bytes`` (the highest running sum, at least 0), ``live_bytes`` (the net, at least 0) and
+    ``allocator_bytes_in_use`` (the last instant's ``in_use``). A segmented running sum in numpy:
+    one stable sort by (record, allocator), a cumulative sum less each group's start."""
+    if mem.height == 0:
+        return mem.select("_record", "node_id", "step", "allocator", "end_micros",
+                          *(pl.lit(0, pl.Int64).alias(c) for c in ("total_bytes", "peak_bytes", "live_bytes")),
+                          pl.col("in_use").alias("allocator_bytes_in_use"))
+    record = mem["_record"].to_numpy()
+    code = mem["allocator"].cast(pl.Categorical).to_physical().to_numpy()
+    order = np.lexsort((code, record))  # stable: each group's instants stay in event order
+    record, code = record[order], code[order]
+    starts = np.flatnonzero(np.r_[True, (record[1:] != record[:-1]) | (code[1:] != code[:-1])])
+    size = np.diff(np.r_[starts, len(order)])
+    amount = mem["mem_bytes"].fill_null(0).to_numpy()[order]
+    running = np.cumsum(amount)
+    live = running - np.repeat(running[starts] - amount[starts], size)
+    first, last = order[starts], order[starts + size - 1]
+    return mem[first].select("_record", "node_id", "step", "allocator").with_columns(
+        pl.Series("end_micros", np.maximum.reduceat(mem["end_micros"].to_numpy()[order], starts)),
+        pl.Series("total_bytes", np.add.reduceat(np.maximum(amount, 0), starts)),
+        pl.Series("peak_bytes", np.maximum(np.maximum.reduceat(live, starts), 0)),
+        pl.Series("live_bytes", np.maximum(np.add.reduceat(amount, starts), 0)),
+        mem["in_use"].gather(last).alias("allocator_bytes_in_use"),
+    )
 
 
 def outside_steps(mem: pl.DataFrame, us) -> pl.DataFrame:
