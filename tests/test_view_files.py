@@ -26,6 +26,7 @@ from tfprof.cli.main import main
 from tfprof.errors import OptionError, OutputError
 from tfprof.queries.options import Options
 from tfprof.schema.proto import pprof_pb2
+from tfprof.views.units import fmt_memory
 
 VIEWS = ("scope", "graph", "op", "code")
 CHROMIUM = Path("/usr/bin/chromium")
@@ -248,3 +249,14 @@ def test_formats_carry_the_views_rows(cmd, tmp_path, capsys):
     for fmt, frame in frames.items():
         assert frame["name"].to_list() == rows["name"].cast(pl.String).to_list(), fmt
         assert frame["total_exec_micros"].to_list() == rows["total_exec_micros"].to_list(), fmt
+
+
+@pytest.mark.parametrize(("kind", "how"), [("trace", "ui.perfetto.dev"), ("folded", "flamegraph.pl"),
+                                           ("pprof_tree", "pprof -http=:"), ("html", "browser")])
+def test_our_files_are_named_on_stderr_and_stdout_stays_empty(kind, how, tmp_path, capsys):
+    out = tmp_path / f"view.{kind}"
+    assert main(["scope", str(tfprof.sample_path()), "--select", "micros", "--output", f"{kind}:outfile={out}"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line, = captured.err.strip().splitlines()
+    assert line.startswith("Wrote ") and f" to {out} ({fmt_memory(out.stat().st_size)}); " in line and how in line

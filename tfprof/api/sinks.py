@@ -159,11 +159,27 @@ def _write_pprof(prof: Profile, result: ViewResult, force: bool, inputs: Inputs)
     return Written(paths=_write_files({path: data}, force, inputs), stdout=written_message(path))
 
 
+# what each of our files is, and how to open it (said on stderr once it is written)
+_OPENED_WITH = {
+    "trace": ("a Chrome trace of the displayed rows", "open it in https://ui.perfetto.dev or chrome://tracing"),
+    "folded": ("folded stacks", "draw them with `flamegraph.pl {path} > flame.svg` or https://www.speedscope.app"),
+    "pprof_tree": ("a pprof profile of the displayed names", "open it with `pprof -http=: {path}`"),
+    "html": ("an offline report page", "open it in a browser"),
+}
+
+
 def _write_view_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
-    """One of our files for any view (``view_files.FILE_KINDS``) at ``outfile``; nothing on stdout."""
+    """One of our files for any view (``view_files.FILE_KINDS``) at ``outfile``; nothing on stdout,
+    one line on stderr naming the file, its size and how to open it."""
+    from tfprof.views.units import fmt_memory
+
+    kind = result.options.output.kind
     path = Path(result.options.output.outfile)
-    data = lambda: FILE_KINDS[result.options.output.kind](prof, result)  # noqa: E731 - made once checked
-    return Written(paths=_write_files({path: data}, force, inputs))
+    data = lambda: FILE_KINDS[kind](prof, result)  # noqa: E731 - made once checked
+    paths = _write_files({path: data}, force, inputs)
+    what, how = _OPENED_WITH[kind]
+    size = fmt_memory(path.stat().st_size)
+    return Written(paths=paths, notes=[f"Wrote {what} to {path} ({size}); {how.format(path=path)}"])
 
 
 def _write_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
