@@ -59,6 +59,17 @@ def test_missing_file(work):
     assert_one_line_error(proc, str(missing), "does not exist")
 
 
+def test_a_missing_positional_profile_is_named_as_the_argument(work):
+    missing = work / "nope.pb"
+    assert_one_line_error(tfprof("scope", str(missing)), str(missing), "does not exist (the PROFILE argument)")
+    assert_one_line_error(tfprof("scope", "--profile_path", str(missing)), "(given as --profile_path)")
+
+
+def test_sql_with_the_profile_before_the_query_says_which_comes_first(work):
+    proc = tfprof("sql", str(work / "profile.pb"), "select count(*) from nodes")
+    assert_one_line_error(proc, "reads like a SQL query", 'tfprof sql "QUERY" PROFILE')
+
+
 def test_ingest_of_a_missing_profile_blames_the_input(work, tmp_path):
     """The store is written batch by batch as the input is read, so an input error surfaces
     while the store is being written: it is still said as the input's error, not the output's."""

@@ -239,3 +239,11 @@ def test_an_unknown_table_is_named_in_a_tfprof_error():
             call("nodez")
         assert isinstance(caught.value, TfprofError) and isinstance(caught.value, KeyError)
         assert str(caught.value).startswith("unknown table")  # not quoted as a KeyError's key
+
+
+def test_a_summary_prints_as_text():
+    summary = tfprof.summarize(tfprof.load(tfprof.sample_path()))
+    text = str(summary)
+    assert text == summary.text() and "Summary(" not in repr(summary)
+    assert text.splitlines()[0].split()[:2] == ["nodes", "467"] and "tables:" in text
+    assert repr(summary).startswith("tfprof summary (profile, in memory)\n")

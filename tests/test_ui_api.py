@@ -355,3 +355,12 @@ def test_select_kernels_puts_each_rows_gpu_work_beside_it():
     for r in with_work[:3]:
         for k in r["kernels"]:
             assert f"[{k['kind']}] {k['name']} (" in text
+
+
+def test_a_running_server_shows_its_url_and_never_its_token():
+    running = tfprof.ui(SAMPLE)
+    try:
+        assert str(running) == running.url and running.url.startswith("http://127.0.0.1:")
+        assert repr(running) == f"Running(url={running.url!r})" and running.token not in repr(running)
+    finally:
+        running.stop()

@@ -10,7 +10,7 @@ import polars as pl
 from tfprof.profile import Profile
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Summary:
     """What ``summarize`` found: ``facts`` (model facts by name), ``per_step`` (one row per
     step: the root totals tfprof prints), ``row_counts`` (rows per table)."""
@@ -31,6 +31,13 @@ class Summary:
             "\ntables:",
             render_counts(self.row_counts),
         ])
+
+    def __str__(self) -> str:
+        """``print(tfprof.summarize(prof))``: the text ``tfprof demo`` prints."""
+        return self.text()
+
+    def __repr__(self) -> str:  # a console shows the summary, not the record's fields
+        return f"tfprof summary ({self.source}, {self.where})\n{self.text()}"
 
     def _repr_html_(self) -> str:
         from tfprof.views.notebook import profile_html

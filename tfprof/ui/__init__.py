@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,11 @@ class Running:
     """A UI server running in a background thread."""
 
     url: str
-    server: Any
-    thread: threading.Thread
-    token: str  # what the API takes in its X-Tfprof-Token header (the page carries it)
+    server: Any = field(repr=False)
+    thread: threading.Thread = field(repr=False)
+    # what the API takes in its X-Tfprof-Token header (the page carries it): never in a repr,
+    # which a notebook's output cell would keep
+    token: str = field(repr=False)
 
     def stop(self, timeout: float = 5.0) -> None:
         self.server.should_exit = True
