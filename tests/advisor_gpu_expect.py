@@ -233,3 +233,27 @@ def xspace_events(path: str | Path) -> list[dict]:
                     event["cat"] = "cuda_runtime"
                 out.append(event)
     return out
+
+
+def breakdown(events: list[dict]) -> dict[tuple[int, str], tuple[int, ...]]:
+    """(step, device) -> (window, compute, exposed communication, copies and memsets, idle,
+    communication in all, communication hidden by compute), ns: each part the busy time of a
+    union of intervals cut at the window (``tfprof steps``, docs/FOREIGN.md)."""
+    ops = device_ops(events)
+    wins = windows(events, ops)
+
+    def comm(o: dict) -> bool:
+        return o["kind"] == "kernel" and ("nccl" in o["name"].lower() or "rccl" in o["name"].lower())
+
+    def busy(chosen: list[dict], ws: int, we: int) -> int:
+        return sum(max(0, min(e, we) - max(s, ws)) for s, e in merge([(o["start"], o["end"]) for o in chosen]))
+
+    out = {}
+    for device in {o["device"] for o in ops}:
+        mine = [o for o in ops if o["device"] == device]
+        compute = [o for o in mine if o["kind"] == "kernel" and not comm(o)]
+        with_comm = [o for o in mine if o["kind"] == "kernel"]
+        for step, ws, we in wins:
+            c, cc, a, m = (busy(x, ws, we) for x in (compute, with_comm, mine, [o for o in mine if comm(o)]))
+            out[(step, device)] = (we - ws, c, cc - c, a - cc, we - ws - a, m, m - (cc - c))
+    return out

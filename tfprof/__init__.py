@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "sample_path",
     "save",
+    "steps",
     "summarize",
     "ui",
     "view",
@@ -150,6 +151,14 @@ def summarize(prof: Profile):
     """``prof`` at a glance: model facts, per-step totals, table sizes; a notebook shows it as a
     card (``tfprof.api.summary.summarize``)."""
     from tfprof.api.summary import summarize as run
+
+    return run(prof)
+
+
+def steps(prof: Profile):
+    """Where each step's time goes on each accelerator: one row per (step, device) with the step's
+    time and its compute, communication, copy and idle parts (``tfprof.api.breakdown.steps``)."""
+    from tfprof.api.breakdown import steps as run
 
     return run(prof)
 

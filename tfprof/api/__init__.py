@@ -8,6 +8,7 @@
   pprof, none); ``check_output`` before the work, ``emit_output`` after it.
 * ``tfprof.api.advice`` — ``advise(prof, checkers)``.
 * ``tfprof.api.summary`` — ``summarize(prof)``: facts, per-step totals, table sizes.
+* ``tfprof.api.breakdown`` — ``steps(prof)``: each step's time per accelerator, in parts.
 * ``tfprof.api.shell`` — what the command line needs besides: option names, export formats,
   the validation report.
 
@@ -44,6 +45,7 @@ _WHERE = {
     "sinks": ("SINKS", "Written", "output_paths", "check_output", "write_output", "emit_output"),
     "advice": ("AdviceResult", "advise"),
     "summary": ("Summary", "summarize"),
+    "breakdown": ("steps", "steps_report"),
 }
 _NAMES = {name: (f"tfprof.api.{module}", name) for module, names in _WHERE.items() for name in names}
 

@@ -124,11 +124,10 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
             raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
         if not Path(path).exists():
             from tfprof.errors import InputNotFoundError
-            from tfprof.ingest.sources import one_line
 
             words = str(path).split()
             if len(words) > 1 and words[0].lower() in _SQL_WORDS:  # `tfprof sql PROFILE QUERY`
-                raise InputNotFoundError(f"`{one_line(str(path))[:60]}` is not a profile but reads like a SQL query: "
+                raise InputNotFoundError(f"`{' '.join(words)[:60]}` is not a profile but reads like a SQL query: "
                                          "the query comes first, `tfprof sql \"QUERY\" PROFILE`")
             raise InputNotFoundError(f"`{path}` does not exist (the PROFILE argument); check the path")
         profile_path = path

@@ -16,7 +16,7 @@ from pathlib import Path
 
 # The commands a server runs: one-shot, reading their inputs and writing their outputs.
 # Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
-SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff"})
+SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff", "steps"})
 # The environment read once in a process: when modules are imported (numba, polars, thread pools),
 # by Python as it starts (PYTHON*, the locale) and the temporary folder, which native libraries
 # cache (polars' spill folder). A server serves only commands whose values match; tfprof's own
