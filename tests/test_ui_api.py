@@ -364,3 +364,23 @@ def test_a_running_server_shows_its_url_and_never_its_token():
         assert repr(running) == f"Running(url={running.url!r})" and running.token not in repr(running)
     finally:
         running.stop()
+
+
+def test_advice_cells_read_as_the_reports_write_them():
+    """The advisor page's tables: times as tfprof prints them, shares as percentages, no raw
+    clock readings, ``--`` for an absent value; the labels drop the unit suffixes."""
+    from tfprof.api import advise
+
+    trace = str(FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz")
+    gpu = page_client(make_app(Profiles.load([trace])))
+    checkers = {c["name"]: c for c in gpu.get("/api/advice/0").json()["checkers"]}
+    idle = checkers["GpuIdleChecker"]
+    assert "window_start_ns" not in idle["columns"] and "gap_start_ns" not in idle["columns"]
+    assert idle["labels"][idle["columns"].index("idle_share")] == "idle share"
+    raw = advise(tfprof.load(trace)).evidence["GpuIdleChecker"].row(0, named=True)
+    row = idle["rows"][0]
+    assert row["idle_share"] == f"{100 * raw['idle_share']:.2f}%" and row["window_ns"] == "186.95ms"
+    assert row["gap_after_event"] == "--" and row["gap_before_event"] == str(raw["gap_before_event"])
+    expensive = checkers["ExpensiveOperationChecker"]
+    shares = [r["share"] for r in expensive["rows"]]
+    assert shares[0].endswith("%") and "--" in shares and all(v != "NULL" for r in expensive["rows"] for v in r.values())

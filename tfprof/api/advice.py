@@ -120,6 +120,14 @@ def _sql_checker(path: Path):
     return sql_check(path.stem, text, source=str(path))
 
 
+def evidence_table(rows: pl.DataFrame) -> tuple[list[str], list[dict]]:
+    """A check's evidence as a page shows it: the columns but points in time, each cell's text
+    formatted as the reports format it (``tfprof.views.advice_gpu.evidence_cells``)."""
+    from tfprof.views.advice_gpu import evidence_cells
+
+    return evidence_cells(rows)
+
+
 def advice_output(result: AdviceResult, fmt: str = "text") -> str:
     """What ``tfprof advise --format FMT`` prints: tfprof's text, or with ``json`` the document of
     ``tfprof.views.advice_json`` (docs/schemas/advise.schema.json)."""

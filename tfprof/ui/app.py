@@ -199,15 +199,17 @@ def api_flame(call: Call) -> Response:
 
 @endpoint
 def api_advice(call: Call) -> Response:
-    from tfprof.api.advice import advise
+    from tfprof.api.advice import advise, evidence_table
 
     entry = call.profiles.get(call.path["pid"])
     result = advise(entry.profile)
     checkers = []
     for name, rows in result.evidence.items():
         evidence = json.loads(_export(rows, "json"))
-        checkers.append({"name": name, "reports": _reports(result.text, name), "columns": rows.columns,
-                         "rows": evidence, "links": [_link(r) for r in evidence]})
+        columns, cells = evidence_table(rows)  # as the reports write them; the raw rows are in `tfprof advise --format json`
+        labels = [c.removesuffix("_ns").removesuffix("_micros").replace("_", " ") for c in columns]
+        checkers.append({"name": name, "reports": _reports(result.text, name), "columns": columns,
+                         "labels": labels, "rows": cells, "links": [_link(r) for r in evidence]})
     return _json({"text": result.text, "notes": result.notes, "checkers": checkers})
 
 

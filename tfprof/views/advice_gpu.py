@@ -172,6 +172,37 @@ def _formatter(column: str) -> Callable | None:
     return None
 
 
+def _cell_formatter(column: str) -> Callable:
+    """How any check's evidence column reads on a page: the GPU checks' formats, tfprof's own
+    times in whole µs (``*_micros``), fractions as percentages (``utilization``), the
+    ExpensiveOperationChecker's ``share`` (already a percentage) with two decimals, counts with
+    separators, and an absent value as ``--``."""
+    found = _formatter(column)
+    if found is not None:
+        return found
+    if column.endswith("_micros"):
+        return lambda v: "--" if v is None else fmt_time(v)
+    if column == "utilization":
+        return pct
+    if column == "share":
+        return lambda v: "--" if v is None else f"{v:.2f}%"
+    if column.endswith("_bytes"):
+        return lambda v: "--" if v is None else fmt_memory(v)
+    if column.endswith("_event") or column in ("step", "rank", "depth", "event_id", "node_id", "device"):
+        return lambda v: "--" if v is None else str(v)  # identifiers, not amounts
+    return lambda v: "--" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else (
+        f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def evidence_cells(rows: pl.DataFrame) -> tuple[list[str], list[dict]]:
+    """Any check's evidence as a page shows it: its columns but the points in time (``*start*``,
+    ``*end_micros``: absolute clock readings, in the JSON and SQL for those who want them), and
+    per row each cell's text."""
+    columns = [c for c in rows.columns if not ("start" in c or c.endswith("end_micros") or c.endswith("end_ns"))]
+    formats = {c: _cell_formatter(c) for c in columns}
+    return columns, [{c: formats[c](r[c]) for c in columns} for r in rows.iter_rows(named=True)]
+
+
 def display(checker: str, rows: pl.DataFrame) -> list[dict] | None:
     """Per evidence row, its formatted times, shares and sizes (None: not a GPU check)."""
     if checker not in GPU_RENDERERS:

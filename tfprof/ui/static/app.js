@@ -152,10 +152,16 @@ async function loadTimeline() {
   $("tl-info").textContent = `${data.ts.length.toLocaleString()} ops on ${data.lanes.length} lanes`;
 }
 
-function table(columns, rows, link) {
+function table(columns, rows, link, labels) {
   const t = el("table", "grid"), head = el("tr");
-  const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => r[c] === null || typeof r[c] === "number"));
-  columns.forEach((c, j) => head.appendChild(el("th", numeric[j] ? "r" : null, c)));
+  // right-aligned: numbers, and numbers already formatted (the advisor's `1.23ms`, `46.19%`, `--`)
+  const amount = (v) => v === null || typeof v === "number" || (typeof v === "string" && /^(--|-?\d[\d.,]*(us|ms|sec|B|KB|MB|GB|%)?)$/.test(v));
+  const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => amount(r[c])));
+  columns.forEach((c, j) => {
+    const th = el("th", numeric[j] ? "r" : null, labels ? labels[j] : c);
+    th.title = c;  // the column's name in JSON and SQL
+    head.appendChild(th);
+  });
   const body = el("tbody");
   rows.forEach((r, k) => {
     const tr = el("tr");
@@ -214,7 +220,7 @@ async function loadAdvice() {
     h.appendChild(el("small", null, c.reports.length ? `${c.reports.length} report${c.reports.length > 1 ? "s" : ""}` : "nothing to report"));
     card.appendChild(h);
     if (c.reports.length) card.appendChild(el("div", "reports", c.reports.join("\n")));
-    if (c.rows.length) card.appendChild(table(c.columns, c.rows, c.links));
+    if (c.rows.length) card.appendChild(table(c.columns, c.rows, c.links, c.labels));
     else if (!c.reports.length) card.appendChild(el("div", "none", "No findings."));
     return card;
   });
