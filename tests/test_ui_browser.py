@@ -127,6 +127,23 @@ def test_order_by_a_column_and_other_views(page, capsysbinary):
     assert [r["name"] for r in shown(page)] == [e["name"] for e in expected]
 
 
+def test_each_view_starts_from_its_own_defaults(page, capsysbinary):
+    """The op view opens ranked by time (by name its rows are an alphabet); a depth set in the
+    scope view stays there and is not carried into the op view."""
+    set_option(page, "max_depth", "3")
+    settle(page)
+    page.click("#views button[data-cmd=op]")
+    settle(page)
+    command = page.inner_text("#command code")
+    assert command.startswith("tfprof op ") and "--order_by micros" in command and "--max_depth" not in command
+    expected = cli_rows(capsysbinary, command)
+    assert [r["name"] for r in shown(page)] == [e["name"] for e in expected] and len(expected) > 4
+    page.click("#views button[data-cmd=scope]")
+    settle(page)
+    command = page.inner_text("#command code")
+    assert command.startswith("tfprof scope ") and "--max_depth 3" in command and "--order_by" not in command
+
+
 def test_expand_and_collapse(page):
     before = len(shown(page))
     resnet = page.locator(".tt-row", has=page.locator(".nm", has_text="resnet")).first
@@ -189,7 +206,7 @@ def test_advisor_link_selects_the_node(page):
     page.wait_for_selector(".tt-row.sel")
     assert page.inner_text(".tt-row.sel .nm") == "Conv2D"
     assert page.inner_text("#command code").startswith("tfprof op ")
-    assert "--max_depth 100000" in page.inner_text("#command code")  # Conv2D is below max_depth 10: all shown
+    assert "--order_by micros" in page.inner_text("#command code")  # the op view's order: Conv2D first
 
 
 def test_sql_console_and_a_refused_query(page, tmp_path):
@@ -341,8 +358,9 @@ def test_kernels_open_beneath_their_op(browser):
         pg.check("input[name=select][value=accelerator_micros]")
         pg.check("input[name=select][value=kernels]")
         pg.select_option("select[name=order_by]", "accelerator_micros")
+        settle(pg)  # the refreshes of each change, one after another: the last one drawn
         op = pg.locator(".tt-row").filter(has=pg.locator(".nm", has_text=re.compile(r"^aten::add$")))
-        expect(op.first.locator(".tw")).to_have_text("▶")  # a leaf with kernels opens, once the view has them
+        expect(op.first.locator(".tw")).to_have_text("▶")  # a leaf with kernels opens
         assert pg.locator(".tt-row.kernel").count() == 0  # closed until opened
         op.first.dblclick()
         pg.locator(".tt-row.kernel").first.wait_for()

@@ -44,7 +44,9 @@ function buildPanel() {
   }
   $("options").addEventListener("change", () => { readPanel(); refresh(); });
   $("options").addEventListener("submit", (e) => { e.preventDefault(); readPanel(); refresh(); });
-  $("reset").addEventListener("click", () => { state.opts = { ...DEFAULTS }; fillPanel(); refresh(); });
+  $("reset").addEventListener("click", () => {
+    state.opts = { ...DEFAULTS, ...VIEW_DEFAULTS[state.cmd] }; state.byView = {}; fillPanel(); refresh();
+  });
 }
 
 function fillPanel() {
@@ -122,10 +124,25 @@ async function search(text) {
   } catch (e) { showError(e); }
 }
 
+// What each view starts with: the op view ranks op types by time (by name, its rows are an
+// alphabet); a view's order and depth are its own, kept when another view is shown.
+const VIEW_DEFAULTS = { op: { order_by: "micros" } };
+const VIEW_OPTIONS = ["order_by", "max_depth"];
+
+function switchView(view) {
+  if (view === state.cmd) return;
+  state.byView = state.byView || {};
+  state.byView[state.cmd] = Object.fromEntries(VIEW_OPTIONS.map((k) => [k, state.opts[k]]));
+  const kept = state.byView[view] || { ...Object.fromEntries(VIEW_OPTIONS.map((k) => [k, DEFAULTS[k]])), ...VIEW_DEFAULTS[view] };
+  Object.assign(state.opts, kept);
+  state.cmd = view;
+  fillPanel();
+  markViews();
+}
+
 async function reveal(view, name) {
   // select the node (or op type, or code path) `name` in the tree of `view`
-  state.cmd = view;
-  markViews();
+  switchView(view);
   setTab("tree");
   await refresh();
   for (let attempt = 0; attempt < 2; attempt++) {
@@ -263,7 +280,7 @@ async function init() {
     fillPanel(); facts(); refresh();
   });
   for (const b of document.querySelectorAll("#tabs button")) b.addEventListener("click", () => setTab(b.dataset.tab));
-  for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => { state.cmd = b.dataset.cmd; markViews(); refresh(); });
+  for (const b of document.querySelectorAll("#views button")) b.addEventListener("click", () => { switchView(b.dataset.cmd); refresh(); });
   for (const b of document.querySelectorAll("#metrics button")) b.addEventListener("click", () => {
     state.metric = b.dataset.metric;
     for (const x of document.querySelectorAll("#metrics button")) x.classList.toggle("on", x === b);
