@@ -384,3 +384,27 @@ def test_advice_cells_read_as_the_reports_write_them():
     expensive = checkers["ExpensiveOperationChecker"]
     shares = [r["share"] for r in expensive["rows"]]
     assert shares[0].endswith("%") and "--" in shares and all(v != "NULL" for r in expensive["rows"] for v in r.values())
+
+
+def test_flame_runs_of_small_frames_fill_their_gaps():
+    """Rows too narrow to draw come back as runs: each run sits where its rows would be, under a
+    drawn parent, and the drawn children and runs of a parent tile exactly what its children hold."""
+    from tfprof.api.browse import browse
+
+    tree = browse(tfprof.load(SAMPLE), "scope", {"max_depth": 100})
+    flame = tree.flame("micros", fraction=1 / 50)
+    small = flame["small"]
+    assert small["count"] and sum(small["count"]) <= flame["dropped"]
+    boxes = {i: (x, w, lv) for i, x, w, lv in zip(flame["i"], flame["x"], flame["w"], flame["level"], strict=True)}
+    runs = list(zip(small["x"], small["w"], small["level"], strict=True))
+    for x, w, level in runs:  # inside a drawn parent one level up, overlapping no drawn box of its level
+        assert level == 0 or any(lv == level - 1 and px <= x + 1e-6 and x + w <= px + pw + 1e-6
+                                 for px, pw, lv in boxes.values())
+        assert not any(lv == level and bx < x + w - 1e-6 and x < bx + bw - 1e-6 for bx, bw, lv in boxes.values())
+    total = tree.full["total_exec_micros"].to_numpy()
+    for i, (x, w, level) in boxes.items():  # children drawn + runs = the children's total
+        kids = tree.children(i)
+        if len(kids):
+            drawn = sum(boxes[k][1] for k in kids if k in boxes)
+            ran = sum(rw for rx, rw, rl in runs if rl == level + 1 and x - 1e-6 <= rx < x + w)
+            assert abs(drawn + ran - total[kids].sum()) < 1e-6

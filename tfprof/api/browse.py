@@ -152,7 +152,29 @@ class Tree:
             "metric": metric, "kind": column_kind(column), "total": float(top), "root": row,
             "i": span[kept].tolist(), "level": level[kept].tolist(), "x": x[kept].tolist(), "w": width[kept].tolist(),
             "name": names, "dropped": int(len(span) - len(kept)),
+            "small": self._small_runs(keep, parent, level, x, width, lo, flat),
         }
+
+    def _small_runs(self, keep: np.ndarray, parent: np.ndarray, level: np.ndarray, x: np.ndarray, width: np.ndarray,
+                    lo: int, flat: bool) -> dict[str, list]:
+        """The rows ``flame`` leaves out, as boxes: each run of consecutive siblings too narrow to
+        draw, under a drawn parent (or at the top), becomes one box as wide as the run (``count``
+        rows), so the graph shows where the small frames are instead of white space."""
+        n = len(self.level)
+        sibling = np.empty(n, np.int64)
+        sibling[self.order] = np.arange(n) - self.first[self.parent[self.order] + 1]
+        top_level = level == 0
+        above_kept = top_level if flat else top_level | keep[np.where(top_level, 0, parent - lo)]
+        small = np.flatnonzero(~keep & above_kept & (width > 0))
+        if len(small) == 0:
+            return {"level": [], "x": [], "w": [], "count": []}
+        by_parent = np.where(top_level[small], -1, parent[small])
+        rank = sibling[small + lo]
+        order = np.lexsort((rank, by_parent))
+        small, by_parent, rank = small[order], by_parent[order], rank[order]
+        starts = np.flatnonzero(np.r_[True, (by_parent[1:] != by_parent[:-1]) | (rank[1:] != rank[:-1] + 1)])
+        return {"level": level[small[starts]].tolist(), "x": x[small[starts]].tolist(),
+                "w": np.add.reduceat(width[small], starts).tolist(), "count": np.diff(np.r_[starts, len(small)]).tolist()}
 
 
     def _offsets(self, metric: str, values: np.ndarray) -> np.ndarray:

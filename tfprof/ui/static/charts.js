@@ -48,7 +48,7 @@ class Flame {
       parts.push(document.createTextNode(" › "), a);
     });
     if (d.root >= 0) parts.push(document.createTextNode(" › "), el("b", null, d.name[0]));
-    parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped ? ` · ${d.dropped} rows under 1/4000 of it not drawn` : ""}`));
+    parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped ? ` · ${d.dropped} rows under 1/4000 of it drawn as grey runs` : ""}`));
     this.crumbs.replaceChildren(...parts);
   }
 
@@ -78,6 +78,21 @@ class Flame {
         ctx.restore();
       }
     }
+    // frames too narrow to draw one by one: each run of them one grey box, so no white space is unexplained
+    const small = d.small || { level: [] };
+    for (let k = 0; k < small.level.length; k++) {
+      const x = 1 + small.x[k] * scale, bw = small.w[k] * scale, y = 4 + small.level[k] * H;
+      if (bw < 0.5 || y > h) continue;
+      ctx.fillStyle = "#c9ced8";
+      ctx.fillRect(x, y, Math.max(bw - 1, 0.5), H - 1);
+      this.boxes.push([x, y, bw, -1 - k]);
+      if (bw > 60) {
+        ctx.save(); ctx.beginPath(); ctx.rect(x, y, bw - 2, H); ctx.clip();
+        ctx.fillStyle = "#3a4150";
+        ctx.fillText(`${small.count[k]} small`, x + 4, y + H / 2);
+        ctx.restore();
+      }
+    }
     this.lastDraw = performance.now() - t0;
   }
 
@@ -91,8 +106,14 @@ class Flame {
     const hit = this.at(e);
     if (!hit) { this.tip.style.display = "none"; return; }
     const [k, mx, my] = hit, d = this.data;
-    this.tip.replaceChildren(el("b", null, d.name[k]), el("br"),
-      document.createTextNode(`${Fmt.value(d.kind, d.w[k])} · ${((100 * d.w[k]) / d.total).toFixed(2)}% of ${d.root >= 0 ? "zoom" : "view"}`));
+    if (k < 0) {
+      const s = d.small, j = -1 - k;
+      this.tip.replaceChildren(el("b", null, `${s.count[j]} frame${s.count[j] === 1 ? "" : "s"} each under 1/4000 of the view`),
+        el("br"), document.createTextNode(`${Fmt.value(d.kind, s.w[j])} together · ${((100 * s.w[j]) / d.total).toFixed(2)}% of ${d.root >= 0 ? "zoom" : "view"}; zoom into their parent to see them`));
+    } else {
+      this.tip.replaceChildren(el("b", null, d.name[k]), el("br"),
+        document.createTextNode(`${Fmt.value(d.kind, d.w[k])} · ${((100 * d.w[k]) / d.total).toFixed(2)}% of ${d.root >= 0 ? "zoom" : "view"}`));
+    }
     this.tip.style.display = "block";
     this.tip.style.left = `${Math.min(mx + 14, this.canvas.clientWidth - 300)}px`;
     this.tip.style.top = `${my + 14}px`;
@@ -102,6 +123,7 @@ class Flame {
     const hit = this.at(e);
     if (!hit) return;
     const k = hit[0], d = this.data;
+    if (k < 0) return;  // a run of small frames: its parent's box zooms to them
     const i = d.i[k];
     if (this.onPick) this.onPick(d.name[k], i);
     if (k === 0 && d.root === i) { // the zoomed box itself: one level out
