@@ -408,3 +408,13 @@ def test_flame_runs_of_small_frames_fill_their_gaps():
             drawn = sum(boxes[k][1] for k in kids if k in boxes)
             ran = sum(rw for rx, rw, rl in runs if rl == level + 1 and x - 1e-6 <= rx < x + w)
             assert abs(drawn + ran - total[kids].sum()) < 1e-6
+
+
+def test_subtree_is_every_row_in_display_order_in_one_answer(client):
+    query = "max_depth=100"
+    rows = all_rows(client, "0", "scope", query)
+    whole = client.get(f"/api/subtree/0/scope?{query}&node=-1&limit=20000").json()
+    assert whole["total"] == len(rows) and [r["i"] for r in whole["rows"]] == [r["i"] for r in rows]
+    first = next(r for r in rows if r["children"])
+    part = client.get(f"/api/subtree/0/scope?{query}&node={first['i']}&limit=3").json()
+    assert [r["i"] for r in part["rows"]] == [first["i"] + 1, first["i"] + 2, first["i"] + 3] and part["total"] > 3

@@ -144,6 +144,22 @@ def test_each_view_starts_from_its_own_defaults(page, capsysbinary):
     assert command.startswith("tfprof scope ") and "--max_depth 3" in command and "--order_by" not in command
 
 
+def test_expand_all_is_one_request_and_an_option_changed_meanwhile_wins(page):
+    set_option(page, "max_depth", "100")
+    settle(page)
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/" in r.url else None)
+    page.click("#expand")
+    set_option(page, "max_depth", "3")  # before the expansion's answer has come back, perhaps
+    settle(page)
+    assert sum("/api/subtree/" in u for u in asked) == 1 and not any("/api/children/" in u for u in asked)
+    assert page.inner_text("#error") == ""
+    assert page.evaluate("tfprofUI.ui.tree.rows().length") < page.evaluate("tfprofUI.ui.tree.view.total_rows")
+    page.click("#expand")  # every row of the view, now
+    page.wait_for_function("tfprofUI.ui.tree.rows().length === tfprofUI.ui.tree.view.total_rows")
+    assert page.inner_text("#error") == ""
+
+
 def test_expand_and_collapse(page):
     before = len(shown(page))
     resnet = page.locator(".tt-row", has=page.locator(".nm", has_text="resnet")).first

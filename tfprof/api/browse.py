@@ -108,6 +108,12 @@ class Tree:
             })
         return out
 
+    def subtree(self, row: int, limit: int) -> list[dict[str, Any]]:
+        """The first ``limit`` rows below ``row`` (-1: every row) in display order, each with its
+        parent: what opening every level of it shows, in one answer (``Expand all``)."""
+        lo, hi = (0, len(self.level)) if row < 0 else (row + 1, int(self.end[row]))
+        return self.rows(np.arange(lo, min(hi, lo + limit)))
+
     def ancestors(self, row: int) -> list[int]:
         """``row``'s ancestors, the top-level one first."""
         chain = []

@@ -61,6 +61,7 @@ STATIC = {
     "timeline.js": "text/javascript",
 }
 ROW_LIMIT = 2_000
+EXPAND_LIMIT = 20_000  # the rows one Expand all brings (a view's first levels beyond it open on demand)
 SQL_LIMIT = 10_000
 SQL_CSV_LIMIT = 1_000_000
 MAX_SQL = 20_000
@@ -174,6 +175,15 @@ def api_children(call: Call) -> Response:
     limit = P.integer(call.params, "limit", 200, 1, ROW_LIMIT)
     total = len(tree.children(node))
     return _json({"node": node, "offset": offset, "total": total, "rows": tree.rows_of(node, offset, limit)})
+
+
+@endpoint
+def api_subtree(call: Call) -> Response:
+    _, tree = _tree(call)
+    node = _node(call, tree)
+    limit = P.integer(call.params, "limit", 5000, 1, EXPAND_LIMIT)
+    below = (len(tree.level) if node < 0 else int(tree.end[node]) - node - 1)
+    return _json({"node": node, "total": below, "rows": tree.subtree(node, limit)})
 
 
 @endpoint
@@ -358,6 +368,7 @@ def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[s
         Route("/api/profiles", api_profiles),
         Route("/api/view/{pid}/{cmd}", api_view),
         Route("/api/children/{pid}/{cmd}", api_children),
+        Route("/api/subtree/{pid}/{cmd}", api_subtree),
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),

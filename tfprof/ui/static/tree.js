@@ -227,21 +227,18 @@ class TreeTable {
 
   async more(node) { await this.fetchKids(node); this.flatten(); this.draw(); }
 
-  async expandAll(budget = 5000) {
-    // open every loaded node, level by level, until about `budget` rows are shown
-    let level = [this.root], shown = this.root.kids.length;
-    while (level.length && shown < budget) {
-      const next = [];
-      for (const node of level) {
-        for (const kid of node.kids || []) {
-          if (!kid.row.children || shown >= budget) continue;
-          if (!kid.kids) { await this.fetchKids(kid, 2000); shown += kid.kids.length; }
-          kid.open = true;
-          next.push(kid);
-        }
-      }
-      level = next;
-    }
+  async expandAll(limit = 20000) {
+    // every row of the view (up to `limit`) in one request, each level opened; a view loaded
+    // meanwhile (an option changed) wins, and this answer is dropped
+    const view = this.view;
+    this.notesEl.textContent = "Expanding…";
+    const page = await getJSON(this.url("subtree", `node=-1&limit=${limit}`));
+    if (this.view !== view) return;
+    for (const row of page.rows) this.add(row);
+    for (const node of this.nodes.values()) if (node.kids && node.kids.length) node.open = true;
+    this.notesEl.textContent = [...view.notes, page.rows.length < page.total
+      ? `${page.rows.length.toLocaleString()} of ${page.total.toLocaleString()} rows opened; the rest open level by level` : ""]
+      .filter(Boolean).join("  ");
     this.flatten(); this.draw();
   }
 
