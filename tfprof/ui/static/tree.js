@@ -54,8 +54,10 @@ class TreeTable {
     this.host = host; this.onSort = onSort; this.onSelect = onSelect;
     this.head = el("div", "tt-head"); this.scroll = el("div", "tt-scroll"); this.rowsEl = el("div", "tt-rows");
     this.notesEl = el("div", "notes");
-    this.scroll.appendChild(this.rowsEl);
-    host.replaceChildren(this.head, this.notesEl, this.scroll);
+    // the header scrolls sideways with the rows (sticky on top), so a narrow window scrolls
+    // instead of cutting the last columns off
+    this.scroll.append(this.head, this.rowsEl);
+    host.replaceChildren(this.notesEl, this.scroll);
     this.scroll.addEventListener("scroll", () => this.draw());
     new ResizeObserver(() => this.draw()).observe(this.scroll);
     this.ROW = 24; this.visible = []; this.sel = null;
@@ -104,6 +106,8 @@ class TreeTable {
     }
     if (this.view.options.order_by === "name") name.classList.add("sorted");
     this.head.replaceChildren(...cells);
+    const wide = `${260 + 112 * cols.length}px`;  // the name column's least width and every number column's
+    this.head.style.minWidth = wide; this.rowsEl.style.minWidth = wide;
     // bars behind the first total column, relative to the largest top-level value
     this.barCol = op ? -1 : cols.findIndex((c) => c.name.startsWith("total_"));
     this.barMax = 0;
