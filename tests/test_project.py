@@ -49,15 +49,16 @@ def test_every_column_has_a_doc():
 # the Profile with its store, which import nothing above them.
 BASE = {
     "errors": set(),
+    "stopping": set(),
     "samples": {"errors"},
     "kernels": {"errors"},
     "tf_names": set(),
     "schema": {"errors"},
-    "output": {"errors"},
+    "output": {"errors", "stopping"},
     "manifest": {"errors", "schema"},
     "sqlbox": {"errors", "schema"},
-    "store": {"errors", "schema", "manifest", "output"},
-    "profile": {"errors", "schema", "manifest", "output", "store", "sqlbox"},
+    "store": {"errors", "schema", "manifest", "output", "stopping"},
+    "profile": {"errors", "schema", "manifest", "output", "store", "sqlbox", "stopping"},
 }
 ALL_BASE = set(BASE)
 LAYERS = {

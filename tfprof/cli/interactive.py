@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from tfprof import stopping
 from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, unknown_value
 from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, OPTION_HELP, parse_view_args
 from tfprof.errors import OptionError, TfprofError
@@ -232,6 +233,7 @@ class Shell:
                     if not self.onecmd(line):
                         return 0
                 except KeyboardInterrupt:  # Ctrl-C abandons the line (or the running command)
+                    stopping.clear()
                     # One Ctrl-C during a polars query raises twice (tfprof.output.files._undo): the
                     # second must not end the session.
                     while True:

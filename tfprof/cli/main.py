@@ -25,6 +25,7 @@ import tfprof.cli.diff_command  # noqa: F401 - and `tfprof diff`
 import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.steps_command  # noqa: F401 - and `tfprof steps`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
+from tfprof import stopping
 from tfprof.cli.app import _STORES, app
 from tfprof.cli.streams import StdoutError, drop_stdout, guarded_streams
 from tfprof.errors import TfprofError, printable
@@ -65,13 +66,20 @@ def _signals() -> Iterator[None]:
 
     def terminate(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        stopping.request(Terminated)  # raised again where outputs commit, if native code swallows it
         raise Terminated
 
-    previous = signal.signal(signal.SIGTERM, terminate)
+    def interrupt(signum, frame):
+        stopping.request(KeyboardInterrupt)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate), signal.signal(signal.SIGINT, interrupt)
+    stopping.clear()
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 
@@ -103,12 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     said: list[str] = []
     with _signals(), guarded_streams():
         try:
-            return _main(args, said)
+            code = _main(args, said)
+            stopping.check()  # a stop that native code swallowed: the command did not end as asked
+            return code
         # One Ctrl-C can raise twice (tfprof.output.files._undo): the second may come while the
         # first is being reported.
         except KeyboardInterrupt:
+            stopping.clear()
             return _stopped("Interrupted.", 130, said)
         except Terminated:
+            stopping.clear()
             return _stopped("Terminated.", 143, said)
 
 

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from tfprof import stopping
 from tfprof.errors import OutputError
 from tfprof.output.targets import Inputs, PathLike, check_target, temp_name
 
@@ -36,6 +37,7 @@ def new_directory(
     try:
         _mkdir(tmp)
         yield tmp
+        stopping.check()  # a Ctrl-C or SIGTERM that native code swallowed: the old directory stays
         if dest.exists():
             files = _owned_files(dest, owned, kind)  # again: something may have been added meanwhile
             old = temp_name(dest.with_name(dest.name + ".old"))

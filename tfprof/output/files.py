@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from tfprof import stopping
 from tfprof.errors import OutputError
 from tfprof.output.targets import Data, Inputs, PathLike, check_target, temp_name
 
@@ -84,6 +85,7 @@ def write_files(
         for dest, data in zip(dests, files.values()):
             _temp_file(dest, temps)
             _fill(temps[-1], data)
+        stopping.check()  # a Ctrl-C or SIGTERM that native code swallowed: nothing is placed
         for dest, tmp in zip(dests, temps):
             existed = dest.exists() or dest.is_symlink()
             _place(tmp, dest, force)
