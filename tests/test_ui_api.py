@@ -418,3 +418,15 @@ def test_subtree_is_every_row_in_display_order_in_one_answer(client):
     first = next(r for r in rows if r["children"])
     part = client.get(f"/api/subtree/0/scope?{query}&node={first['i']}&limit=3").json()
     assert [r["i"] for r in part["rows"]] == [first["i"] + 1, first["i"] + 2, first["i"] + 3] and part["total"] > 3
+
+
+def test_steps_gives_the_breakdown_and_its_report():
+    trace = str(FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz")
+    gpu = page_client(make_app(Profiles.load([trace, SAMPLE])))
+    answer = gpu.get("/api/steps/0").json()
+    rows = tfprof.steps(tfprof.load(trace))
+    assert answer["rows"] == json.loads(rows.write_json()) and "comm hidden by compute" in answer["text"]
+    r = answer["rows"][0]
+    assert r["compute_ns"] + r["communication_ns"] + r["memcpy_ns"] + r["idle_ns"] == r["window_ns"]
+    cpu = gpu.get("/api/steps/1").json()
+    assert all(r["device"] is None for r in cpu["rows"]) and "step times only" in cpu["text"]

@@ -395,3 +395,22 @@ def test_kernels_open_beneath_their_op(browser):
         assert not errors, errors
     finally:
         running.stop()
+
+
+def test_steps_tab_draws_each_steps_parts(browser):
+    trace = str(FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz")
+    running = tfprof.ui([trace])
+    try:
+        pg, errors = open_page(browser, running)
+        pg.click("#tabs button[data-tab=steps]")
+        pg.wait_for_selector("#steps .steprow")
+        parts = pg.locator(".steppart")
+        titles = [parts.nth(k).get_attribute("title") for k in range(parts.count())]
+        assert [t.split(":")[0] for t in titles] == ["compute", "communication", "memcpy/memset", "idle"]
+        assert titles[0] == "compute: 38.43ms (17.5%)" and "1.76ms of 12.30ms (14.3%)" in pg.inner_text("#steps .reports")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(SHOTS / "steps.png"))
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()

@@ -118,7 +118,7 @@ def test_bound_to_every_interface_the_machine_names_and_allowed_names_are_answer
 
 POST_ONLY = {"/api/sql/{pid}", "/api/sql/{pid}/csv", "/api/diff/{a}/{b}/{cmd}"}
 # reading the profiles: a view, its pieces, the advisor's fixed checks, one step's timeline
-GET = {"/api/profiles", "/api/view/{pid}/{cmd}", "/api/children/{pid}/{cmd}", "/api/subtree/{pid}/{cmd}",
+GET = {"/api/profiles", "/api/view/{pid}/{cmd}", "/api/children/{pid}/{cmd}", "/api/subtree/{pid}/{cmd}", "/api/steps/{pid}",
        "/api/search/{pid}/{cmd}",
        "/api/flame/{pid}/{cmd}", "/api/advice/{pid}", "/api/timeline/{pid}", "/api/trace/{pid}"}
 

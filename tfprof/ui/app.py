@@ -187,6 +187,15 @@ def api_subtree(call: Call) -> Response:
 
 
 @endpoint
+def api_steps(call: Call) -> Response:
+    """Each step's time per GPU in parts (``tfprof steps``): the rows in ns, and the report's text."""
+    from tfprof.api.breakdown import steps, steps_report
+
+    rows = steps(call.profiles.get(call.path["pid"]).profile)
+    return _json({"rows": json.loads(_export(rows, "json")), "text": steps_report(rows)})
+
+
+@endpoint
 def api_search(call: Call) -> Response:
     _, tree = _tree(call)
     q = P.text(call.params, "q")
@@ -369,6 +378,7 @@ def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[s
         Route("/api/view/{pid}/{cmd}", api_view),
         Route("/api/children/{pid}/{cmd}", api_children),
         Route("/api/subtree/{pid}/{cmd}", api_subtree),
+        Route("/api/steps/{pid}", api_steps),
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),
