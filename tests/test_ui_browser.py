@@ -414,3 +414,22 @@ def test_steps_tab_draws_each_steps_parts(browser):
         assert not errors, errors
     finally:
         running.stop()
+
+
+def test_flame_search_highlights_names_and_counts_them_once(page):
+    """Highlighting `conv` in the flame graph: the crumbs give the matched total, a match inside a
+    match counted once, which is the scope view's total of the top-most matching rows."""
+    set_option(page, "max_depth", "100")
+    page.click("#tabs button[data-tab=flame]")
+    page.wait_for_function("tfprofUI.ui.flame.data && tfprofUI.ui.flame.data.i.length > 0")
+    page.fill("#flame-search", "conv")
+    found = page.inner_text("#crumbs .found")
+    d = page.evaluate("tfprofUI.ui.flame.data")
+    hits = [k for k, n in enumerate(d["name"]) if "conv" in n.lower()]
+    top = [k for k in hits if not any(d["level"][j] < d["level"][k] and d["x"][j] <= d["x"][k] + 1e-9
+                                      and d["x"][k] + d["w"][k] <= d["x"][j] + d["w"][j] + 1e-9 for j in hits)]
+    total = sum(d["w"][k] for k in top)
+    assert hits and len(top) < len(hits)  # the scopes named conv hold ops named Conv2D
+    assert found.startswith(f" · {len(hits)} matches: ") and f"({100 * total / d['total']:.2f}%)" in found
+    page.fill("#flame-search", "")
+    assert page.locator("#crumbs .found").count() == 0

@@ -306,6 +306,7 @@ async function init() {
   ui.left = new TreeTable($("cmp-left"), { onSort: sortBy });
   ui.right = new TreeTable($("cmp-right"), { onSort: sortBy });
   ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
+  $("flame-search").addEventListener("input", () => ui.flame.highlight($("flame-search").value.trim()));
   ui.timeline = new Timeline($("timeline"), $("tl-tip"));
   const { profiles } = await getJSON("/api/profiles");
   state.profiles = profiles;

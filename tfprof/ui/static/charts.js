@@ -20,7 +20,7 @@ function fitCanvas(canvas) {
 class Flame {
   constructor(canvas, tip, crumbs, { onPick } = {}) {
     this.canvas = canvas; this.tip = tip; this.crumbs = crumbs; this.onPick = onPick;
-    this.H = 20; this.data = null; this.boxes = [];
+    this.H = 20; this.data = null; this.boxes = []; this.query = "";
     canvas.addEventListener("mousemove", (e) => this.hover(e));
     canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
     canvas.addEventListener("click", (e) => this.click(e));
@@ -36,6 +36,28 @@ class Flame {
     return this.data;
   }
 
+  highlight(text) {
+    // boxes whose name contains `text` (any case) stand out, the rest fade; the crumbs say how
+    // much of the view they take (a match inside another match counted once)
+    this.query = text.toLowerCase();
+    this.draw();
+    this.crumb();
+  }
+
+  matched() {
+    const d = this.data, q = this.query;
+    if (!d || !q) return null;
+    const hits = [];
+    for (let k = 0; k < d.i.length; k++) if (d.name[k].toLowerCase().includes(q)) hits.push(k);
+    hits.sort((a, b) => d.level[a] - d.level[b]);
+    const outer = [];
+    for (const k of hits) {
+      const inside = outer.some((j) => d.level[j] < d.level[k] && d.x[j] <= d.x[k] + 1e-9 && d.x[k] + d.w[k] <= d.x[j] + d.w[j] + 1e-9);
+      if (!inside) outer.push(k);
+    }
+    return { hits: new Set(hits), total: outer.reduce((s, k) => s + d.w[k], 0) };
+  }
+
   crumb() {
     const d = this.data, parts = [];
     const all = el("a", null, "all");
@@ -49,6 +71,11 @@ class Flame {
     });
     if (d.root >= 0) parts.push(document.createTextNode(" › "), el("b", null, d.name[0]));
     parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped ? ` · ${d.dropped} rows under 1/4000 of it drawn as grey runs` : ""}`));
+    const found = this.matched();
+    if (found) {
+      parts.push(el("span", "found", ` · ${found.hits.size} match${found.hits.size === 1 ? "" : "es"}: ${Fmt.value(d.kind, found.total)}` +
+        (d.total ? ` (${((100 * found.total) / d.total).toFixed(2)}%)` : "")));
+    }
     this.crumbs.replaceChildren(...parts);
   }
 
@@ -60,19 +87,22 @@ class Flame {
     this.boxes = [];
     if (!d) return;
     if (!d.total) { ctx.fillStyle = "#6b7383"; ctx.font = "13px system-ui"; ctx.fillText(`no ${d.metric} in this view`, 16, 28); return; }
-    const scale = (w - 2) / d.total, H = this.H;
+    const scale = (w - 2) / d.total, H = this.H, found = this.matched();
     ctx.font = "11.5px system-ui, sans-serif";
     ctx.textBaseline = "middle";
     for (let k = 0; k < d.i.length; k++) {
       const x = 1 + d.x[k] * scale, bw = d.w[k] * scale, y = 4 + d.level[k] * H;
       if (bw < 0.5 || y > h) continue;
       const t = hue(d.name[k]);
-      ctx.fillStyle = `hsl(${Math.round(8 + t * 44)}, ${Math.round(72 + t * 18)}%, ${Math.round(60 + (1 - t) * 12)}%)`;
+      ctx.globalAlpha = found && !found.hits.has(k) ? 0.25 : 1;
+      ctx.fillStyle = found && found.hits.has(k) ? "#c2185b"
+        : `hsl(${Math.round(8 + t * 44)}, ${Math.round(72 + t * 18)}%, ${Math.round(60 + (1 - t) * 12)}%)`;
       ctx.fillRect(x, y, Math.max(bw - 1, 0.5), H - 1);
+      ctx.globalAlpha = 1;
       this.boxes.push([x, y, bw, k]);
       if (bw > 36) {
         ctx.save(); ctx.beginPath(); ctx.rect(x, y, bw - 2, H); ctx.clip();
-        ctx.fillStyle = "#2a1a0c";
+        ctx.fillStyle = found && found.hits.has(k) ? "#ffffff" : "#2a1a0c";
         const label = d.name[k].split("/").pop() || d.name[k];
         ctx.fillText(bw > 160 ? `${label}  ${Fmt.value(d.kind, d.w[k])}` : label, x + 4, y + H / 2);
         ctx.restore();
