@@ -312,6 +312,10 @@ def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbi
         assert marks == ["*" if r["significant"] else "" for r in rows[:5]] and marks[0] == "*"
         command = pg.inner_text("#changes code")
         assert command.startswith(f"tfprof diff {base} {wide} scope")
+        pg.click("#changes tbody tr >> nth=0 >> td >> nth=1 >> a")  # the change, selected in both trees
+        for side in ("#cmp-left", "#cmp-right"):
+            pg.wait_for_selector(f"{side} .tt-row.sel")
+            assert pg.inner_text(f"{side} .tt-row.sel .nm") == shown[0]
         shot(pg, "compare_changes")
         pg.close()
         assert not errors, errors

@@ -201,6 +201,13 @@ function table(columns, rows, link, labels) {
   return t;
 }
 
+async function revealIn(table, name) {
+  // select row `name` in one of Compare's trees, opening its ancestors (absent there: nothing)
+  const found = await getJSON(table.url("search", `q=${encodeURIComponent(name)}&limit=500`));
+  const k = found.rows.findIndex((r) => r.name === name);
+  if (k >= 0) await table.reveal(found.rows[k].i, found.hits[k].path);
+}
+
 async function loadChanges(a, b) {
   // tfprof diff of the right profile against the left: the largest changes of the first field
   const box = $("changes");
@@ -217,7 +224,11 @@ async function loadChanges(a, b) {
     const mark = el("td", "mark", row.significant ? "*" : "");
     mark.title = row.significant ? "outside the noise band (Welch's t-test, α = 0.001)" : "";
     const pct = v.delta_pct === null ? "new" : `${v.delta_pct > 0 ? "+" : ""}${v.delta_pct.toFixed(1)}%`;
-    tr.append(mark, el("td", null, row.name), el("td", null, row.status), el("td", "r", fmt(v.a)), el("td", "r", fmt(v.b)),
+    const name = el("td"), link = el("a", null, row.name);
+    link.title = "select it in both trees";
+    link.addEventListener("click", () => Promise.all([revealIn(ui.left, row.name), revealIn(ui.right, row.name)]).catch(showError));
+    name.appendChild(link);
+    tr.append(mark, name, el("td", null, row.status), el("td", "r", fmt(v.a)), el("td", "r", fmt(v.b)),
       el("td", `r ${v.delta > 0 ? "up" : v.delta < 0 ? "down" : ""}`, `${v.delta > 0 ? "+" : v.delta < 0 ? "−" : ""}${fmt(v.delta)}`),
       el("td", "r", pct));
     tr.children[1].title = row.path;
