@@ -4,6 +4,7 @@ each tab is saved as a screenshot under build/ui-screenshots (CI keeps them as a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shlex
 from pathlib import Path
@@ -58,6 +59,20 @@ def page(server, browser):
     yield pg
     pg.close()
     assert not errors, errors
+
+
+@contextlib.contextmanager
+def page_on(browser, *paths: str):
+    """A page on a server of its own for ``paths``; its script errors checked at the end, the
+    server stopped whatever happens."""
+    running = tfprof.ui(list(paths))
+    try:
+        pg, errors = open_page(browser, running)
+        yield pg
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()
 
 
 def shot(pg, name: str) -> None:
@@ -298,9 +313,7 @@ def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbi
     """Two runs of one model, the second with a widened layer: the compare page's table of
     changes holds tfprof diff's first rows, in its order, the significant ones marked."""
     base, wide = (str(FIXTURES / "diff" / name / "profile.pb") for name in ("base", "wide"))
-    running = tfprof.ui([base, wide])
-    try:
-        pg, errors = open_page(browser, running)
+    with page_on(browser, base, wide) as pg:
         pg.click("#tabs button[data-tab=compare]")
         pg.wait_for_selector("#changes table.grid tbody tr")
         settle(pg)
@@ -317,10 +330,6 @@ def test_compare_lists_the_largest_changes_as_tfprof_diff_does(browser, capsysbi
             pg.wait_for_selector(f"{side} .tt-row.sel")
             assert pg.inner_text(f"{side} .tt-row.sel .nm") == shown[0]
         shot(pg, "compare_changes")
-        pg.close()
-        assert not errors, errors
-    finally:
-        running.stop()
 
 
 def test_a_larger_profile(browser, tmp_path, capsysbinary):
@@ -334,9 +343,7 @@ def test_a_larger_profile(browser, tmp_path, capsysbinary):
     synth = importlib.import_module("synthlib")
     profile = tmp_path / "large.pb"
     synth.write_profile(profile, 30_000, 2, seed=11)
-    running = tfprof.ui([str(profile)])
-    try:
-        pg, errors = open_page(browser, running)
+    with page_on(browser, str(profile)) as pg:
         set_option(pg, "max_depth", "2")
         command = pg.inner_text("#command code")
         expected = cli_rows(capsysbinary, command)
@@ -357,10 +364,6 @@ def test_a_larger_profile(browser, tmp_path, capsysbinary):
 
         assert ops == len(step_timeline(tfprof.load(profile), step)["ts"]) > 10_000  # every op of the step
         shot(pg, "large_timeline")
-        pg.close()
-        assert not errors, errors
-    finally:
-        running.stop()
 
 
 def test_kernels_open_beneath_their_op(browser):
@@ -371,9 +374,7 @@ def test_kernels_open_beneath_their_op(browser):
     from playwright.sync_api import expect
 
     trace = str(FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz")
-    running = tfprof.ui([trace])
-    try:
-        pg, errors = open_page(browser, running)
+    with page_on(browser, trace) as pg:
         pg.uncheck("input[name=select][value=micros]")
         pg.check("input[name=select][value=accelerator_micros]")
         pg.check("input[name=select][value=kernels]")
@@ -393,31 +394,19 @@ def test_kernels_open_beneath_their_op(browser):
         want = re.findall(r"^    (\[\w+\] .*) \([^(]*, \d+ runs?\)$", block, re.M)
         assert shown == want and len(want) == 2
         assert pg.locator(".tt-row.kernel .num").first.inner_text() in block
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        pg.screenshot(path=str(SHOTS / "kernels.png"))
-        pg.close()
-        assert not errors, errors
-    finally:
-        running.stop()
+        shot(pg, "kernels")
 
 
 def test_steps_tab_draws_each_steps_parts(browser):
     trace = str(FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz")
-    running = tfprof.ui([trace])
-    try:
-        pg, errors = open_page(browser, running)
+    with page_on(browser, trace) as pg:
         pg.click("#tabs button[data-tab=steps]")
         pg.wait_for_selector("#steps .steprow")
         parts = pg.locator(".steppart")
         titles = [parts.nth(k).get_attribute("title") for k in range(parts.count())]
         assert [t.split(":")[0] for t in titles] == ["compute", "communication", "memcpy/memset", "idle"]
         assert titles[0] == "compute: 38.43ms (17.5%)" and "1.76ms of 12.30ms (14.3%)" in pg.inner_text("#steps .reports")
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        pg.screenshot(path=str(SHOTS / "steps.png"))
-        pg.close()
-        assert not errors, errors
-    finally:
-        running.stop()
+        shot(pg, "steps")
 
 
 def test_flame_search_highlights_names_and_counts_them_once(page):
