@@ -18,11 +18,10 @@ each step's window the span of all its executions. Times are integer ns.
 
 from __future__ import annotations
 
-import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
-from tfprof.queries.advisor.trace import device_events, has_trace, step_windows, union, window_index
+from tfprof.queries.advisor.trace import cut_at_windows, device_events, has_trace, step_windows, union
 
 SCHEMA = {
     "step": pl.Int64, "device": pl.String, "window_start_ns": pl.Int64, "window_ns": pl.Int64, "compute_ns": pl.Int64,
@@ -76,16 +75,9 @@ def _busy(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         busy = union(events, ["device", "step"])
         return busy.join(numbered.select("step", "w"), on="step").group_by("device", "w").agg(
             (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias("busy_ns"))
-    busy = union(events, ["device"])
-    last = windows.height - 1
-    first_w = np.maximum(window_index(windows, busy["start_ns"]), 0)
-    last_w = np.minimum(window_index(windows, busy["end_ns"] - 1), last)  # an end is exclusive
-    cut = busy.select("device", "start_ns", "end_ns").with_columns(pl.Series("_w0", first_w), pl.Series("_w1", last_w))
-    cut = cut.filter(pl.col("_w1") >= pl.col("_w0")).with_columns(
-        pl.int_ranges("_w0", pl.col("_w1") + 1).alias("w")).explode("w")
-    cut = cut.join(numbered, on="w")
-    inside = pl.min_horizontal("end_ns", "window_end_ns") - pl.max_horizontal("start_ns", "window_start_ns")
-    return cut.group_by("device", "w").agg(inside.clip(lower_bound=0).sum().cast(pl.Int64).alias("busy_ns"))
+    pieces = cut_at_windows(union(events, ["device"]), windows)
+    return pieces.group_by("device", "w").agg(
+        (pl.col("end_ns") - pl.col("start_ns")).sum().cast(pl.Int64).alias("busy_ns"))
 
 
 def _events_and_windows(prof: Profile) -> tuple[pl.DataFrame, pl.DataFrame]:

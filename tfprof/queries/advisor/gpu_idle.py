@@ -18,7 +18,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.advisor.base import CheckOptions, Evidence
-from tfprof.queries.advisor.trace import device_events, gpu_status, step_windows, union, window_index
+from tfprof.queries.advisor.trace import cut_at_windows, device_events, gpu_status, step_windows, union
 
 HIGH, MODERATE = 0.5, 0.2  # idle shares from which a step is `high` / `moderate`
 
@@ -28,22 +28,6 @@ SCHEMA = {
     "gap_start_ns": pl.Int64, "gap_after_event": pl.Int64, "gap_after_name": pl.String,
     "gap_before_event": pl.Int64, "gap_before_name": pl.String,
 }
-
-
-def _pieces(busy: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """The busy intervals cut at the window edges: one row per (interval, window it overlaps),
-    with ``w`` (the window's row) and the window's bounds."""
-    last = windows.height - 1
-    first_w = window_index(windows, busy["start_ns"])
-    last_w = window_index(windows, busy["end_ns"] - 1).clip(max=last)  # an end is exclusive
-    cut = busy.with_columns(pl.Series("_w0", first_w.clip(min=0)), pl.Series("_w1", last_w))
-    cut = cut.filter(pl.col("_w1") >= pl.col("_w0"))
-    cut = cut.with_columns(pl.int_ranges("_w0", pl.col("_w1") + 1).alias("w")).explode("w")
-    cut = cut.join(windows.with_row_index("w").with_columns(pl.col("w").cast(pl.Int64)), on="w")
-    return cut.with_columns(
-        pl.max_horizontal("start_ns", "window_start_ns").alias("start_ns"),
-        pl.min_horizontal("end_ns", "window_end_ns").alias("end_ns"),
-    ).filter(pl.col("end_ns") > pl.col("start_ns")).sort("device", "w", "start_ns")
 
 
 def _gaps(pieces: pl.DataFrame) -> pl.DataFrame:
@@ -77,7 +61,7 @@ def idle_frame(prof: Profile) -> pl.DataFrame:
     if dev.height == 0:
         return pl.DataFrame(schema=SCHEMA)
     windows = step_windows(prof, dev)
-    pieces = _pieces(union(dev, ["device"]), windows)
+    pieces = cut_at_windows(union(dev, ["device"]), windows)
     busy = pieces.group_by("device", "w").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("busy_ns"))
     longest = _gaps(pieces).sort("longest_gap_ns", "gap_start_ns", descending=[True, False]).group_by(
         "device", "w", maintain_order=True).first()

@@ -156,6 +156,22 @@ def window_index(windows: pl.DataFrame, times: pl.Series) -> np.ndarray:
     return np.searchsorted(starts, times.to_numpy(), side="right") - 1
 
 
+def cut_at_windows(busy: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """The busy intervals cut at the window edges: one row per (interval, window it overlaps),
+    with ``w`` (the window's row) and the window's bounds."""
+    last = windows.height - 1
+    first_w = window_index(windows, busy["start_ns"])
+    last_w = window_index(windows, busy["end_ns"] - 1).clip(max=last)  # an end is exclusive
+    cut = busy.with_columns(pl.Series("_w0", first_w.clip(min=0)), pl.Series("_w1", last_w))
+    cut = cut.filter(pl.col("_w1") >= pl.col("_w0"))
+    cut = cut.with_columns(pl.int_ranges("_w0", pl.col("_w1") + 1).alias("w")).explode("w")
+    cut = cut.join(windows.with_row_index("w").with_columns(pl.col("w").cast(pl.Int64)), on="w")
+    return cut.with_columns(
+        pl.max_horizontal("start_ns", "window_start_ns").alias("start_ns"),
+        pl.min_horizontal("end_ns", "window_end_ns").alias("end_ns"),
+    ).filter(pl.col("end_ns") > pl.col("start_ns")).sort("device", "w", "start_ns")
+
+
 def step_of(windows: pl.DataFrame, times: pl.Series) -> pl.Series:
     """The step of each time: its window's, the first step's before the first window (null: no windows)."""
     if windows.height == 0:
