@@ -69,6 +69,10 @@ def device_events(prof: Profile) -> pl.DataFrame:
     null when not recorded)."""
     if not has_trace(prof):
         return pl.DataFrame(schema=_EVENT_SCHEMA)
+    return prof.memo("gpu_device_events", lambda: _device_events(prof))  # each GPU check reads them
+
+
+def _device_events(prof: Profile) -> pl.DataFrame:
     args = prof.lazy("trace_events").select("event_id", "args")
     details = _arg("memcpy_details").fill_null("")
     return prof.lazy("kernels").join(args, on="event_id", how="left").select(
@@ -93,6 +97,10 @@ def host_calls(prof: Profile) -> pl.DataFrame:
     correlation id: Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat; XSpace names
     a launch after its kernel): ``correlation``, ``call_event``, ``call`` (its name),
     ``process``, ``thread``, ``call_start_ns``, ``call_end_ns``, ``call_ns``."""
+    return prof.memo("gpu_host_calls", lambda: _host_calls(prof))
+
+
+def _host_calls(prof: Profile) -> pl.DataFrame:
     ev = prof.lazy("trace_events").filter(pl.col("args").is_not_null() & (pl.col("phase").cast(pl.String) == "X"))
     ev = ev.join(prof.lazy("kernels").select("event_id"), on="event_id", how="anti")
     ev = ev.with_columns(pl.coalesce(_arg("correlation"), _arg("correlation_id")).cast(pl.Int64, strict=False)
