@@ -121,3 +121,25 @@ def test_header_says_estimated_and_names_op_types_without_a_rule():
     ops = sorted(set(prof.frame("nodes")["op"].cast(str).to_list()) - set(torch_flops.RULES))
     assert len(ops) > 8
     assert f"no rule: {', '.join(ops[:8])} and {len(ops) - 8} more (shown as 0)" in line
+
+
+def test_args_of_another_shape_give_no_estimate_and_fail_nothing():
+    """Recorded shapes that are not lists of ints (a fuzzed trace wrote ``[16]`` into ``Concrete
+    Inputs``, which failed the whole read): those ops get 0, the well-formed one still its FLOPs."""
+    good = {"Input Dims": [[4, 3, 16, 16], [8, 3, 3, 3], [8]],
+            "Concrete Inputs": ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}
+    odd = [
+        {**good, "Concrete Inputs": ["", "", "", [16], "[1, 1]", "[1, 1]", "1"]},
+        {**good, "Concrete Inputs": ["", "", "", "[1, x]", "[1, 1]", "[1, 1]", "1"]},
+        {**good, "Concrete Inputs": ["\\ud800", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]},
+        {**good, "Input Dims": [[4, "3", 16, 16], [8, 3, 3, 3]]},
+        {**good, "Input Dims": [[4, 3, 16, 16], [8, 3, 3, 99999999999999999999]]},
+        {**good, "Input Dims": [[4, 3, 16, 16], [8, 3, 3, 3.5]]},
+        {**good, "Input Dims": "[[4]]"},
+    ]
+    ops = pl.DataFrame({"name": [f"m{i}/aten::conv2d" for i in range(1 + len(odd))],
+                        "op": "aten::conv2d",
+                        "args": [json.dumps(a).replace("\\\\ud800", "\\ud800") for a in (good, *odd)]})
+    got = torch_flops.per_execution(ops).to_list()
+    assert got[0] == hand_flops("aten::conv2d", good["Input Dims"], good["Concrete Inputs"]) > 0
+    assert got[1:] == [0] * len(odd)

@@ -33,16 +33,35 @@ RULES: dict[str, tuple[str, str]] = {
     "aten::softmax": ("softmax", "Softmax"), "aten::_softmax": ("softmax", "Softmax"),
 }
 _DIMS = pl.List(pl.List(pl.Int64))
+# The JSON texts each decode reads, checked first (a typed decode of anything else fails the whole
+# column): a list of ints of at most 18 digits (an Int64 cannot overflow), a list of such lists,
+# and a list of strings (no escaped surrogate halves, which the decoder refuses).
+_WS = r"[ \t\n\r]*"  # JSON's whitespace, no more
+_NUM = r"-?(?:0|[1-9]\d{0,17})"  # no leading zeros, which JSON refuses
+_INT = rf"{_WS}{_NUM}{_WS}"
+_INTS = rf"\[(?:{_INT}(?:,{_INT})*|{_WS})\]"
+_STR = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))*"'
+_FITS = {
+    kind: rf"^{_WS}\[(?:{_WS}{item}{_WS}(?:,{_WS}{item}{_WS})*|{_WS})\]{_WS}$"
+    for kind, item in (("ints", _NUM), ("dims", _INTS), ("strings", _STR))
+}
+
+
+def _decode(text: pl.Expr, dtype: pl.DataType, fits: str) -> pl.Expr:
+    """``text`` decoded as ``dtype`` where it has the shape ``_FITS[fits]`` (null elsewhere)."""
+    return pl.when(text.str.contains(_FITS[fits])).then(text).str.json_decode(dtype)
 
 
 def _elems(dims: pl.Expr) -> pl.Expr:
-    return pl.when((dims.list.len() > 0) & (dims.list.min() >= 0)).then(
+    """The element count of a shape; null where a size is unknown (null or negative)."""
+    known = (dims.list.len() > 0) & (dims.list.min() >= 0) & ~dims.list.eval(pl.element().is_null()).list.any()
+    return pl.when(known).then(
         dims.list.eval(pl.element().product()).list.first())
 
 
 def _pair(concrete: pl.Expr, i: int) -> pl.Expr:
     """The two ints of a ``Concrete Inputs`` entry written ``[a, b]`` (null otherwise)."""
-    return concrete.list.get(i, null_on_oob=True).str.json_decode(pl.List(pl.Int64))
+    return _decode(concrete.list.get(i, null_on_oob=True), pl.List(pl.Int64), "ints")
 
 
 def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
@@ -57,8 +76,8 @@ def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
     ``queries.flops.apply_formulas`` reads: TensorFlow-layout ``in0_dims``, ``in1_dims``, ``out_dims``."""
     args = pl.col("args")
     frame = first.with_columns(
-        args.str.json_path_match("$['Input Dims']").str.json_decode(_DIMS).alias("_dims"),
-        args.str.json_path_match("$['Concrete Inputs']").str.json_decode(pl.List(pl.String)).alias("_concrete"),
+        _decode(args.str.json_path_match("$['Input Dims']"), _DIMS, "dims").alias("_dims"),
+        _decode(args.str.json_path_match("$['Concrete Inputs']"), pl.List(pl.String), "strings").alias("_concrete"),
         pl.col("op").replace_strict({k: v[0] for k, v in RULES.items()}).alias("formula"),
     )
     dims = pl.col("_dims")
