@@ -26,7 +26,7 @@ def _frame(extra: dict | None = None) -> pl.DataFrame:
         cols[c] = [k + 1, 0]
         cols["total_" + c] = [1000 * (k + 1), 7]
     return pl.DataFrame(
-        {"name": ["root", "a/b"], "indent": [0, 2], "accounted": [True, False], **cols, **(extra or {}),
+        {"name": ["root", "a/b"], "level": [0, 1], "accounted": [True, False], **cols, **(extra or {}),
          "shape": [[3, 4], []], "device": ["/gpu:0", None], "devices": [["/gpu:0", "/cpu:0"], []],
          "op_types": [["MatMul"], None],
          "input_shapes": [[{"input_idx": 0, "dims": [2, 2]}], []]},

@@ -81,7 +81,7 @@ def random_frame(rng: random.Random, n: int) -> pl.DataFrame:
     return pl.DataFrame(
         {
             "name": [_name(rng) for _ in range(n)],
-            "indent": [rng.choice([0, 0, 2, 3, 15, 16, 17, 40]) for _ in range(n)],
+            "level": [rng.choice([0, 0, 1, 2, 7, 8, 20]) for _ in range(n)],
             "accounted": [rng.choice([True, True, False, None]) for _ in range(n)],
             **cols,
             "shape": [None if rng.random() < 0.1 else dims() for _ in range(n)],
@@ -192,17 +192,17 @@ def test_enum_names_write_like_strings():
 
 
 def test_frames_the_writer_does_not_take():
-    """Negative indentation, null names, missing columns, non-boolean accounted, empty frames:
+    """Negative levels, null names, missing columns, non-boolean accounted, empty frames:
     the polars path prints (or raises) exactly as before."""
     rng = random.Random(3)
     frame = random_frame(rng, 50)
     select = ["micros", "params"]
     cases = [
-        frame.with_columns(pl.Series("indent", [-1] + [2] * 49)),
+        frame.with_columns(pl.Series("level", [-1] + [1] * 49)),
         frame.with_columns(pl.Series("name", [None] + ["a"] * 49, pl.String)),
-        frame.with_columns(pl.Series("indent", [None] + [2] * 49, pl.Int64)),
+        frame.with_columns(pl.Series("level", [None] + [1] * 49, pl.Int64)),
         frame.head(0),
-        frame.with_columns(pl.col("indent").cast(pl.UInt32)),  # the writer takes this one
+        frame.with_columns(pl.col("level").cast(pl.UInt32)),  # the writer takes this one
     ]
     for case in cases:
         assert_same(case, select, code=False)
@@ -216,7 +216,7 @@ def test_frames_the_writer_does_not_take():
 def test_a_known_line():
     """The reference itself prints what tfprof prints (a guard against comparing two wrongs)."""
     frame = pl.DataFrame(
-        {"name": ["root", "a/Ω"], "indent": [0, 2], "accounted": [True, False], "parameters": [0, 1_005],
+        {"name": ["root", "a/Ω"], "level": [0, 1], "accounted": [True, False], "parameters": [0, 1_005],
          "total_parameters": [1_500, 1_005], "exec_micros": [None, 999], "total_exec_micros": [1_234_567, 1_000],
          "accelerator_exec_micros": [0, 0], "total_accelerator_exec_micros": [0, 0], "cpu_exec_micros": [0, 999],
          "total_cpu_exec_micros": [0, 1_000], "shape": [[], [3, 4]], "device": [None, "/gpu:0"]}

@@ -93,7 +93,7 @@ def test_order_by_macs_sorts_siblings_by_total_macs():
     prof = tfprof.load(CNN / "profile.pb")
     frame = scope(prof, Options(max_depth=4, select=("macs",), order_by="macs"))
     assert frame["total_macs"][0] > 0
-    top = frame.filter(pl.col("indent") == 2)["total_macs"].to_list()
+    top = frame.filter(pl.col("level") == 1)["total_macs"].to_list()
     assert top == sorted(top, reverse=True) and top[0] > top[-1]
 
 

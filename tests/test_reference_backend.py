@@ -36,13 +36,14 @@ DETAILS = {"accounted", "node_id", "tid", "shape", "device", "devices", "op_type
 
 
 def engine(prof: tfprof.Profile, cmd: str, opts: Options) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Today's engine: the printed rows (without the root row) and the root's totals."""
+    """Today's engine: the printed rows (without the root row: their parents one row up, -1 under
+    it) and the root's totals."""
     if cmd == "op":
         view = op_view(prof, opts)
         return view.rows, dict(view.root)
     frame = {"scope": scope, "graph": graph, "code": lambda p, o: code(p, o)[0]}[cmd](prof, opts)
     root = {c: int(frame[c][0]) for c in frame.columns if c.startswith("total_")}
-    return frame[1:], root
+    return frame[1:].with_columns(pl.col("parent_row") - 1), root
 
 
 def assert_same(prof: tfprof.Profile, cmd: str, opts: Options, what: str) -> int:

@@ -137,7 +137,7 @@ def test_bytes_changed_in_place_are_found_by_their_checksum(store, capsys):
 def test_a_decoding_failure_inside_a_query_names_the_damaged_file(store, capsys, monkeypatch):
     """When a query fails on a store's bytes (opening checks only sizes), the command checks
     the store it read and reports the damaged file instead of an internal error."""
-    from tfprof.api import run as api_run
+    from tfprof.queries import engine
 
     path = store / "execs.parquet"
     data = bytearray(path.read_bytes())
@@ -147,7 +147,7 @@ def test_a_decoding_failure_inside_a_query_names_the_damaged_file(store, capsys,
     def fails(*args, **kwargs):
         raise ValueError("decoding failed")  # what a reader raises on such bytes, wherever it is
 
-    monkeypatch.setitem(api_run._ENGINES, "scope", fails)
+    monkeypatch.setitem(engine._TREES, "scope", fails)
     rc, _, err = run(capsys, "scope", "s.tfprof")
     assert rc == 2
     assert err.count("\n") == 1 and "`s.tfprof/execs.parquet` is damaged" in err

@@ -181,7 +181,8 @@ def test_top_allocations_walk():
 def test_tree_events_skip_zero_time_subtrees():
     frame = pl.DataFrame({
         "name": ["_TFProfRoot", "a", "a/x", "b", "b/y", "c"],
-        "indent": [0, 2, 4, 2, 4, 2],
+        "level": [0, 1, 2, 1, 2, 1],
+        "parent_row": [-1, 0, 1, 0, 3, 0],
         "total_exec_micros": [10, 4, 3, 0, 5, 6],
     })
     ops = tree_events(frame).filter(pl.col("kind") == "op")
@@ -196,7 +197,8 @@ def test_children_outlasting_their_parent_do_not_abort():
     # (docs/COMPATIBILITY.md row 16).
     frame = pl.DataFrame({
         "name": ["_TFProfRoot", "p", "p/a", "p/b", "q"],
-        "indent": [0, 2, 4, 4, 2],
+        "level": [0, 1, 2, 2, 1],
+        "parent_row": [-1, 0, 1, 1, 0],
         "total_exec_micros": [9, 5, 10, -5, 4],
     })
     ops = tree_events(frame).filter(pl.col("kind") == "op")
@@ -217,7 +219,7 @@ def test_json_strings_as_jsoncpp_writes_them():
 
 
 def test_empty_tree_renders_an_empty_trace():
-    frame = pl.DataFrame({"name": ["_TFProfRoot"], "indent": [0], "total_exec_micros": [0]})
+    frame = pl.DataFrame({"name": ["_TFProfRoot"], "level": [0], "parent_row": [-1], "total_exec_micros": [0]})
     trace = json.loads(render_trace(tree_events(frame)))
     check_trace_structure(trace)
     assert [e["ph"] for e in trace["traceEvents"]] == ["M", "X"]

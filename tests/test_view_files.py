@@ -4,7 +4,7 @@ pprof files are parsed by the protobuf runtime as profile.proto; folded stacks b
 written here in flamegraph.pl's terms (the last space splits stack and count); the Chrome trace
 is loaded as JSON; the HTML page in headless Chromium where it is installed, and always by
 html.parser for references to the network. Each file's numbers are compared with the view's own
-rows, walked here from their indentation (independently of ``tfprof.queries.stacks``).
+rows, walked here from their levels (independently of ``tfprof.queries.stacks``).
 """
 
 from __future__ import annotations
@@ -48,12 +48,11 @@ def _run(cmd: str, tmp_path: Path, kind: str, select=("micros",), name: str = "c
 
 
 def _paths(frame: pl.DataFrame) -> list[tuple[str, ...]]:
-    """Each row's names from the top, by a stack walk over the indentation (op rows: the name)."""
-    if "indent" not in frame.columns:
+    """Each row's names from the top, by a stack walk over the levels (op rows: the name)."""
+    if "level" not in frame.columns:
         return [(n,) for n in frame["name"].to_list()]
     out, stack = [], []
-    for name, indent in zip(frame["name"].to_list(), frame["indent"].to_list()):
-        level = indent // 2
+    for name, level in zip(frame["name"].to_list(), frame["level"].to_list()):
         stack = [*stack[:level], name]
         out.append(tuple(stack))
     return out

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 import pytest
 from conftest import NODE_TIMES_SQL
 
 import tfprof
 from tfprof.api import run as api_run
+from tfprof.queries.engine import displayed
 from tfprof.queries.options import Options
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 
@@ -65,15 +65,29 @@ def test_engines_read_the_spec_not_the_options(cmd):
     prof = tfprof.load(tfprof.sample_path())
     opts = Options.from_tfprof({"max_depth": 100, "select": ["micros"]})
     spec = tree_spec(BUILTIN[cmd], opts)
-    engine = api_run._ENGINES[spec.layout]
-    full = engine(prof, spec)
-    fewer = engine(prof, TreeSpec(**{**spec.__dict__, "max_depth": 1}))
-    assert _rows(fewer).height < _rows(full).height
+    full = displayed(prof, spec)
+    fewer = displayed(prof, TreeSpec(**{**spec.__dict__, "max_depth": 1}))
+    assert fewer.rows.height < full.rows.height
 
 
-def _rows(result) -> pl.DataFrame:
-    """The displayed rows of an engine's result (a frame; the op engine's OpView; the code
-    engine's (rows, unaccounted, members))."""
-    if isinstance(result, tuple):
-        return result[0]
-    return result if isinstance(result, pl.DataFrame) else result.rows
+@pytest.mark.parametrize("cmd", ["scope", "graph", "code"])
+def test_the_engines_return_the_trees_shape_the_report_prints(cmd):
+    """Each row's ``level`` and ``parent_row`` are the tree the report draws: read back here from
+    the printed indentation with a stack walk, independently of the engines; ``lines`` are the
+    report's row lines."""
+    prof = tfprof.load(FIXTURES / "cnn" / "profile.pb")
+    for options in ({"max_depth": 4}, {"max_depth": 100, "order_by": "micros", "min_micros": 3}):
+        result = api_run.run_view(prof, cmd, options, full_rows=True)
+        body = result.text.split("\n")
+        rows = body[next(i for i, line in enumerate(body) if line.startswith("node name |")) + 1:]
+        rows = [line for line in rows if line]
+        assert rows == result.lines and len(rows) == result.frame.height > 1
+        levels, parents, stack = [], [], []
+        for i, line in enumerate(rows):
+            level = (len(line) - len(line.lstrip(" "))) // 2
+            stack = stack[:level]
+            parents.append(stack[-1] if stack else -1)
+            levels.append(level)
+            stack.append(i)
+        assert result.frame["level"].to_list() == levels
+        assert result.frame["parent_row"].to_list() == parents

@@ -16,12 +16,14 @@ from tfprof.profile import Profile
 @dataclass
 class AdviceResult:
     """The advice: ``text`` (what tfprof prints), ``proto`` (the AdviceProto it returns),
-    each checker's evidence rows, and tfprof's stderr notes (missing inputs)."""
+    each checker's reports (the text's lines under its name) and evidence rows, and tfprof's
+    stderr notes (missing inputs)."""
 
     text: str
     proto: Any
     evidence: dict[str, pl.DataFrame] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reports: dict[str, list[str]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         return self.text
@@ -63,7 +65,8 @@ def advise(prof: Profile, checkers: Any = None, *, checker_dir: str | Path | Non
         evidence[check.name] = found.rows
         notes += missing_notes(check.name, found.missing)
         advice[check.name] = [status_report(found.status)] if found.status else reports(check.name, found.rows)
-    return AdviceResult(text=render_text(advice), proto=advice_proto(advice), evidence=evidence, notes=notes)
+    return AdviceResult(text=render_text(advice), proto=advice_proto(advice), evidence=evidence, notes=notes,
+                        reports=advice)
 
 
 def _advice_plan(checkers: Any, checker_dir: str | Path | None, prof: Profile) -> list[tuple[Any, dict]]:

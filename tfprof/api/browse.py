@@ -8,8 +8,8 @@ rows. A 705k-row view is built once; a shell then sends only the rows a person o
 (``rows_of``), the rows matching a search with their ancestors (``search``), or the rows wide
 enough to draw in a flame graph of one subtree (``flame``).
 
-The tree views (scope, graph, code) nest by printed depth; the op view is a flat list (its
-``depth`` is a position), so every op row is a top-level row.
+A tree's rows nest as the view displayed them (``level``, ``parent_row`` of its result); a
+list (the ``groups`` layout: the op view) has every row at the top level.
 
 >>> import tfprof
 >>> tree = browse(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 3})
@@ -60,9 +60,10 @@ class Tree:
 
     cmd: str
     options: Options
+    layout: str  # the view's layout: "groups" is a list, the others trees
     table: pl.DataFrame  # the rows `--format json` prints: the columns of the selected fields
     full: pl.DataFrame  # the same rows with every metric column (a flame graph of any metric)
-    lines: list[str] | None  # each row's line of the text report, where the report has one per row
+    lines: list[str] | None  # each row's line of the report (``ViewResult.lines``)
     notes: list[str]
     level: np.ndarray  # nesting level as shown (0: top level)
     parent: np.ndarray  # parent row, -1 at the top level
@@ -134,7 +135,7 @@ class Tree:
         in display order; rows narrower than ``fraction`` of the whole are left out (and so is
         what is below them), at most ``limit`` rows."""
         column = FLAME_METRICS[metric]
-        flat = self.cmd == "op"
+        flat = self.layout == "groups"
         values = self.full[column if flat else "total_" + column].to_numpy().astype(np.float64)
         lo, hi = (0, len(values)) if row < 0 else (row, int(self.end[row]))
         span = np.arange(lo, hi)
@@ -201,19 +202,20 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
         found = launched(prof, result.frame, opts.step).with_columns((pl.col("ns") / 1000).alias("micros"))
         for (row,), part in found.group_by("row", maintain_order=True):
             work[int(row)] = part.select("kind", "name", "runs", "micros").to_dicts()
-    full = view_table(cmd, result.frame)
-    table = full.select(view_table(cmd, result.frame.head(0), result.options.select).columns)
+    layout = result.layout
+    full = view_table(layout, result.frame)
+    table = full.select(view_table(layout, result.frame.head(0), result.options.select).columns)
     n = table.height
-    if cmd == "op":
-        level = np.zeros(n, dtype=np.int64)
+    if layout == "groups":
+        level, parent = np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     else:
-        level = table["depth"].to_numpy().astype(np.int64)
-        level = level - (level.min() if n else 0)
-    parent = _parents(level)
+        level = result.frame["level"].to_numpy().astype(np.int64)
+        parent = result.frame["parent_row"].to_numpy().astype(np.int64)
     order = np.argsort(parent, kind="stable")
     first = np.concatenate([[0], np.cumsum(np.bincount(parent + 1, minlength=n + 1))])
-    return Tree(cmd=cmd, options=opts, table=table, full=full, lines=_lines(result.text, n), notes=result.notes,
-                level=level, parent=parent, end=_ends(level, parent), order=order, first=first, kernels=work)
+    return Tree(cmd=cmd, options=opts, layout=layout, table=table, full=full, lines=result.lines,
+                notes=result.notes, level=level, parent=parent, end=_ends(level, parent), order=order, first=first,
+                kernels=work)
 
 
 def _by_level(level: np.ndarray) -> list[np.ndarray]:
@@ -221,17 +223,6 @@ def _by_level(level: np.ndarray) -> list[np.ndarray]:
     order = np.argsort(level, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(level))]) if len(level) else np.zeros(1, dtype=np.int64)
     return [order[bounds[d]:bounds[d + 1]] for d in range(len(bounds) - 1)]
-
-
-def _parents(level: np.ndarray) -> np.ndarray:
-    """Each row's parent in a pre-order listing with nesting ``level``: the last row before it
-    one level up (one searchsorted per level)."""
-    parent = np.full(len(level), -1, dtype=np.int64)
-    rows = _by_level(level)
-    for d in range(1, len(rows)):
-        here, above = rows[d], rows[d - 1]
-        parent[here] = above[np.searchsorted(above, here) - 1]
-    return parent
 
 
 def _ends(level: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -243,17 +234,6 @@ def _ends(level: np.ndarray, parent: np.ndarray) -> np.ndarray:
         here = rows[d]
         size += np.bincount(parent[here], weights=size[here], minlength=len(level)).astype(np.int64)
     return np.arange(len(level)) + size
-
-
-def _lines(text: str, rows: int) -> list[str] | None:
-    """The report's row lines (after the legend line), when there is one per row."""
-    _, sep, body = text.partition("\nnode name |")
-    if not sep:
-        return None
-    lines = body.split("\n")[1:]
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines if len(lines) == rows else None
 
 
 def command_line(cmd: str, path: str, options: Options) -> str:

@@ -25,17 +25,14 @@ from typing import Any
 import polars as pl
 
 from tfprof import kernels
-from tfprof.api.run import VIEWS, check_step, on_kernels, run_view
+from tfprof.api.run import VIEWS, check_step, run_view
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries import diff as rules
 from tfprof.queries import noise
-from tfprof.queries.code import code
-from tfprof.queries.graph import graph
+from tfprof.queries.engine import displayed, on_kernels
 from tfprof.queries.indexes.code_trie import NoCodeTraces
-from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
-from tfprof.queries.scope import scope
 from tfprof.queries.spec import sample_name, tree_spec
 from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.schema import PUBLIC_NAMES
@@ -237,7 +234,7 @@ def _rows(prof: Profile, cmd: str, opts: Options, sampled: tuple[str, ...] = (),
         frame = in_micros(_engine_rows(prof, cmd, opts, replace(spec, samples=tuple(
             (METRICS[f].column, s) for f in sampled for s in chunk))), time_scale(prof))  # exact µs: floats
         if table is None:
-            table = view_table(cmd, frame, opts.select)
+            table = view_table(spec.layout, frame, opts.select)
         elif frame.height != table.height:  # pragma: no cover - the rows depend on the main values only
             raise RuntimeError("diff: a sample pass gave other rows than the first")
         sums.append(_sample_sums(frame, spec.layout, sampled, chunk))
@@ -270,21 +267,13 @@ def _sample_sums(frame: pl.DataFrame, layout: str, sampled: tuple[str, ...], ste
 
 
 def _engine_rows(prof: Profile, cmd: str, opts: Options, spec) -> pl.DataFrame:
-    """The view's displayed rows from the engine ``run_view`` picks for ``prof``."""
-    layout = spec.layout
-    with kernels.using(on_kernels(prof, layout)):
-        if layout in ("scope", "graph") and not kernels.enabled():
-            from tfprof.queries.reference import tree_frame  # DuckDB: imported only where it runs
-
-            return tree_frame(prof, spec)
-        # the diffed fields' columns (the engines add those the view's order reads)
-        metrics = tuple(METRICS[f].column for f in opts.select if f in METRICS)
-        if layout in ("scope", "graph"):
-            return (scope if layout == "scope" else graph)(prof, spec, metrics)
-        if layout == "groups":
-            return op_view(prof, spec).rows
+    """The view's displayed rows from the engine ``run_view`` picks for ``prof``
+    (``tfprof.queries.engine``)."""
+    # the diffed fields' columns (the engines add those the view's order reads)
+    metrics = tuple(METRICS[f].column for f in opts.select if f in METRICS)
+    with kernels.using(on_kernels(prof, spec.layout)):
         try:
-            return code(prof, spec, metrics)[0].with_columns(pl.col("name").cast(pl.String))
+            return displayed(prof, spec, metrics).rows.with_columns(pl.col("name").cast(pl.String))
         except NoCodeTraces:
             return run_view(prof, cmd, opts, full_rows=True).frame  # raises the view's error
 

@@ -173,7 +173,7 @@ def warm_up(*, ingest: bool = False) -> None:
     graph.warm_up()
     code.warm_up()
     one = pl.DataFrame(
-        {"name": ["x"], "indent": [0], "accounted": [True], **{c: [1] for m in METRICS for c in (m, "total_" + m)}}
+        {"name": ["x"], "level": [0], "accounted": [True], **{c: [1] for m in METRICS for c in (m, "total_" + m)}}
     )
     tree_text(one, ["micros"], code=True)
 

@@ -18,16 +18,13 @@ from tfprof import kernels
 from tfprof.errors import OptionError, TfprofError
 from tfprof.ingest.foreign import no_source as foreign_no_source
 from tfprof.profile import Profile
-from tfprof.queries.code import code
+from tfprof.queries.engine import displayed, on_kernels, on_sql_backend
 from tfprof.queries.flops import macs_gaps
-from tfprof.queries.graph import graph
 from tfprof.queries.indexes.code_trie import NoCodeTraces
 from tfprof.queries.indexes.means import capture_steps
 from tfprof.queries.launched import launched
 from tfprof.queries.metrics import attach
-from tfprof.queries.op import op_view
 from tfprof.queries.options import Options
-from tfprof.queries.scope import scope
 from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.queries.ticks import dict_in_micros, in_micros, time_scale, whole_micros
@@ -35,7 +32,7 @@ from tfprof.views.columns import decode
 from tfprof.views.launched_text import join_after, launched_texts
 from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
-from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head
+from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head, row_lines
 
 # The views by name: what each means (``tfprof.queries.spec``). A view added here runs on the
 # engine of its layout and prints as the views of that layout do.
@@ -43,8 +40,7 @@ VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
 _KERNELS_NOTE = "select kernels: the scope and graph views list GPU kernels under the op that launched them"
 _PREDATES_KERNELS = ("select kernels: this store was written before tfprof kept a `kernels` table; ingest the trace "
                      "again (tfprof ingest TRACE --out STORE --force) to list them")
-# Each layout's engine and the built-in view whose report it prints like.
-_ENGINES = {"scope": scope, "graph": graph, "groups": op_view, "code": code}
+# The built-in view whose report each layout prints like.
 _PRINTS_LIKE = {"scope": "scope", "graph": "graph", "groups": "op", "code": "code"}
 
 
@@ -60,15 +56,22 @@ class ViewResult:
     options: Options
     text: str
     notes: list[str] = field(default_factory=list)
+    layout: str = "scope"  # the view's layout (``tfprof.queries.spec.LAYOUTS``): the rows' shape
     root: dict[str, Any] = field(default_factory=dict)
     build_proto: Callable[[], Any] | None = field(default=None, repr=False)
     build_frame: Callable[[], pl.DataFrame] | None = field(default=None, repr=False)
+    build_lines: Callable[[], list[str]] | None = field(default=None, repr=False)
 
     @functools.cached_property
     def frame(self) -> pl.DataFrame:
         """The displayed rows with every metric column (built on first access where the report
         was printed from a narrower frame)."""
         return self.build_frame() if self.build_frame else pl.DataFrame()
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """Each row of ``frame``'s line of the report, as printed (without what prints under it)."""
+        return self.build_lines() if self.build_lines else []
 
     @functools.cached_property
     def proto(self) -> Any:
@@ -82,7 +85,7 @@ class ViewResult:
         from tfprof.views.notebook import view_html
         from tfprof.views.table import view_table
 
-        return view_html(self.cmd, self.text, view_table(self.cmd, self.frame), self.notes)
+        return view_html(self.cmd, self.text, view_table(self.layout, self.frame), self.notes)
 
 
 def view(prof: Profile, cmd: str, **options: object) -> pl.DataFrame:
@@ -103,7 +106,7 @@ def view(prof: Profile, cmd: str, **options: object) -> pl.DataFrame:
     if "output" in options or "dump_to_file" in options:
         raise OptionError("view returns rows, not output: drop `output` (run_view(...).text is the report)")
     result = run_view(prof, cmd, options, full_rows=True)
-    return view_table(cmd, result.frame, result.options.select)
+    return view_table(result.layout, result.frame, result.options.select)
 
 
 def check_step(prof: Profile, step: int) -> None:
@@ -173,7 +176,7 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
                        view_doc=spec.doc, no_source=foreign_no_source(prof), steps_note=_steps_note(prof, spec),
                        macs_gaps=macs_gaps(prof) if "macs" in opts.select else None)
     if layout in ("scope", "graph"):
-        frame = _ENGINES[layout](prof, spec) if kernels.enabled() else _reference_tree(prof, spec)
+        frame = displayed(prof, spec).rows
         # docs/TFPROF_BEHAVIOUR.md, 'Tensor values': with a checkpoint, every displayed node but the root is looked up
         # by name.
         tensors = tensor_values(prof, frame) if "tensor_value" in opts.select else None
@@ -188,7 +191,7 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     elif layout == "groups":
         if "kernels" in opts.select:
             notes.append(_KERNELS_NOTE)
-        view = _reference().op_view(prof, spec) if _on_sql_backend() else op_view(prof, spec)
+        view = displayed(prof, spec)
         frame, root = view.rows, view.root
         text = head + render_op(view.rows, view.root, view.members, opts.select, ns=ns)
         proto = lambda: op_chain(whole_micros(view.rows, scale), dict_in_micros(view.root, scale, whole=True),  # noqa: E731
@@ -196,20 +199,19 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
     else:
         if opts.account_displayed_op_only:
             notes.append("Note: code view ignores account_displayed_op_only")
-        on_sql = _on_sql_backend()
-        full_rows = full_rows or on_sql or opts.output.kind == "pprof"  # the pprof writer reads the rows
+        full_rows = full_rows or on_sql_backend() or opts.output.kind == "pprof"  # the pprof writer reads the rows
         try:
             # the report from the columns it prints, sorts and filters on; the full rows on request
-            lean, unaccounted, members = (_reference().code_view(prof, spec) if on_sql else
-                                          code(prof, spec, None if full_rows else report_metrics(spec)))
+            shown = displayed(prof, spec, None if full_rows else report_metrics(spec))
         except NoCodeTraces:
             raise OptionError(
                 f"the code view needs code traces: this {prof.source} profile has no Python stacks (PyTorch records "
                 "them with `with_stack=True`)" if foreign_no_source(prof) else
                 "the code view needs code traces: pass an op log written with traces (--op_log_path)"
             ) from None
-        if unaccounted:
-            notes.append(f"{unaccounted} gradient nodes not accounted")
+        lean, members = shown.rows, shown.members
+        if shown.unaccounted:
+            notes.append(f"{shown.unaccounted} gradient nodes not accounted")
         if "tensor_value" in opts.select:
             notes += ["code view has no tensor value to show"] * max(lean.height - 1, 0)
         if "kernels" in opts.select:
@@ -219,19 +221,25 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             kept = (lean, members)
             rows_and_members = lambda: kept  # noqa: E731
         else:
-            del lean, members  # the report's only: the rows, the bytes and the text never all at once
-            rows_and_members = functools.cache(lambda: code(prof, spec)[::2])
+            del lean, members, shown  # the report's only: the rows, the bytes and the text never all at once
+            def rows_and_members() -> tuple[pl.DataFrame, pl.DataFrame]:
+                again = displayed(prof, spec)
+                return again.rows, again.members
+
+            rows_and_members = functools.cache(rows_and_members)
         text = decode(data)
         del data
         proto = lambda: code_tree_proto(whole_micros(rows_and_members()[0], scale),  # noqa: E731
                                         attach(prof, whole_micros(rows_and_members()[1], scale), ("input_shapes",)))
         return ViewResult(
-            cmd=cmd, options=opts, text=text, notes=notes, root=dict_in_micros(root, scale), build_proto=proto,
-            build_frame=lambda: in_micros(rows_and_members()[0], scale),
+            cmd=cmd, options=opts, text=text, notes=notes, layout=layout, root=dict_in_micros(root, scale),
+            build_proto=proto, build_frame=lambda: in_micros(rows_and_members()[0], scale),
+            build_lines=lambda: row_lines(layout, rows_and_members()[0], opts.select, ns=ns),
         )
     return ViewResult(
-        cmd=cmd, options=opts, text=text, notes=notes, root=dict_in_micros(root, scale), build_proto=proto,
-        build_frame=lambda: in_micros(frame, scale),
+        cmd=cmd, options=opts, text=text, notes=notes, layout=layout, root=dict_in_micros(root, scale),
+        build_proto=proto, build_frame=lambda: in_micros(frame, scale),
+        build_lines=lambda: row_lines(layout, frame, opts.select, root, ns=ns),
     )
 
 
@@ -244,29 +252,6 @@ def _steps_note(prof: Profile, spec: TreeSpec) -> str | None:
     return (f"Times are per step of the capture: each node's total over its {steps} steps divided by {steps}, "
             "the steps it did not run in included (tfprof's own profiles divide by the steps a node ran in); "
             "-step N shows one step.")
-
-
-def on_kernels(prof: Profile, layout: str) -> bool:
-    """Whether a view of ``layout`` on ``prof`` runs on the compiled kernels (the code view
-    always does; the others once the kernels are compiled or the profile is large)."""
-    return layout == "code" or kernels.use_kernels(nodes=prof.row_counts()["nodes"])
-
-
-def _reference():
-    from tfprof.queries import reference  # DuckDB: imported only where it runs
-
-    return reference
-
-
-def _reference_tree(prof: Profile, spec: TreeSpec) -> pl.DataFrame:
-    return _reference().tree_frame(prof, spec)
-
-
-def _on_sql_backend() -> bool:
-    """True while the reference backend's SQL runs on another engine (``--engine spark``): then
-    the op and code views run there too, not on their local engines."""
-    ref = sys.modules.get("tfprof.queries.reference")
-    return ref is not None and ref.active()
 
 
 def _unknown_select_notes(opts: Options) -> list[str]:

@@ -34,14 +34,14 @@ def _trace(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.queries.timeline import tree_events
     from tfprof.views.timeline import render_trace
 
-    return render_trace(tree_events(as_tree(result.cmd, result.frame)))
+    return render_trace(tree_events(as_tree(result.layout, result.frame)))
 
 
 def _folded(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.views.stacks import render_folded
 
     select = stack_metrics(result.options, "folded")
-    return render_folded(view_stacks(result.cmd, result.frame, select[:1]), select[0])
+    return render_folded(view_stacks(result.layout, result.frame, select[:1]), select[0])
 
 
 def _pprof_tree(prof: Profile, result: ViewResult) -> bytes:
@@ -49,7 +49,7 @@ def _pprof_tree(prof: Profile, result: ViewResult) -> bytes:
 
     select = stack_metrics(result.options, "pprof_tree")
     comment = f"tfprof {result.cmd} view: the displayed rows as stacks of names"
-    return render_pprof_stacks(view_stacks(result.cmd, result.frame, select), select, comment)
+    return render_pprof_stacks(view_stacks(result.layout, result.frame, select), select, comment)
 
 
 def _html(prof: Profile, result: ViewResult) -> bytes:
@@ -68,7 +68,7 @@ def _html(prof: Profile, result: ViewResult) -> bytes:
     )
     return render_html(
         title=f"tfprof {result.cmd} view", subtitle=subtitle, report=result.text,
-        stacks=(stacks := view_stacks(result.cmd, result.frame, select[:1])), metric=select[0],
+        stacks=(stacks := view_stacks(result.layout, result.frame, select[:1])), metric=select[0],
         unit=stacks.unit(select[0]),
         advice=advice,
     )

@@ -14,7 +14,7 @@ import polars as pl
 from numba import njit
 
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, keep_accounted
+from tfprof.queries.forest import display, keep_accounted, under_root
 from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers, with_samples
 from tfprof.queries.op import member_sets, picked_members
@@ -111,7 +111,7 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
     if metrics is None:  # the public rows: names as strings
         rows = rows.with_columns(pl.col("name").cast(pl.String))
-    return under_root(rows, root), unaccounted, members
+    return with_code_root(rows, root), unaccounted, members
 
 
 def at_leaves(leaves: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
@@ -125,17 +125,16 @@ def unaccounted_groups(prof: Profile) -> int:
     return int(index["unmatched"]["gradient_groups"][0]) if index["trie"].height else 0
 
 
-def under_root(rows: pl.DataFrame, root: dict[str, int]) -> pl.DataFrame:
+def with_code_root(rows: pl.DataFrame, root: dict[str, int]) -> pl.DataFrame:
     """The code view's displayed ``rows`` under the root row holding ``root``'s totals."""
     root_row = pl.DataFrame(  # typed Series: inferring a type per Python scalar costs milliseconds
         [
             *(pl.Series(k, [v], pl.Int64) for k, v in root.items()),
             pl.Series("name", [ROOT]).cast(rows.schema["name"]),
-            pl.Series("indent", [0], pl.Int64),
             pl.Series("accounted", [False], pl.Boolean),
         ]
     )
-    return pl.concat([root_row, rows], how="diagonal_relaxed")
+    return under_root(rows, root_row)
 
 
 def warm_up() -> None:

@@ -119,7 +119,8 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     PrintGraph/PrintScope.
 
     ``keep`` names the columns of the displayed rows (default: all but the forest's
-    bookkeeping); ``indent`` is always added.
+    bookkeeping); the tree's shape is always added: ``level`` (1 for a child of the root) and
+    ``parent_row`` (the displayed parent's row in the result, -1 under the root).
 
     ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED`` (or,
     for a report that prints and filters on fewer, those only), and any column ``spec``'s
@@ -188,7 +189,12 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     dp_rows = np.where(dp >= 0, row_of[np.maximum(dp, 0)], -1)
     del row_of, dp, dparent, shown
     order, level = tree_order(dp_rows)
-    del dp_rows
+    # each displayed row's parent as a row of the result (display order)
+    row_in_result = np.empty(order.shape[0], np.int64)
+    row_in_result[order] = np.arange(order.shape[0])
+    up = dp_rows[order]
+    parent_row = np.where(up >= 0, row_in_result[np.maximum(up, 0)], -1)
+    del dp_rows, up, row_in_result
     # The displayed rows, without the forest's bookkeeping columns (see _ONE_GATHER_CELLS).
     shown_frame = frame.drop(["pos", "parent", "name_rank"], strict=False)
     if keep is not None:
@@ -204,7 +210,15 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
             out[c] = shown_frame[c].gather(at)
             shown_frame = shown_frame.drop(c)
         out = pl.DataFrame(out)
-    return out.with_columns(pl.Series("indent", level * 2)), root
+    return out.with_columns(pl.Series("level", level), pl.Series("parent_row", parent_row)), root
+
+
+def under_root(rows: pl.DataFrame, root_row: pl.DataFrame) -> pl.DataFrame:
+    """``display``'s rows (or any frame with ``level`` and ``parent_row``) below a one-row frame
+    of the root's values: the root is row 0 at level 0, the rows' parents move one row down and
+    the top rows' parent is the root."""
+    root_row = root_row.with_columns(pl.lit(0, pl.Int64).alias("level"), pl.lit(-1, pl.Int64).alias("parent_row"))
+    return pl.concat([root_row, rows.with_columns(pl.col("parent_row") + 1)], how="diagonal_relaxed")
 
 
 def keep_accounted(forest: pl.DataFrame) -> pl.DataFrame:

@@ -155,13 +155,8 @@ def pprof_data(prof: Profile, opts: Options, frame: pl.DataFrame) -> PprofData:
 
     # Displayed rows: level, displayed parent row, leaf flag, own frame.
     n = frame.height
-    level = (frame["indent"].to_numpy() // 2).astype(np.int64)
-    rows = np.arange(n)
-    dparent = np.full(n, -1, np.int64)
-    for depth in range(1, int(level.max(initial=0)) + 1):
-        last_above = np.maximum.accumulate(np.where(level == depth - 1, rows, -1))
-        here = np.flatnonzero(level == depth)
-        dparent[here] = last_above[here]
+    level = frame["level"].to_numpy().astype(np.int64)
+    dparent = frame["parent_row"].to_numpy().astype(np.int64)
     leaf = np.r_[level[1:] <= level[:-1], True] if n else np.zeros(0, np.bool_)
     leaf[:1] = False  # the root has no trace: never a sample
     shown = frame.select("tid").with_row_index("row").with_columns(

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
-from tfprof.queries.forest import display, flags, keep_accounted
+from tfprof.queries.forest import display, flags, keep_accounted, under_root
 from tfprof.queries.indexes.scope_tree import scope_layout
 from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows, with_samples
 from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec, sample_names
@@ -80,10 +80,9 @@ def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.Data
             *(pl.Series(k, [v], pl.Int64) for k, v in numbers.items()),
             pl.Series("name", [ROOT], pl.String),
             pl.Series("depth", [1], pl.Int64),
-            pl.Series("indent", [0], pl.Int64),
             pl.Series("accounted", [False], pl.Boolean),
             pl.Series("shape", [[]], pl.List(pl.Int64)),
             pl.Series("op_types", [[op_type]], pl.List(pl.String)),
         ]
     )
-    return pl.concat([root_row, rows], how="diagonal_relaxed")
+    return under_root(rows, root_row)

@@ -1,6 +1,7 @@
 """A view's displayed rows as stacks of names with values: what flame graphs and name-stack pprof draw.
 
-Every view prints a tree (scope, graph, code: the rows' indentation) or a list (op). Here each
+Every view prints a tree (scope, graph, code: each row's ``parent_row``) or a list (the
+``groups`` layout: the op view). Here each
 displayed row becomes one stack, the names from the top of the tree down to it, and per metric
 the row's *exclusive* value: for a tree, its displayed total less the displayed totals of its
 shown children; for the op view's list, the row's own value (one frame per op type). A flame
@@ -67,23 +68,9 @@ class Stacks:
         return out
 
 
-def tree_parents(indent: np.ndarray) -> np.ndarray:
-    """The displayed parent row of each row of a pre-order tree given by its indentation (two
-    spaces a level); -1 for the top."""
-    level = (indent // 2).astype(np.int64)
-    n = level.shape[0]
-    rows = np.arange(n)
-    parent = np.full(n, -1, np.int64)
-    for depth in range(1, int(level.max(initial=0)) + 1):  # one pass per tree level
-        last_above = np.maximum.accumulate(np.where(level == depth - 1, rows, -1))
-        here = np.flatnonzero(level == depth)
-        parent[here] = last_above[here]
-    return parent
-
-
-def view_stacks(cmd: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stacks:
-    """The stacks of view ``cmd``'s displayed ``frame`` (``ViewResult.frame``) for the select
-    names ``select`` (keys of ``STACK_METRICS``)."""
+def view_stacks(layout: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stacks:
+    """The stacks of the displayed ``frame`` (``ViewResult.frame``) of a view of ``layout``
+    for the select names ``select`` (keys of ``STACK_METRICS``)."""
     names = frame["name"].cast(pl.String).to_list()
     values: dict[str, np.ndarray] = {}
     # exact times (µs as floats: a foreign profile's, tfprof.queries.ticks) go out as whole ns
@@ -95,12 +82,12 @@ def view_stacks(cmd: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stack
             values = (values * 1000).round(0)
         return values.cast(pl.Int64).to_numpy()
 
-    if cmd == "op" or "indent" not in frame.columns:  # a list: every row at the top, its own value
+    if layout == "groups":  # a list: every row at the top, its own value
         parent = np.full(frame.height, -1, np.int64)
         for s in select:
             values[s] = ints(STACK_METRICS[s], s).clip(0)
         return Stacks(names, parent, values, units)
-    parent = tree_parents(frame["indent"].to_numpy())
+    parent = frame["parent_row"].to_numpy().astype(np.int64)
     has = parent >= 0
     for s in select:
         total = ints("total_" + STACK_METRICS[s], s)
@@ -110,18 +97,20 @@ def view_stacks(cmd: str, frame: pl.DataFrame, select: tuple[str, ...]) -> Stack
     return Stacks(names, parent, values, units)
 
 
-def as_tree(cmd: str, frame: pl.DataFrame) -> pl.DataFrame:
-    """A tree frame (``name``, ``indent``, ``total_exec_micros``) of any view's rows: the tree
-    views' rows as they are; the op view's list under a root (``_TFProfRoot``, the root its
-    proto returns) holding the sum, each op type a child timed by its own time."""
-    if cmd != "op" and "indent" in frame.columns:
+def as_tree(layout: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """A tree frame (``name``, ``level``, ``parent_row``, ``total_exec_micros``) of the rows of a
+    view of ``layout``: a tree's rows as they are; a list (``groups``) under a root
+    (``_TFProfRoot``, the root its proto returns) holding the sum, each row a child timed by its
+    own time."""
+    if layout != "groups":
         return frame
     own = frame["exec_micros"].fill_null(0).cast(pl.Int64).clip(0)
     return pl.DataFrame(
         {
             "name": ["_TFProfRoot", *frame["name"].cast(pl.String).to_list()],
-            "indent": [0] + [2] * frame.height,
+            "level": [0] + [1] * frame.height,
+            "parent_row": [-1] + [0] * frame.height,
             "total_exec_micros": [int(own.sum() or 0), *own.to_list()],
         },
-        schema={"name": pl.String, "indent": pl.Int64, "total_exec_micros": pl.Int64},
+        schema={"name": pl.String, "level": pl.Int64, "parent_row": pl.Int64, "total_exec_micros": pl.Int64},
     )

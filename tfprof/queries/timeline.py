@@ -72,19 +72,16 @@ def tree_events(frame: pl.DataFrame) -> pl.DataFrame:
     reached. We never abort when children outlast their parent (docs/COMPATIBILITY.md row 16).
     """
     n = frame.height
-    level = (frame["indent"].to_numpy() // 2).astype(np.int64)
+    level = frame["level"].to_numpy().astype(np.int64)
+    parent = frame["parent_row"].to_numpy().astype(np.int64)
     total = frame["total_exec_micros"].to_numpy().astype(np.int64)
-    rows = np.arange(n)
-    parent = np.full(n, -1, np.int64)
     emitted = np.zeros(n, np.bool_)
     start = np.zeros(n, np.int64)
     if n:
         emitted[0] = True
     for depth in range(1, int(level.max(initial=0)) + 1):  # one pass per tree level
-        last_above = np.maximum.accumulate(np.where(level == depth - 1, rows, -1))
         here = np.flatnonzero(level == depth)
-        p = last_above[here]
-        parent[here] = p
+        p = parent[here]
         on = emitted[p] & (total[here] > 0)
         emitted[here] = on
         dur = np.where(on, total[here], 0)

@@ -227,24 +227,10 @@ def api_advice(call: Call) -> Response:
         evidence = json.loads(_export(rows, "json"))
         columns, cells = evidence_table(rows)  # as the reports write them; the raw rows are in `tfprof advise --format json`
         labels = [c.removesuffix("_ns").removesuffix("_micros").replace("_", " ") for c in columns]
-        checkers.append({"name": name, "reports": _reports(result.text, name), "columns": columns,
+        lines = [line for report in result.reports.get(name, ()) for line in report.split("\n") if line]
+        checkers.append({"name": name, "reports": lines, "columns": columns,
                          "labels": labels, "rows": cells, "links": [_link(r) for r in evidence]})
     return _json({"text": result.text, "notes": result.notes, "checkers": checkers})
-
-
-def _reports(text: str, checker: str) -> list[str]:
-    """The report lines printed under ``checker:`` in the advisor's text."""
-    lines = text.split("\n")
-    try:
-        start = lines.index(f"{checker}:") + 1
-    except ValueError:
-        return []
-    out = []
-    for line in lines[start:]:
-        if line == "" or (line.endswith(":") and " " not in line):
-            break
-        out.append(line)
-    return out
 
 
 def _link(row: dict) -> dict | None:

@@ -26,6 +26,7 @@ from tfprof.views import lines
 from tfprof.views.fields import cells
 from tfprof.views.units import FORMATS
 
+_INDENT = lines.INDENT
 # (small-value suffix, ((divisor, suffix), ...)) per format
 _UNITS = {
     "number": ("", ((1_000, "k"), (1_000_000, "m"), (1_000_000_000, "b"))),
@@ -178,7 +179,7 @@ def tree_lines_polars(frame: pl.DataFrame, select: Sequence[str], *, code: bool 
             .alias("_joined")
         )["_joined"]
     lines = frame["name"] + " (" + joined + ")"
-    return pl.select(lines.str.pad_start(lines.str.len_chars() + frame["indent"])).to_series()
+    return pl.select(lines.str.pad_start(lines.str.len_chars() + frame["level"] * _INDENT)).to_series()
 
 
 # ----------------------------------------------------------------------------- the byte writer
@@ -190,12 +191,12 @@ def _writer_takes(frame: pl.DataFrame, prog: lines.Program, after: pl.Series | N
     (``tfprof.kernels.enabled``) the polars path runs too."""
     if not kernels.enabled():
         return False
-    if not {"name", "indent", *prog.columns} <= set(frame.columns) or frame.height == 0:
+    if not {"name", "level", *prog.columns} <= set(frame.columns) or frame.height == 0:
         return False
     schema = frame.schema
     if not (schema["name"] == pl.String or isinstance(schema["name"], pl.Enum)) or frame["name"].null_count():
         return False
-    if not schema["indent"].is_integer() or frame["indent"].null_count() or frame["indent"].min() < 0:
+    if not schema["level"].is_integer() or frame["level"].null_count() or frame["level"].min() < 0:
         return False
     if prog.uses_accounted and schema["accounted"] != pl.Boolean:
         return False

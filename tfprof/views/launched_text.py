@@ -5,7 +5,7 @@ below the row: ``[compute] volta_sgemm_128x64_nn (1.23ms, 24 runs)``. The kind i
 terms (``tfprof.queries.launched``), formatted as tfprof formats times.
 
 >>> import polars as pl
->>> frame = pl.DataFrame({"indent": [0, 2]})
+>>> frame = pl.DataFrame({"level": [0, 1]})
 >>> work = pl.DataFrame({"row": [1], "name": ["k"], "kind": ["compute"], "runs": [2], "ns": [1_500_000]},
 ...                     schema_overrides={"row": pl.UInt32})
 >>> launched_texts(frame, work).to_list()
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from tfprof.views.lines import INDENT
 from tfprof.views.units import fmt_time_ns
 
 
@@ -23,7 +24,7 @@ def launched_texts(frame: pl.DataFrame, work: pl.DataFrame) -> pl.Series:
     """Per row of ``frame``, the lines to print under it (empty: none); ``work`` is ``launched``'s."""
     if work.height == 0:
         return pl.Series("launched", [""] * frame.height, pl.String)
-    indent = frame["indent"].gather(work["row"].cast(pl.Int64)) + 2
+    indent = (frame["level"].gather(work["row"].cast(pl.Int64)) + 1) * INDENT
     times = [fmt_time_ns(ns) for ns in work["ns"].to_list()]
     runs = work["runs"]
     line = pl.DataFrame({"row": work["row"], "indent": indent, "time": times}).select(

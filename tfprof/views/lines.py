@@ -37,6 +37,8 @@ from tfprof.views.line_writer import (
     write,
 )
 
+INDENT = 2  # spaces a line is indented per level of its row (``level``: 0 at the root)
+
 # ----------------------------------------------------------------------------- the program
 
 
@@ -187,7 +189,7 @@ def render(
     prefix: str = "",
     newline: bool = True,
 ) -> tuple[np.ndarray, int, np.ndarray]:
-    """Write the lines of ``frame`` (columns ``name``, ``indent`` and those ``prog`` reads) after
+    """Write the lines of ``frame`` (columns ``name``, ``level`` and those ``prog`` reads) after
     ``prefix``; ``tail`` (strings or nulls) follows its row's ``)``; ``fmt(values, kind)``
     formats a column of distinct values. Returns the buffer, its used length and where each
     line starts (``line_offs[n]``: the end)."""
@@ -196,7 +198,7 @@ def render(
     value_cols = list(comp.values)
     cols = frame.select(
         *(pl.col(c).cast(pl.Int64).fill_null(0).alias(f"_v{j}") for j, (c, _) in enumerate(value_cols)),
-        pl.col("indent").cast(pl.Int64).alias("_indent"),
+        (pl.col("level").cast(pl.Int64) * INDENT).alias("_indent"),
         *([pl.col("accounted").fill_null(False).alias("_accounted")] if prog.uses_accounted else []),
         *comp.rows,
     ).rechunk()

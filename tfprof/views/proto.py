@@ -59,13 +59,9 @@ def _fill_member(msg: tfprof_output_pb2.GraphNodeProto, row: dict) -> None:
 
 
 def _nest(frame: pl.DataFrame) -> Iterator[tuple[dict, int]]:
-    """Rows with their parent's index in display order (from indentation), root first."""
-    stack: list[tuple[int, int]] = []  # (indent, index)
-    for i, row in enumerate(frame.iter_rows(named=True)):
-        while stack and stack[-1][0] >= row["indent"]:
-            stack.pop()
-        yield row, (stack[-1][1] if stack else -1)
-        stack.append((row["indent"], i))
+    """Rows (display order, root first) with their displayed parent's row (``parent_row``)."""
+    for row in frame.iter_rows(named=True):
+        yield row, row["parent_row"]
 
 
 def graph_node_tree(frame: pl.DataFrame, tensors: pl.DataFrame | None = None) -> tfprof_output_pb2.GraphNodeProto:

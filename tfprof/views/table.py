@@ -70,16 +70,17 @@ def _columns_shown(select_name: str) -> tuple[str, ...]:
 SELECT_COLUMNS: dict[str, tuple[str, ...]] = {name: cols for name in FIELDS if (cols := _columns_shown(name))}
 
 
-def view_table(cmd: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None) -> pl.DataFrame:
-    """The public table of view ``cmd``'s displayed rows (``ViewResult.frame``), in display order.
+def view_table(layout: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """The public table of the displayed rows (``ViewResult.frame``) of a view of ``layout``
+    (``ViewResult.layout``), in display order.
 
     With ``select`` (tfprof's select names), only the metric columns those fields print are kept,
     beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric but ``macs``."""
     renamed = frame.rename({k: v for k, v in _RENAMES.items() if k in frame.columns})
-    if cmd == "op":
+    if layout == "groups":  # a list: its position
         depth = pl.col("depth")
-    else:  # the tree views indent two spaces per printed level
-        depth = pl.col("indent") // 2
+    else:  # a tree: the printed level
+        depth = pl.col("level")
     metrics = [c for c in list(COLUMNS)[4:] if c in renamed.columns]
     out = renamed.with_columns(
         depth.cast(pl.Int64).alias("depth"),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from tfprof.views.columns import tree_bytes, tree_text
+from tfprof.views.columns import tree_bytes, tree_lines, tree_text
 from tfprof.views.fields import FIELDS, shown
 from tfprof.views.format import COMMAND_HELP, MISSING_STREAM_WARNING
 from tfprof.views.units import FORMATS, fmt_number, fmt_shape, fmt_time, fmt_time_ns
@@ -154,6 +154,16 @@ def render_op(rows: pl.DataFrame, root: dict, members: pl.DataFrame, select: Seq
         block = input_shape_block(by_op.get((row["name"],), members.clear()), ns) if by_op else ""
         out.append(op_line(row, root, select, block, ns))
     return "".join(out)
+
+
+def row_lines(layout: str, frame: pl.DataFrame, select: Sequence[str], root: dict | None = None, *,
+              ns: bool = False) -> list[str]:
+    """Each displayed row's line of the report, as printed, without what a report prints under
+    it (input shapes, tensor values, GPU work): a tree's from its rows (``level``: the
+    indentation), a list's (``groups``: the op view) from its rows and ``root``."""
+    if layout == "groups":
+        return [op_line(row, root or {}, select, ns=ns).removesuffix("\n") for row in frame.iter_rows(named=True)]
+    return tree_lines(frame, select, code=layout == "code", ns=ns).to_list()
 
 
 def render_code(frame: pl.DataFrame, select: Sequence[str], *, head: str = "") -> str:

@@ -73,8 +73,8 @@ def top_op_types(prof: Profile) -> pl.DataFrame:
 
 
 def top_graph_nodes(prof: Profile) -> pl.DataFrame:
-    """The scope section: the root's first displayed children (indent 2) and their totals."""
-    rows = scope(prof, SCOPE_OPTIONS).filter(pl.col("indent") == 2).head(TOP)
+    """The scope section: the root's first displayed children (level 1) and their totals."""
+    rows = scope(prof, SCOPE_OPTIONS).filter(pl.col("level") == 1).head(TOP)
     return rows.select(
         pl.lit("scope").alias("section"),
         (pl.int_range(pl.len()) + 1).alias("rank"),
@@ -85,17 +85,10 @@ def top_graph_nodes(prof: Profile) -> pl.DataFrame:
 
 
 def _display_parents(frame: pl.DataFrame) -> pl.DataFrame:
-    """Display rows in pre-order (``name``, ``indent`` 2 per level, totals) with ``idx``,
-    ``parent`` (row index of the displayed parent, -1 for the root) and ``rank`` among siblings."""
-    rows = frame.select("name", "indent", *("total_" + t for t in TIMES)).with_row_index("idx")
-    rows = rows.with_columns(pl.col("idx").cast(pl.Int64))
-    heads = rows.select(pl.col("idx").alias("parent"), (pl.col("indent") + 2).alias("indent"))
-    # idx is sorted; polars cannot check that itself when grouping `by`
-    rows = rows.join_asof(
-        heads, left_on="idx", right_on="parent", by="indent", strategy="backward", check_sortedness=False
-    )
-    rows = rows.with_columns(pl.col("parent").fill_null(-1))
-    return rows.with_columns(pl.col("idx").cum_count().over("parent").cast(pl.Int64).alias("rank"))
+    """Display rows in pre-order (``name``, totals) with ``parent`` (row of the displayed
+    parent, -1 for the root) and ``rank`` among siblings."""
+    rows = frame.select("name", pl.col("parent_row").alias("parent"), *("total_" + t for t in TIMES))
+    return rows.with_columns(pl.col("parent").cum_count().over("parent").cast(pl.Int64).alias("rank"))
 
 
 def code_hotspots(prof: Profile) -> pl.DataFrame:

@@ -128,9 +128,9 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
 def code_view(prof: Profile, spec: TreeSpec) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """The code view as ``tfprof.queries.code.code`` returns it (rows root first, unaccounted
     gradient groups, picked members), computed by ``run``."""
-    from tfprof.queries.code import unaccounted_groups, under_root
+    from tfprof.queries.code import unaccounted_groups, with_code_root
 
     result = run(prof, spec)
     members = _members(prof, spec)
     rows = _with_sets(result.rows.rename({"id": "tid"}), members, spec, "tid", "tid")
-    return under_root(rows, result.root), unaccounted_groups(prof), members
+    return with_code_root(rows, result.root), unaccounted_groups(prof), members

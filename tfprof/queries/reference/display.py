@@ -52,8 +52,8 @@ def _sort_columns(spec: TreeSpec) -> list[pl.Expr]:
 
 
 def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> tuple[pl.DataFrame, dict[str, int]]:
-    """The printed rows of ``forest`` in display order (``depth``, ``indent``, self and
-    ``total_*`` columns) and the root's totals."""
+    """The printed rows of ``forest`` in display order (``depth``, ``level``, ``parent_row``, self
+    and ``total_*`` columns) and the root's totals."""
     frame, keys = forest.frame, forest.keys
     closure = sql.run("closure", _keys=keys)
     if forest.keep_accounted:
@@ -82,5 +82,9 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
     ranked = sql.run("display_order", _shown=rows.join(keys, on="id").select(
         "id", "dparent", *_sort_columns(spec), "key"))
     placed = sql.run("path_keys", {"width": width(ranked["sib"].max() or 0)}, _tree=ranked)
-    rows = rows.join(placed, on="id").sort("key").with_columns((pl.col("level") * 2).alias("indent"))
-    return rows.drop("key", "level", "dparent", "sort_metric", "sort_name", strict=False), root
+    rows = rows.join(placed, on="id").sort("key").with_row_index("_row")
+    # each row's printed parent as a row of the result: its dparent's row, -1 under the root
+    parents = rows.select(pl.col("id").alias("dparent"), pl.col("_row").cast(pl.Int64).alias("parent_row"))
+    rows = rows.join(parents, on="dparent", how="left", maintain_order="left").with_columns(
+        pl.col("parent_row").fill_null(-1), pl.col("level").cast(pl.Int64))
+    return rows.drop("_row", "key", "dparent", "sort_metric", "sort_name", strict=False), root
