@@ -77,6 +77,9 @@ SLOW_TESTS = {
     "test_diff.py": {
         "test_code_paths_follow_the_displayed_tree": "~4 s",
     },
+    "test_view_recipe.py": {
+        "test_the_command_line_and_the_shell_offer_a_registered_view": "three `python` processes with a view registered",
+    },
     "test_diff_samples.py": {
         "test_the_reference_backend_bands_by_a_run_per_step": "the reference paths, a view per step (~8 s)",
     },

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tfprof.api.run import run_view
+from tfprof.api.run import VIEWS, run_view
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
@@ -198,7 +198,7 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
     # the GPU work goes beside the rows, not into the report's lines (one line per row)
     result = run_view(prof, cmd, replace(opts, select=tuple(s for s in opts.select if s != "kernels")), full_rows=True)
     work = {}
-    if "kernels" in opts.select and cmd in ("scope", "graph"):
+    if "kernels" in opts.select and VIEWS[cmd].layout in ("scope", "graph"):
         found = launched(prof, result.frame, opts.step).with_columns((pl.col("ns") / 1000).alias("micros"))
         for (row,), part in found.group_by("row", maintain_order=True):
             work[int(row)] = part.select("kind", "name", "runs", "micros").to_dicts()

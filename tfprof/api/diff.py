@@ -64,6 +64,7 @@ class DiffResult:
     steps: tuple[int, int] | None = None
     compared_steps: tuple[int, int] = (-1, -1)
     notes: list[str] = field(default_factory=list)
+    layout: str = "scope"  # the view's layout (a list, ``groups``, compares own values)
 
     @functools.cached_property
     def text(self) -> str:
@@ -193,7 +194,7 @@ def run_diff(
     ).drop("pos_a", "pos_b")
     return DiffResult(
         cmd=cmd, options=opts, frame=frame, fields=fields_, columns=columns, value_columns=value_columns,
-        labels=labels, order=order, order_field=order_field, steps=sizes, compared_steps=steps,
+        labels=labels, order=order, order_field=order_field, steps=sizes, compared_steps=steps, layout=layout,
     )
 
 

@@ -1,5 +1,6 @@
-"""tfprof's view options for the shells: ``Options`` (parsed, checked) and the option names
-the command line and the interactive shell offer. Light to import: polars, no kernels."""
+"""tfprof's views and view options for the shells: ``VIEWS`` (the views by name), ``Options``
+(parsed, checked) and the option names the command line and the interactive shell offer.
+Light to import: polars, no kernels."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tfprof.queries.options import (
     Output,
     unknown_value,
 )
+from tfprof.queries.spec import VIEWS, view_help
 
-__all__ = ["INT_OPTIONS", "LIST_OPTIONS", "ORDER_BY", "OUTPUT_KEYS", "SELECT_FIELDS", "Options", "Output",
-           "unknown_value"]
+__all__ = ["INT_OPTIONS", "LIST_OPTIONS", "ORDER_BY", "OUTPUT_KEYS", "SELECT_FIELDS", "VIEWS", "Options", "Output",
+           "unknown_value", "view_help"]

@@ -25,7 +25,7 @@ from tfprof.queries.indexes.means import capture_steps
 from tfprof.queries.launched import launched
 from tfprof.queries.metrics import attach
 from tfprof.queries.options import Options
-from tfprof.queries.spec import BUILTIN, TreeSpec, tree_spec
+from tfprof.queries.spec import BUILTIN, VIEWS, TreeSpec, tree_spec
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.queries.ticks import dict_in_micros, in_micros, time_scale, whole_micros
 from tfprof.views.columns import decode
@@ -34,9 +34,8 @@ from tfprof.views.proto import code_tree_proto, graph_node_tree, op_chain
 from tfprof.views.tensor_text import tensor_notes, tensor_texts
 from tfprof.views.text import render_code_bytes, render_op, render_tree, report_head, row_lines
 
-# The views by name: what each means (``tfprof.queries.spec``). A view added here runs on the
-# engine of its layout and prints as the views of that layout do.
-VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
+# The views by name (``tfprof.queries.spec.VIEWS``): a view added there runs on the engine of its
+# layout and prints as the views of that layout do.
 _KERNELS_NOTE = "select kernels: the scope and graph views list GPU kernels under the op that launched them"
 _PREDATES_KERNELS = ("select kernels: this store was written before tfprof kept a `kernels` table; ingest the trace "
                      "again (tfprof ingest TRACE --out STORE --force) to list them")

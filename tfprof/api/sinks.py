@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tfprof.api.run import ViewResult
+from tfprof.api.run import VIEWS, ViewResult
 from tfprof.api.view_files import FILE_KINDS, check_view_file
 from tfprof.errors import OptionError, OutputError
 from tfprof.output import Inputs, check_target, write_files
@@ -42,7 +42,7 @@ def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[P
         return [Path(outfile)]
     if kind != "timeline":
         return []
-    if cmd == "graph" and opts.step < 0:
+    if _layout(cmd) == "graph" and opts.step < 0:
         return [Path(f"{outfile}_{s}") for s in prof.frame("steps")["step"].to_list()] if prof is not None else []
     return [Path(outfile if opts.step < 0 else f"{outfile}_{opts.step}")]
 
@@ -57,10 +57,10 @@ def check_output(
     from tfprof.queries.pprof import check_pprof
 
     kind = opts.output.kind
-    if kind == "timeline" and cmd == "op":
-        raise OptionError("op view doesn't support timeline yet. Consider graph/scope/code view.")
+    if kind == "timeline" and _layout(cmd) == "groups":
+        raise OptionError(f"{cmd} view doesn't support timeline yet. Consider graph/scope/code view.")
     if kind == "pprof":
-        check_pprof(cmd, opts)
+        check_pprof(_layout(cmd), opts)
     check_view_file(kind, opts)
     if kind in FILE_OUTPUTS:
         protect = _protected(prof, inputs)
@@ -69,6 +69,11 @@ def check_output(
         parent = Path(opts.output.outfile).absolute().parent  # when the steps are not known yet
         if not parent.is_dir():
             raise OutputError(f"`{parent}` does not exist; create it first or choose another outfile")
+
+
+def _layout(cmd: str) -> str:
+    """The layout of view ``cmd`` (tfprof's output rules are its views', by layout)."""
+    return VIEWS[cmd].layout if cmd in VIEWS else cmd
 
 
 def _protected(prof: Profile | None, inputs: Inputs | None) -> Inputs:
@@ -126,7 +131,7 @@ def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inpu
 
     def trace(step: int, path: Path) -> Callable[[], bytes]:
         def make() -> bytes:
-            if result.cmd == "graph":
+            if result.layout == "graph":
                 timeline = graph_events(prof, opts.with_(step=step))
                 data = render_trace(timeline.events)
                 messages.append("generating trace file.\n" + peak_lines(timeline.peaks) + written_message(path))
@@ -139,7 +144,7 @@ def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inpu
 
         return make
 
-    if result.cmd == "graph":
+    if result.layout == "graph":
         steps = [opts.step] if opts.step >= 0 else prof.frame("steps")["step"].to_list()
         if not steps:
             raise OptionError("The graph view's timeline needs run metadata: this profile has no steps")

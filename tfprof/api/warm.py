@@ -23,7 +23,7 @@ def compile_all(work: Path) -> None:
     import pyarrow as pa
 
     from tfprof.api.inputs import load, save, warm_up
-    from tfprof.api.run import run_view
+    from tfprof.api.run import VIEWS, run_view
     from tfprof.api.sinks import write_output
     from tfprof.ingest.name_set import NameSet
     from tfprof.profile import Profile
@@ -34,7 +34,7 @@ def compile_all(work: Path) -> None:
     for name in ("cnn", "multistep"):
         store = save(load(sample_path(name)), work / name)
         prof = Profile.open(store)
-        for cmd in ("scope", "graph", "op", "code"):
+        for cmd in VIEWS:
             for options in ({}, {"max_depth": 3, "order_by": "micros", "select": ["micros", "bytes", "params",
                                                                               "float_ops", "occurrence"],
                                  "account_displayed_op_only": True, "min_micros": 1}):

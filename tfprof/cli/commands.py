@@ -373,16 +373,14 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
 
 
 def _register_views() -> None:
+    """A command per view of the registry (``tfprof.api.options.VIEWS``: those registered before
+    this module is imported included)."""
+    from tfprof.api.options import VIEWS, view_help
     from tfprof.cli.viewopts import options_help
 
     epilog = _VIEW_EPILOG.format(options=options_help())
-    summaries = {
-        "scope": "Nodes organised by name scope, with self/total statistics.",
-        "graph": "Nodes below the nodes that consume them (graph inputs).",
-        "op": "Statistics aggregated per op type, with cumulative and self percentages.",
-        "code": "Nodes organised by the Python call stacks that created them (needs an op log with traces).",
-    }
-    for cmd, summary in summaries.items():
+    for cmd, spec in VIEWS.items():
+        summary = view_help(spec)
         app.command(
             cmd,
             help=summary,

@@ -31,23 +31,34 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tfprof import stopping
-from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, Options, unknown_value
+from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, VIEWS, Options, unknown_value, view_help
 from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, OPTION_HELP, parse_view_args
 from tfprof.errors import OptionError, TfprofError
 
 PROMPT = "tfprof> "
-VIEW_COMMANDS = ("scope", "graph", "op", "code")
-COMMANDS = (*VIEW_COMMANDS, "advise", "set", "help", "quit", "exit")
-COMMAND_HELP = {
-    "scope": "nodes organised by name scope (any view: -force lets -output replace a file)",
-    "graph": "nodes below the nodes that consume them (graph inputs)",
-    "op": "statistics aggregated per op type",
-    "code": "nodes organised by the Python call stacks that created them (needs code traces)",
+# The shell's own commands; each view of the registry (``tfprof.api.options.VIEWS``) is one too.
+OTHER_HELP = {
     "advise": "run the advisor's checks",
     "set": "set options for the commands that follow, e.g. set -max_depth 4 -select params",
     "help": "this text",
     "quit": "leave the shell (also exit, or Ctrl-D)",
 }
+
+
+def commands() -> tuple[str, ...]:
+    """Every command: the views (registered ones included), then the shell's own."""
+    return (*VIEWS, "advise", "set", "help", "quit", "exit")
+
+
+def command_help() -> dict[str, str]:
+    """Each command's line of ``help``: a view's own help (the first says what ``-force`` does)."""
+    views = {cmd: view_help(spec) for cmd, spec in VIEWS.items()}
+    if views:
+        first = next(iter(views))
+        views[first] += " (any view: -force lets -output replace a file)"
+    return {**views, **OTHER_HELP}
+
+
 # Where history is kept between sessions; TFPROF_HISTORY overrides it, and an empty value turns it off.
 HISTORY_FILE = "~/.tfprof_history"
 HISTORY_LENGTH = 1000
@@ -81,7 +92,7 @@ def options_listing(opts: Options) -> str:
 def help_text(opts: Options) -> str:
     """The ``help`` command: every command and every option with its meaning and current value."""
     lines = ["Commands (options after a view command apply to that command only):"]
-    lines += [f"  {cmd:<8}{text}" for cmd, text in COMMAND_HELP.items()]
+    lines += [f"  {cmd:<8}{text}" for cmd, text in command_help().items()]
     lines += ["  (empty line) print the current options", ""]
     lines.append("Options (-name value; lists comma-separated), with their current values:")
     current = options_listing(opts).splitlines()
@@ -103,8 +114,8 @@ def completions(before: str, word: str) -> list[str]:
     """
     tokens = before.split()
     if not tokens:
-        return [c + " " for c in COMMANDS if c.startswith(word)]
-    if tokens[0] not in VIEW_COMMANDS + ("set",):
+        return [c + " " for c in commands() if c.startswith(word)]
+    if tokens[0] not in (*VIEWS, "set"):
         return []
     if word.startswith("-"):
         dashes = "--" if word.startswith("--") else "-"
@@ -159,8 +170,8 @@ class Shell:
         if not tokens:  # only spaces (tfprof crashes here; we ignore the line)
             return True
         cmd, args = tokens[0], tokens[1:]
-        if cmd not in COMMANDS:
-            raise OptionError(unknown_value("command", cmd, COMMANDS))
+        if cmd not in commands():
+            raise OptionError(unknown_value("command", cmd, commands()))
         if cmd in ("quit", "exit"):
             return False
         if cmd == "help":

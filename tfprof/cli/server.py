@@ -121,13 +121,13 @@ def _warm() -> None:
     command served already finds the kernels loaded (or, before they are compiled, the
     reference paths imported)."""
     from tfprof.api.inputs import load
-    from tfprof.api.run import run_view
+    from tfprof.api.run import VIEWS, run_view
     from tfprof.cli import main as _  # noqa: F401 - the commands' module graph
     from tfprof.samples import sample_path
 
     prof = load(sample_path())
     with contextlib.redirect_stdout(io.StringIO()):
-        for cmd in ("scope", "graph", "op", "code"):
+        for cmd in VIEWS:
             run_view(prof, cmd, {})
 
 

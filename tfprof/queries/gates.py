@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tfprof.errors import OptionError
+from tfprof.queries.spec import VIEWS
 
 OPERATORS = (">=", "<=", "==", "!=", ">", "<")
 LIMIT = 2.0 ** 63  # every value a profile holds is an int64: a bound beyond it is the same for every row
@@ -75,8 +76,10 @@ def _unit_kind(text: str, unit: str) -> tuple[str, int]:
     raise _fail(text, f"unknown unit `{unit}`; valid: {valid}")
 
 
-def parse(text: str, views: tuple[str, ...] = ("scope", "graph", "op", "code")) -> Gate:
-    """A ``Gate`` from its text (module docstring); ``OptionError`` naming ``--fail-if`` if bad."""
+def parse(text: str, views: tuple[str, ...] | None = None) -> Gate:
+    """A ``Gate`` from its text (module docstring); ``OptionError`` naming ``--fail-if`` if bad.
+    ``views``: the view names a target may start with (default: ``tfprof.queries.spec.VIEWS``)."""
+    views = tuple(VIEWS) if views is None else views
     rest = text.strip()
     view = path = None
     first, _, after = rest.partition(" ")

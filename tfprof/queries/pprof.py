@@ -40,10 +40,10 @@ PPROF_METRICS = {
 }
 
 
-def check_pprof(cmd: str, opts: Options) -> None:
+def check_pprof(layout: str, opts: Options) -> None:
     """tfprof's pprof pre-checks (tfprof_code.cc ShowInternal;
-    docs/TFPROF_BEHAVIOUR.md, 'Code view steps'), as errors."""
-    if cmd != "code":
+    docs/TFPROF_BEHAVIOUR.md, 'Code view steps'), as errors, for a view of ``layout``."""
+    if layout != "code":
         raise OptionError("Only 'code' view supports pprof output now.")
     if len(opts.select) != 1:
         raise OptionError(

@@ -87,6 +87,7 @@ class TreeSpec:
     group_key: str | None = None  # the node column a `groups` layout groups by
     root_op_type: str | None = None  # the op type printed for the root (scope and graph trees)
     doc: str | None = None  # what the rows are, for the report's doc block (a view tfprof lacks)
+    help: str | None = None  # one line on what the view shows (command help, the UI's tab)
     step: int = -1
     account: tuple[str, ...] | None = None
     start: tuple[str, ...] | None = None  # () starts nowhere in a tree, at the top in a list
@@ -167,11 +168,29 @@ def tree_spec(view: TreeSpec, opts: Options) -> TreeSpec:
 
 # The four views of tfprof, by name.
 BUILTIN = {
-    "scope": TreeSpec(name="scope", layout="scope", root_op_type=SCOPE_PARENT),
-    "graph": TreeSpec(name="graph", layout="graph", root_op_type="_TFGraphParent"),
-    "op": TreeSpec(name="op", layout="groups", group_key="op"),
-    "code": TreeSpec(name="code", layout="code"),
+    "scope": TreeSpec(name="scope", layout="scope", root_op_type=SCOPE_PARENT,
+                      help="Nodes organised by name scope, with self/total statistics."),
+    "graph": TreeSpec(name="graph", layout="graph", root_op_type="_TFGraphParent",
+                      help="Nodes below the nodes that consume them (graph inputs)."),
+    "op": TreeSpec(name="op", layout="groups", group_key="op",
+                   help="Statistics aggregated per op type, with cumulative and self percentages."),
+    "code": TreeSpec(name="code", layout="code",
+                     help="Nodes organised by the Python call stacks that created them (needs an op log with traces)."),
 }
+# The views every shell offers, by name: the four of tfprof, and any a user registers
+# (``VIEWS["device"] = TreeSpec(name="device", layout="groups", group_key="canonical_device")``)
+# before a shell starts. Nothing outside a spec branches on a view's name; what differs between
+# views is their layout.
+VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
+
+
+def view_help(spec: TreeSpec) -> str:
+    """The one line a shell shows for a view: its ``help``, or what its layout does."""
+    if spec.help:
+        return spec.help
+    if spec.layout == "groups":
+        return f"Statistics aggregated per value of the node column `{spec.group_key}`."
+    return f"Nodes as the {spec.layout} view organises them."
 
 
 def as_spec(name: str, spec: TreeSpec | Options, prof=None) -> TreeSpec:

@@ -47,6 +47,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, column_kind, command_line
+from tfprof.api.options import VIEWS, view_help
 from tfprof.errors import TfprofError
 from tfprof.ui import guard, jobs
 from tfprof.ui import params as P
@@ -128,10 +129,21 @@ def endpoint(fn: Callable[[Call], Response]):
 def _tree(call: Call):
     pid, cmd = call.path["pid"], call.path["cmd"]
     call.profiles.get(pid)
-    if cmd not in ("scope", "graph", "op", "code"):
-        raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
+    _check_view(cmd)
     options = P.view_options(call.params)
     return call.profiles.get(pid), call.profiles.tree(pid, cmd, options)
+
+
+def _check_view(cmd: str) -> None:
+    if cmd not in VIEWS:
+        raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEWS)}")
+
+
+def _row_label(spec) -> str:
+    """What a view's rows are, for the name column's header."""
+    if spec.layout == "groups":
+        return "op type" if spec.group_key == "op" else spec.group_key.replace("_", " ")
+    return "code path" if spec.layout == "code" else "node name"
 
 
 def _node(call: Call, tree) -> int:
@@ -140,7 +152,8 @@ def _node(call: Call, tree) -> int:
 
 @endpoint
 def api_profiles(call: Call) -> Response:
-    return _json({"profiles": call.profiles.listing()})
+    views = [{"name": name, "layout": spec.layout, "help": view_help(spec)} for name, spec in VIEWS.items()]
+    return _json({"profiles": call.profiles.listing(), "views": views})
 
 
 @endpoint
@@ -160,7 +173,8 @@ def api_view(call: Call) -> Response:
     columns = [{"name": c, "kind": column_kind(c), "order_by": ORDER_OF_COLUMN.get(c.removeprefix("total_"))}
                for c in tree.metrics]
     return _json({
-        "profile": entry.id, "cmd": tree.cmd, "options": P.option_values(tree.options),
+        "profile": entry.id, "cmd": tree.cmd, "layout": tree.layout, "label": _row_label(VIEWS[tree.cmd]),
+        "options": P.option_values(tree.options),
         "command": command_line(tree.cmd, entry.path, tree.options), "notes": tree.notes,
         "columns": columns, "total_rows": tree.table.height, "top": int(tree.first[1] - tree.first[0]),
         "rows": rows, "open": levels,
@@ -239,8 +253,8 @@ def _link(row: dict) -> dict | None:
     name = row.get("name") or row.get("example") or row.get("node")
     if not isinstance(name, str) or not name:
         return None
-    view = row.get("section") if row.get("section") in ("op", "code", "scope", "graph") else "scope"
-    return {"name": name, "view": "scope" if view == "graph" else view}
+    view = row.get("section") if row.get("section") in VIEWS else "scope"
+    return {"name": name, "view": "scope" if VIEWS[view].layout == "graph" else view}
 
 
 def _export(frame, fmt: str) -> bytes:
@@ -310,8 +324,7 @@ def api_diff(call: Call) -> Response:
 
     a, b = call.profiles.get(call.path["a"]), call.profiles.get(call.path["b"])
     cmd = call.path["cmd"]
-    if cmd not in ("scope", "graph", "op", "code"):
-        raise LookupError(f"unknown view `{cmd[:40]}`; valid: scope, graph, op, code")
+    _check_view(cmd)
     options = P.view_options(call.params)
     limit = P.integer(call.params, "limit", 50, 1, DIFF_LIMIT)
     result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tfprof.api.browse import Tree, browse
-from tfprof.api.options import Options
+from tfprof.api.options import VIEWS, Options
 from tfprof.profile import Profile
 from tfprof.ui.params import BadRequest
 
-VIEW_NAMES = ("scope", "graph", "op", "code")
 CACHED_VIEWS = 8
 
 
@@ -82,8 +81,8 @@ class Profiles:
     def tree(self, pid: str, cmd: str, options: Options) -> Tree:
         """View ``cmd`` of profile ``pid`` (built, or from the cache)."""
         entry = self.get(pid)
-        if cmd not in VIEW_NAMES:
-            raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEW_NAMES)}")
+        if cmd not in VIEWS:
+            raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEWS)}")
         key = (pid, cmd, options)
         with self.lock:
             if key in self._views:

@@ -72,7 +72,7 @@ def head(result) -> list[str]:
     else:
         lines.append("no noise band: it needs several steps in both profiles (step against step has none)")
     lines.append("+ = only in B, - = only in A (rows are matched by path; see docs/DIFF.md)")
-    which = "total" if result.cmd != "op" else "own"
+    which = "total" if result.layout != "groups" else "own"
     lines.append(f"values: each row's {which} value; ordered by {result.order} of {result.order_field}")
     return lines
 

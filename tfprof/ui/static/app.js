@@ -15,7 +15,7 @@ const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", select: "micros", 
   account_type_regexes: ".*", start_name_regexes: ".*", trim_name_regexes: "", show_name_regexes: ".*", hide_name_regexes: "" };
 for (const m of MINS) DEFAULTS[m] = 0;
 
-const state = { profiles: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "tree", metric: "micros", loaded: {} };
+const state = { profiles: [], views: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "tree", metric: "micros", loaded: {} };
 
 function showError(e) { const b = $("error"); b.textContent = e ? String(e.message || e) : ""; b.classList.toggle("on", !!e); }
 
@@ -45,7 +45,7 @@ function buildPanel() {
   $("options").addEventListener("change", () => { readPanel(); refresh(); });
   $("options").addEventListener("submit", (e) => { e.preventDefault(); readPanel(); refresh(); });
   $("reset").addEventListener("click", () => {
-    state.opts = { ...DEFAULTS, ...VIEW_DEFAULTS[state.cmd] }; state.byView = {}; fillPanel(); refresh();
+    state.opts = { ...DEFAULTS, ...viewDefaults(state.cmd) }; state.byView = {}; fillPanel(); refresh();
   });
 }
 
@@ -127,14 +127,16 @@ async function search(text) {
 
 // What each view starts with: the op view ranks op types by time (by name, its rows are an
 // alphabet); a view's order and depth are its own, kept when another view is shown.
-const VIEW_DEFAULTS = { op: { order_by: "micros" } };
+// a list of groups (the op view) opens on its most expensive rows, a tree in its own order
+const LAYOUT_DEFAULTS = { groups: { order_by: "micros" } };
+const viewDefaults = (view) => LAYOUT_DEFAULTS[(state.views.find((v) => v.name === view) || {}).layout] || {};
 const VIEW_OPTIONS = ["order_by", "max_depth"];
 
 function switchView(view) {
   if (view === state.cmd) return;
   state.byView = state.byView || {};
   state.byView[state.cmd] = Object.fromEntries(VIEW_OPTIONS.map((k) => [k, state.opts[k]]));
-  const kept = state.byView[view] || { ...Object.fromEntries(VIEW_OPTIONS.map((k) => [k, DEFAULTS[k]])), ...VIEW_DEFAULTS[view] };
+  const kept = state.byView[view] || { ...Object.fromEntries(VIEW_OPTIONS.map((k) => [k, DEFAULTS[k]])), ...viewDefaults(view) };
   Object.assign(state.opts, kept);
   state.cmd = view;
   fillPanel();
@@ -319,8 +321,11 @@ async function init() {
   ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
   $("flame-search").addEventListener("input", () => ui.flame.highlight($("flame-search").value.trim()));
   ui.timeline = new Timeline($("timeline"), $("tl-tip"));
-  const { profiles } = await getJSON("/api/profiles");
+  const { profiles, views } = await getJSON("/api/profiles");
   state.profiles = profiles;
+  state.views = views;  // the server's registry: tfprof's four views and any registered there
+  for (const v of views) { const b = el("button", null, v.name); b.dataset.cmd = v.name; b.title = v.help; $("views").appendChild(b); }
+  markViews();
   for (const s of [$("profile"), $("cmp-a"), $("cmp-b")]) s.replaceChildren(...profiles.map((p) => new Option(`${p.id}: ${p.label}`, p.id)));
   $("cmp-b").value = profiles.length > 1 ? profiles[1].id : profiles[0].id;
   const facts = () => { const p = current(); $("facts").textContent = `${p.source} · ${p.nodes.toLocaleString()} nodes · ${p.steps.length} step${p.steps.length === 1 ? "" : "s"}`; $("facts").title = p.path; };

@@ -89,16 +89,16 @@ class TreeTable {
   }
 
   header() {
-    const cols = this.view.columns, op = this.view.cmd === "op";
+    const cols = this.view.columns, list = this.view.layout === "groups";  // a list's totals are cumulative
     this.cols = cols;
-    const name = el("div", "tt-name", op ? "op type" : this.view.cmd === "code" ? "code path" : "node name");
+    const name = el("div", "tt-name", this.view.label);
     name.addEventListener("click", () => this.onSort && this.onSort("name"));
     const cells = [name];
     for (const c of cols) {
       const total = c.name.startsWith("total_");
       const base = c.name.replace(/^total_/, "");
       const d = el("div", "num" + (total ? " total" : ""), LABELS[base] || base);
-      d.appendChild(el("small", null, total ? (op ? "cumulative" : "total") : "self"));
+      d.appendChild(el("small", null, total ? (list ? "cumulative" : "total") : "self"));
       d.title = `${c.name} — click to order by ${c.order_by}`;
       if (c.order_by && c.order_by === this.view.options.order_by) d.classList.add("sorted");
       if (c.order_by) d.addEventListener("click", () => this.onSort && this.onSort(c.order_by));
@@ -109,7 +109,7 @@ class TreeTable {
     const wide = `${260 + 112 * cols.length}px`;  // the name column's least width and every number column's
     this.head.style.minWidth = wide; this.rowsEl.style.minWidth = wide;
     // bars behind the first total column, relative to the largest top-level value
-    this.barCol = op ? -1 : cols.findIndex((c) => c.name.startsWith("total_"));
+    this.barCol = list ? -1 : cols.findIndex((c) => c.name.startsWith("total_"));
     this.barMax = 0;
     if (this.barCol >= 0) for (const n of this.root.kids) this.barMax = Math.max(this.barMax, n.row.values[this.barCol]);
   }
