@@ -8,13 +8,14 @@ from tfprof.queries.options import (
     INT_OPTIONS,
     LIST_OPTIONS,
     ORDER_BY,
-    OUTPUT_KEYS,
+    OUTPUT_KINDS,
     SELECT_FIELDS,
     Options,
     Output,
+    output_help,
     unknown_value,
 )
 from tfprof.queries.spec import VIEWS, view_help
 
-__all__ = ["INT_OPTIONS", "LIST_OPTIONS", "ORDER_BY", "OUTPUT_KEYS", "SELECT_FIELDS", "VIEWS", "Options", "Output",
+__all__ = ["INT_OPTIONS", "LIST_OPTIONS", "ORDER_BY", "OUTPUT_KINDS", "SELECT_FIELDS", "VIEWS", "Options", "Output", "output_help",
            "unknown_value", "view_help"]

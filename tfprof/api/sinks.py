@@ -1,9 +1,14 @@
-"""Where a view's result goes: the ``SINKS`` registry of ``-output`` kinds and their writers.
+"""Where a view's result goes: the ``SINKS`` registry, one ``Sink`` record per ``-output`` kind.
 
 ``stdout`` and ``none`` print or drop the report; ``file``, ``timeline`` and ``pprof`` write
 tfprof's files, and ``trace``, ``folded``, ``pprof_tree`` and ``html`` ours for every view
-(``tfprof.api.view_files``), each atomically and never over an input (``tfprof.output``). ``check_output`` refuses a
-sink the view cannot feed before any work is done.
+(``tfprof.api.view_files``), each atomically and never over an input (``tfprof.output``).
+``check_output`` refuses a sink the view cannot feed before any work is done.
+
+A sink is one record: its grammar (``OutputKind``: name, keys, whether it writes a file, help),
+its writer, the check it makes before any work and the files it will write. ``register`` adds
+one; the option's parser, ``check_output``, ``write_output`` and the help of every shell then
+know it. A sink that writes one file of bytes is ``file_sink(kind, make, what, how)``.
 """
 
 from __future__ import annotations
@@ -14,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfprof.api import view_files
 from tfprof.api.run import VIEWS, ViewResult
-from tfprof.api.view_files import FILE_KINDS, check_view_file
 from tfprof.errors import OptionError, OutputError
 from tfprof.output import Inputs, check_target, write_files
 from tfprof.profile import Profile
-from tfprof.queries.options import FILE_OUTPUTS, Options
+from tfprof.queries.options import OUTPUT_KINDS, Options, OutputKind
 
 
 @dataclass
@@ -37,11 +42,14 @@ def output_paths(cmd: str, opts: Options, prof: Profile | None = None) -> list[P
     per step (the graph view with no step writes every step of ``prof``: without ``prof`` the
     list is empty then). A scope or code timeline with no step (the mean over steps) is
     ``outfile`` itself, where tfprof writes ``<outfile>_-1`` (docs/COMPATIBILITY.md)."""
-    kind, outfile = opts.output.kind, opts.output.outfile
-    if kind in ("file", "pprof") or kind in FILE_KINDS:
-        return [Path(outfile)]
-    if kind != "timeline":
-        return []
+    sink = SINKS[opts.output.kind]
+    if sink.paths is not None:
+        return sink.paths(cmd, opts, prof)
+    return [Path(opts.output.outfile)] if sink.kind.writes_file else []
+
+
+def _timeline_paths(cmd: str, opts: Options, prof: Profile | None) -> list[Path]:
+    outfile = opts.output.outfile
     if _layout(cmd) == "graph" and opts.step < 0:
         return [Path(f"{outfile}_{s}") for s in prof.frame("steps")["step"].to_list()] if prof is not None else []
     return [Path(outfile if opts.step < 0 else f"{outfile}_{opts.step}")]
@@ -54,15 +62,10 @@ def check_output(
     messages and writes nothing; we raise them), and a target that may not be written: in a
     missing directory, existing (without ``force``), or an input (``inputs``, and ``prof``'s
     own; never, whatever ``force`` says)."""
-    from tfprof.queries.pprof import check_pprof
-
-    kind = opts.output.kind
-    if kind == "timeline" and _layout(cmd) == "groups":
-        raise OptionError(f"{cmd} view doesn't support timeline yet. Consider graph/scope/code view.")
-    if kind == "pprof":
-        check_pprof(_layout(cmd), opts)
-    check_view_file(kind, opts)
-    if kind in FILE_OUTPUTS:
+    sink = SINKS[opts.output.kind]
+    if sink.check is not None:
+        sink.check(cmd, opts)
+    if sink.kind.writes_file:
         protect = _protected(prof, inputs)
         for path in output_paths(cmd, opts, prof):
             check_target(path, force=force, inputs=protect, what="outfile")
@@ -86,7 +89,7 @@ def write_output(prof: Profile, result: ViewResult, *, force: bool = False, inpu
     replaced only with ``force``; ``inputs`` and the files ``prof`` was read from are never
     written over. Files are written atomically: on failure no file of this call is left behind."""
     check_output(result.cmd, result.options, prof, force=force, inputs=inputs)
-    return SINKS[result.options.output.kind](prof, result, force, _protected(prof, inputs))
+    return SINKS[result.options.output.kind].write(prof, result, force, _protected(prof, inputs))
 
 
 def emit_output(
@@ -164,42 +167,82 @@ def _write_pprof(prof: Profile, result: ViewResult, force: bool, inputs: Inputs)
     return Written(paths=_write_files({path: data}, force, inputs), stdout=written_message(path))
 
 
-# what each of our files is, and how to open it (said on stderr once it is written)
-_OPENED_WITH = {
-    "trace": ("a Chrome trace of the displayed rows", "open it in https://ui.perfetto.dev or chrome://tracing"),
-    "folded": ("folded stacks", "draw them with `flamegraph.pl {path} > flame.svg` or https://www.speedscope.app"),
-    "pprof_tree": ("a pprof profile of the displayed names", "open it with `pprof -http=: {path}`"),
-    "html": ("an offline report page", "open it in a browser"),
-}
-
-
-def _write_view_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
-    """One of our files for any view (``view_files.FILE_KINDS``) at ``outfile``; nothing on stdout,
-    one line on stderr naming the file, its size and how to open it."""
-    from tfprof.views.units import fmt_memory
-
-    kind = result.options.output.kind
-    path = Path(result.options.output.outfile)
-    data = lambda: FILE_KINDS[kind](prof, result)  # noqa: E731 - made once checked
-    paths = _write_files({path: data}, force, inputs)
-    what, how = _OPENED_WITH[kind]
-    size = fmt_memory(path.stat().st_size)
-    return Written(paths=paths, notes=[f"Wrote {what} to {path} ({size}); {how.format(path=path)}"])
-
-
 def _write_file(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
     path = Path(result.options.output.outfile)
     return Written(paths=_write_files({path: result.text.encode()}, force, inputs))
 
 
-# -output kind -> its writer: (profile, result, force, protected inputs) -> what was written.
-SINKS: dict[str, Callable[[Profile, ViewResult, bool, Inputs], Written]] = {
-    "stdout": lambda prof, result, force, inputs: Written(stdout=result.text),
-    "file": _write_file,
-    "timeline": _write_timeline,
-    "pprof": _write_pprof,
-    **{kind: _write_view_file for kind in FILE_KINDS},
-    "none": lambda prof, result, force, inputs: Written(),
-}
+Writer = Callable[[Profile, ViewResult, bool, Inputs], Written]  # (profile, result, force, protected inputs)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """One ``-output`` kind (module docstring). ``write`` carries it out; ``check(cmd, options)``
+    refuses, before any work, what the view or options cannot feed; ``paths(cmd, options,
+    profile)`` lists the files it will write, where that is not ``outfile`` alone."""
+
+    kind: OutputKind
+    write: Writer
+    check: Callable[[str, Options], None] | None = None
+    paths: Callable[[str, Options, Profile | None], list[Path]] | None = None
+
+
+def file_sink(kind: OutputKind, make: Callable[[Profile, ViewResult], bytes], what: str, how: str,
+              check: Callable[[str, Options], None] | None = None) -> Sink:
+    """A sink writing the bytes ``make(profile, result)`` to ``outfile``: nothing on stdout, one
+    line on stderr naming the file (``what`` it is), its size and ``how`` to open it (``{path}``)."""
+
+    def write(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
+        from tfprof.views.units import fmt_memory
+
+        path = Path(result.options.output.outfile)
+        paths = _write_files({path: lambda: make(prof, result)}, force, inputs)  # made once checked
+        size = fmt_memory(path.stat().st_size)
+        return Written(paths=paths, notes=[f"Wrote {what} to {path} ({size}); {how.format(path=path)}"])
+
+    return Sink(kind, write, check)
+
+
+# -output kind -> its Sink
+SINKS: dict[str, Sink] = {}
+
+
+def register(sink: Sink) -> None:
+    """Add (or replace) the ``-output`` kind ``sink.kind.name``: its grammar goes to the option's
+    parser (``tfprof.queries.options.OUTPUT_KINDS``), its writer here."""
+    OUTPUT_KINDS[sink.kind.name] = sink.kind
+    SINKS[sink.kind.name] = sink
+
+
+def _no_timeline_of_a_list(cmd: str, opts: Options) -> None:
+    if _layout(cmd) == "groups":
+        raise OptionError(f"{cmd} view doesn't support timeline yet. Consider graph/scope/code view.")
+
+
+def _pprof_of_code(cmd: str, opts: Options) -> None:
+    from tfprof.queries.pprof import check_pprof
+
+    check_pprof(_layout(cmd), opts)
+
+
+def _stack_metric(cmd: str, opts: Options) -> None:
+    view_files.check_stack_metric(opts)
+
+
+for _sink in (
+    Sink(OUTPUT_KINDS["file"], _write_file),
+    Sink(OUTPUT_KINDS["none"], lambda prof, result, force, inputs: Written()),
+    Sink(OUTPUT_KINDS["pprof"], _write_pprof, _pprof_of_code),
+    Sink(OUTPUT_KINDS["stdout"], lambda prof, result, force, inputs: Written(stdout=result.text)),
+    Sink(OUTPUT_KINDS["timeline"], _write_timeline, _no_timeline_of_a_list, _timeline_paths),
+    file_sink(OUTPUT_KINDS["trace"], view_files.trace, "a Chrome trace of the displayed rows",
+              "open it in https://ui.perfetto.dev or chrome://tracing"),
+    file_sink(OUTPUT_KINDS["folded"], view_files.folded, "folded stacks",
+              "draw them with `flamegraph.pl {path} > flame.svg` or https://www.speedscope.app", _stack_metric),
+    file_sink(OUTPUT_KINDS["pprof_tree"], view_files.pprof_tree, "a pprof profile of the displayed names",
+              "open it with `pprof -http=: {path}`", _stack_metric),
+    file_sink(OUTPUT_KINDS["html"], view_files.html, "an offline report page", "open it in a browser", _stack_metric),
+):
+    register(_sink)
 
 

@@ -10,12 +10,10 @@ view but code; docs/COMPATIBILITY.md). These kinds are ours and take any view:
   selected metric;
 * ``html:outfile=F`` — one offline page: the report, a flame graph and the advisor's findings.
 
-``FILE_KINDS`` maps each kind to ``(profile, result) -> bytes``; ``api.sinks`` writes them.
+Each is a function ``(profile, result) -> bytes``; ``api.sinks`` registers a sink for each.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from tfprof.api.run import ViewResult
 from tfprof.errors import TfprofError
@@ -24,27 +22,26 @@ from tfprof.queries.options import Options
 from tfprof.queries.stacks import as_tree, stack_metrics, view_stacks
 
 
-def check_view_file(kind: str, opts: Options) -> None:
-    """Refuse, before any work, a kind whose file the options cannot fill (no metric selected)."""
-    if kind in ("folded", "pprof_tree", "html"):
-        stack_metrics(opts, kind)
+def check_stack_metric(opts: Options) -> None:
+    """Refuse, before any work, a stack file the options cannot fill (no metric selected)."""
+    stack_metrics(opts, opts.output.kind)
 
 
-def _trace(prof: Profile, result: ViewResult) -> bytes:
+def trace(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.queries.timeline import tree_events
     from tfprof.views.timeline import render_trace
 
     return render_trace(tree_events(as_tree(result.layout, result.frame)))
 
 
-def _folded(prof: Profile, result: ViewResult) -> bytes:
+def folded(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.views.stacks import render_folded
 
     select = stack_metrics(result.options, "folded")
     return render_folded(view_stacks(result.layout, result.frame, select[:1]), select[0])
 
 
-def _pprof_tree(prof: Profile, result: ViewResult) -> bytes:
+def pprof_tree(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.views.stacks import render_pprof_stacks
 
     select = stack_metrics(result.options, "pprof_tree")
@@ -52,7 +49,7 @@ def _pprof_tree(prof: Profile, result: ViewResult) -> bytes:
     return render_pprof_stacks(view_stacks(result.layout, result.frame, select), select, comment)
 
 
-def _html(prof: Profile, result: ViewResult) -> bytes:
+def html(prof: Profile, result: ViewResult) -> bytes:
     from tfprof.api.advice import advise
     from tfprof.views.html_report import render_html
 
@@ -72,12 +69,3 @@ def _html(prof: Profile, result: ViewResult) -> bytes:
         unit=stacks.unit(select[0]),
         advice=advice,
     )
-
-
-# -output kind -> the bytes of its one file
-FILE_KINDS: dict[str, Callable[[Profile, ViewResult], bytes]] = {
-    "trace": _trace,
-    "folded": _folded,
-    "pprof_tree": _pprof_tree,
-    "html": _html,
-}

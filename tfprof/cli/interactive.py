@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tfprof import stopping
-from tfprof.api.options import ORDER_BY, OUTPUT_KEYS, SELECT_FIELDS, VIEWS, Options, unknown_value, view_help
-from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, OPTION_HELP, parse_view_args
+from tfprof.api.options import ORDER_BY, OUTPUT_KINDS, SELECT_FIELDS, VIEWS, Options, unknown_value, view_help
+from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, option_help, parse_view_args
 from tfprof.errors import OptionError, TfprofError
 
 PROMPT = "tfprof> "
@@ -98,7 +98,7 @@ def help_text(opts: Options) -> str:
     current = options_listing(opts).splitlines()
     for name, line in zip(NAMES, current):
         value = line[28:] or "empty"
-        lines.append(f"  -{name:<27}{OPTION_HELP[name]} (now: {value})")
+        lines.append(f"  -{name:<27}{option_help(name)} (now: {value})")
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +126,7 @@ def completions(before: str, word: str) -> list[str]:
         chosen = set(head.split(","))
         return [head + comma + f for f in SELECT_FIELDS if f.startswith(piece) and f not in chosen]
     if previous == "output":
-        kinds = [k + ":" + ",".join(f"{key}=" for key in keys) if keys else k + " " for k, keys in OUTPUT_KEYS.items()]
+        kinds = [k + ":" + ",".join(f"{key}=" for key in o.keys) if o.keys else k + " " for k, o in OUTPUT_KINDS.items()]
         return [k for k in kinds if k.startswith(word)]
     values = {"order_by": ORDER_BY, **{b: ("true", "false") for b in BOOL_OPTIONS}}.get(previous or "", ())
     return [v + " " for v in values if v.startswith(word)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, unknown_value
+from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, output_help, unknown_value
 from tfprof.errors import OptionError
 
 BOOL_OPTIONS = ("account_displayed_op_only",)
@@ -44,10 +44,6 @@ OPTION_HELP = {
     "ours: macs (multiply-accumulates of the matrix product and convolution FLOPs rules), kernels (the GPU "
     "kernels, copies and memsets of a Kineto or XSpace trace, listed under the op that launched them: scope "
     "and graph views)",
-    "output": "stdout, none, file:outfile=PATH (the report), timeline:outfile=PATH (Chrome trace, one file "
-    "per step: PATH_<step>; not the op view), pprof:outfile=PATH (gzipped pprof; code view, one select); ours, "
-    "any view: trace:outfile=PATH (Chrome trace of the rows), folded:outfile=PATH (flame graph stacks), "
-    "pprof_tree:outfile=PATH (pprof of name stacks), html:outfile=PATH (offline report)",
 }
 
 NAMES = tuple(f.name for f in fields(Options))
@@ -108,6 +104,11 @@ def _convert(name: str, value: str) -> object:
     return _strip_quotes(value)
 
 
+def option_help(name: str) -> str:
+    """What option ``name`` does (``output``: the kinds registered now)."""
+    return output_help() if name == "output" else OPTION_HELP[name]
+
+
 def options_help() -> str:
     """One line per option: name, default and meaning."""
     defaults = Options().to_tfprof()
@@ -116,5 +117,5 @@ def options_help() -> str:
         default = defaults[name]
         if isinstance(default, list):
             default = ",".join(default)
-        lines.append(f"  --{name:<26} {OPTION_HELP[name]} (default: {default if default != '' else 'empty'})")
+        lines.append(f"  --{name:<26} {option_help(name)} (default: {default if default != '' else 'empty'})")
     return "\n".join(lines)

@@ -53,13 +53,44 @@ ORDER_BY = (
     "occurrence",
     "macs",  # ours
 )
-OUTPUT_TYPES = ("file", "none", "pprof", "stdout", "timeline", "trace", "folded", "pprof_tree", "html")
-# Keys each output type takes (all required).
-# tfprof's kinds, then ours (any view; docs/COMPATIBILITY.md): trace, folded, pprof_tree, html
-OUTPUT_KEYS = {"timeline": ("outfile",), "file": ("outfile",), "pprof": ("outfile",), "stdout": (), "none": (),
-               "trace": ("outfile",), "folded": ("outfile",), "pprof_tree": ("outfile",), "html": ("outfile",)}
-# The kinds that write files (each checked before any work: no clobber without force, never an input).
-FILE_OUTPUTS = ("file", "timeline", "pprof", "trace", "folded", "pprof_tree", "html")
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """One ``-output`` kind as the option's grammar knows it: the keys it takes (all required),
+    whether it writes files (each checked before any work: no clobber without force, never an
+    input), and its help. What carries it out is its ``tfprof.api.sinks.Sink``, which registers
+    the kind here (``tfprof.api.sinks.register``)."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    writes_file: bool = False
+    help: str = ""
+
+    @property
+    def usage(self) -> str:
+        """How the kind is written: ``stdout``, ``file:outfile=PATH``."""
+        return self.name + (":" + ",".join(f"{k}={k.removeprefix('out').upper()}" for k in self.keys)
+                            if self.keys else "")
+
+
+# The -output kinds, by name: tfprof's, then ours (any view; docs/COMPATIBILITY.md).
+OUTPUT_KINDS: dict[str, OutputKind] = {k.name: k for k in (
+    OutputKind("file", ("outfile",), True, "the report"),
+    OutputKind("none", help="nothing"),
+    OutputKind("pprof", ("outfile",), True, "gzipped pprof; code view, one select"),
+    OutputKind("stdout", help="the report (the default)"),
+    OutputKind("timeline", ("outfile",), True, "Chrome trace, one file per step: PATH_<step>; not the op view"),
+    OutputKind("trace", ("outfile",), True, "ours, any view: Chrome trace of the rows"),
+    OutputKind("folded", ("outfile",), True, "ours, any view: flame graph stacks"),
+    OutputKind("pprof_tree", ("outfile",), True, "ours, any view: pprof of name stacks"),
+    OutputKind("html", ("outfile",), True, "ours, any view: offline report"),
+)}
+
+
+def output_help() -> str:
+    """The ``-output`` option's help: each kind's usage and what it writes."""
+    return ", ".join(f"{k.usage} ({k.help})" for k in OUTPUT_KINDS.values())
 
 INT_OPTIONS = (
     "max_depth",
@@ -104,18 +135,19 @@ class Output:
         """tfprof's ``-output`` grammar (docs/TFPROF_BEHAVIOUR.md, 'Output option syntax')."""
         text = text or "stdout"
         kind, sep, rest = text.partition(":")
-        if kind not in OUTPUT_TYPES:
-            raise OptionError(f"Unknown -output type `{kind}`; valid: {', '.join(OUTPUT_TYPES)}")
+        if kind not in OUTPUT_KINDS:
+            raise OptionError(f"Unknown -output type `{kind}`; valid: {', '.join(OUTPUT_KINDS)}")
+        keys = OUTPUT_KINDS[kind].keys
         opts: dict[str, str] = {}
         for piece in (p for p in rest.split(",") if p):
             parts = [p for p in piece.split("=") if p]
             if len(parts) < 2:
                 raise OptionError(f"Bad -output `{text}`; the format is -output {kind}:key=value,key=value,...")
             key, value = parts[0], "=".join(parts[1:])
-            if key not in OUTPUT_KEYS[kind]:
+            if key not in keys:
                 raise OptionError(f"Unrecognized -output option `{key}` for output type `{kind}`")
             opts[key] = value
-        missing = [k for k in OUTPUT_KEYS[kind] if k not in opts]
+        missing = [k for k in keys if k not in opts]
         if missing:
             raise OptionError(f"-output {kind} needs {missing[0]}: e.g. -output {kind}:{missing[0]}=PATH")
         return cls(kind=kind, options=tuple(opts.items()))
