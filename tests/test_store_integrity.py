@@ -251,3 +251,32 @@ def test_each_file_is_checked_once_per_process_and_only_when_read(store, monkeyp
     os.replace("n.parquet", store / "nodes.parquet")
     tfprof.load(store).frame("nodes")
     assert read == ["nodes.parquet", "steps.parquet", "nodes.parquet"]
+
+
+class _FakeLibc:
+    """Records the malloc settings asked for (in place of glibc)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, param, value):
+        self.calls.append((param, value))
+
+    def malloc_trim(self, pad):
+        return 0
+
+
+def test_a_library_user_keeps_its_malloc_and_the_command_line_tunes_its_own(tmp_path, monkeypatch, capsys):
+    """mallopt changes malloc for the whole process for good: ``tfprof.save`` in a user's process
+    never calls it; the command line's main does, once."""
+    import tfprof.store as store
+    from tfprof.cli.main import main
+
+    fake = _FakeLibc()
+    monkeypatch.setattr(store, "_LIBC", fake)
+    monkeypatch.setattr(store, "_TUNED", [])
+    tfprof.save(tfprof.load(FIXTURES / "cnn" / "profile.pb"), tmp_path / "lib.tfprof")
+    assert fake.calls == []
+    assert main(["ingest", str(FIXTURES / "cnn" / "profile.pb"), "--out", str(tmp_path / "cli.tfprof")]) == 0
+    assert main(["scope", str(tmp_path / "cli.tfprof"), "--max_depth", "1"]) == 0
+    assert fake.calls == [(store._M_MMAP_THRESHOLD, store._MMAP_THRESHOLD)]

@@ -53,7 +53,6 @@ def _system_allocator() -> Iterator[None]:
     long after they are gone."""
     previous = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
-    _map_large_blocks()
     try:
         yield
     finally:
@@ -80,14 +79,23 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number
 _MMAP_THRESHOLD = 4 << 20
 
 
-def _map_large_blocks() -> None:
+_TUNED: list[bool] = []  # set once this process's malloc is tuned
+
+
+def tune_malloc() -> None:
     """Have malloc serve every block of 4 MiB or more with its own mapping, unmapped when freed.
     By default glibc raises that threshold to the size of the largest block freed so far (up to
     32 MiB), after which a batch's columns come from the heap, and their memory stays with the
     process when they are dropped (about 15 MB more peak RSS for a 70k-node profile). A lower
-    threshold saves a little more memory but costs more time in page faults."""
-    if _LIBC is not None:
+    threshold saves a little more memory but costs more time in page faults.
+
+    It changes malloc for the whole process, for good (glibc has no way back to its sliding
+    threshold), so only a process that is tfprof's own calls it: the command line's ``main``
+    (and so the resident server). A library user's process (a notebook, a script calling
+    ``tfprof.save``) keeps its malloc as it was."""
+    if _LIBC is not None and not _TUNED:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+        _TUNED.append(True)
 
 
 def trim_memory() -> None:
