@@ -301,7 +301,7 @@ def test_progress_bar_draws_on_the_terminal_unescaped(monkeypatch):
     monkeypatch.setattr(sys, "stderr", tty)
     with guarded_streams():
         print("Error: a\x1b[31mb", file=sys.stderr)
-        update = cli_app._progress()
+        update = cli_app.progress_bar()
         update(1, 2, "nodes")
         update(2, 2, "nodes")
     text = tty.getvalue()

@@ -219,7 +219,7 @@ def test_attr_values_match_protobuf_serialization(tmp_path):
 
 def _canonical(raw: bytes) -> bool:
     buf = np.frombuffer(raw, np.uint8)
-    return wire._canonical(buf, 0, len(buf), wire._SPEC_KIND, wire._SPEC_SUB, np.empty((16, 4), np.int64))
+    return wire.is_canonical(buf, 0, len(buf), wire.SPEC_KIND, wire.SPEC_SUB, np.empty((16, 4), np.int64))
 
 
 def test_canonical_check_accepts_exactly_protobufs_own_bytes():
@@ -290,7 +290,7 @@ def test_value_given_twice_falls_back_to_protobuf(tmp_path):
 
 def test_python_reader_fallback(synth_files, monkeypatch):
     """Without libc's pread the nodes are read with seek + readinto: same tables."""
-    monkeypatch.setattr(wire, "_PREAD", None)
+    monkeypatch.setattr(wire, "PREAD", None)
     path = synth_files["default"]
     assert_same_tables(wire.decode_profile(path), reference(path))
 

@@ -67,12 +67,12 @@ def load(
     )
     with kernels.using(kernels.use_kernels(file_bytes=_input_bytes(profile_path))):
         tables = merge_batches(list(batches))
-    prof = Profile(tables, source=_source(profile_path))
+    prof = Profile(tables, source=profile_source(profile_path))
     prof.inputs = given
     return prof
 
 
-def _source(profile_path) -> str:
+def profile_source(profile_path) -> str:
     """What the profile was read from: ``run_metadata`` (a graph and step stats), ``profile`` (a
     ProfileProto), or a foreign format (``kineto``, ``xspace``: tfprof.ingest.foreign)."""
     if not profile_path:
@@ -115,7 +115,7 @@ def ingest_to_store(
         batches, source = [prof.tables()], prof.source
     else:
         batches = iter_inputs(**given, progress=progress)
-        source = _source(src)
+        source = profile_source(src)
     dest = write_store(out, batches, source=source, indexes=write_indexes, force=force, inputs=protect)
     return dest, read_manifest(dest)["tables"]
 

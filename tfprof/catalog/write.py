@@ -153,7 +153,7 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
 
 def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
     """Write the inputs as a store without indexes at ``store``; returns the source format."""
-    from tfprof.api.inputs import _source, load
+    from tfprof.api.inputs import load, profile_source
 
     src = given.get("profile_path")
     if profile is not None:
@@ -162,7 +162,7 @@ def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profil
         prof = load(**given)
         batches, source = [prof.tables()], prof.source
     else:
-        batches, source = iter_inputs(**given, progress=progress), _source(src)
+        batches, source = iter_inputs(**given, progress=progress), profile_source(src)
     write_store(store, batches, source=source, indexes=None, inputs=input_paths(**given))
     return source
 

@@ -71,7 +71,7 @@ INPUT_OPTIONS = {
 
 def takes_inputs(path: bool = True):
     """Give a command tfprof's input options (and, with ``path``, a positional PROFILE) and
-    pass them to it merged into one ``inputs`` dict, ready for ``_load(**inputs)``."""
+    pass them to it merged into one ``inputs`` dict, ready for ``load_profile(**inputs)``."""
 
     def wrap(fn):
         sig = inspect.signature(fn, eval_str=True)  # typer reads the Annotated options off the signature
@@ -83,7 +83,7 @@ def takes_inputs(path: bool = True):
         @functools.wraps(fn)
         def command(*args, **kwargs):
             given = {name: kwargs.pop(name) for name in INPUT_OPTIONS}
-            return fn(*args, inputs=_inputs(kwargs.pop("path", None), **given), **kwargs)
+            return fn(*args, inputs=cli_inputs(kwargs.pop("path", None), **given), **kwargs)
 
         command.__signature__ = sig.replace(parameters=own + added)
         return command
@@ -91,7 +91,7 @@ def takes_inputs(path: bool = True):
     return wrap
 
 
-def _progress():
+def progress_bar():
     """A progress callback drawing a bar on stderr when it is a terminal, else None."""
     if not sys.stderr.isatty():
         return None
@@ -118,7 +118,7 @@ def _progress():
 _SQL_WORDS = ("select", "with", "from", "describe", "show", "summarize", "explain", "pivot", "table")
 
 
-def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
+def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
     if path is not None:
         if profile_path is not None:
             raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
@@ -140,21 +140,21 @@ def _inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profi
     )
 
 
-def _load(*, warn: bool = True, **inputs):
+def load_profile(*, warn: bool = True, **inputs):
 
     profile_path = inputs.get("profile_path")
     if profile_path is not None and Path(profile_path).is_dir():
-        _STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
+        STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
     from tfprof.api import load
 
-    prof = load(**inputs, progress=_progress())
+    prof = load(**inputs, progress=progress_bar())
     if warn:
-        _warn_if_invalid(prof, inputs)
+        warn_if_invalid(prof, inputs)
     return prof
 
 
 # Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
-_STORES: list[Path] = []
+STORES: list[Path] = []
 
 
 Force = Annotated[
@@ -162,7 +162,7 @@ Force = Annotated[
 ]
 
 
-def _protected(inputs: dict):
+def protected(inputs: dict):
     """The command's inputs, which no output may overwrite (tfprof.output)."""
     from tfprof.output import input_paths
 
@@ -172,7 +172,7 @@ def _protected(inputs: dict):
 FORMAT_HELP = "Output format: table (aligned text), csv, json (array of row objects) or parquet."
 
 
-def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE", *, force: bool = False,
+def emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE", *, force: bool = False,
           inputs=None) -> None:
     """Write a tabular result in ``fmt`` to ``out`` (atomically; an existing file only with
     ``force``, never one of ``inputs``) or stdout."""
@@ -191,7 +191,7 @@ def _emit(data, fmt: str, out: Optional[Path], out_hint: str = "give --out FILE"
         sys.stdout.flush()
 
 
-def _spelled(inputs: dict) -> str:
+def spelled(inputs: dict) -> str:
     """The inputs as a command line would give them: the profile's path, or its input options."""
     import shlex
 
@@ -200,12 +200,12 @@ def _spelled(inputs: dict) -> str:
     return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in inputs.items() if v is not None)
 
 
-def _warn_if_invalid(prof, inputs: dict) -> None:
+def warn_if_invalid(prof, inputs: dict) -> None:
     """One stderr line when the profile's validation table holds warnings or errors (stdout
     stays as it is: reports and pipes are unchanged)."""
     from tfprof.api.shell import report, warning_line
 
-    label = _spelled(inputs)
+    label = spelled(inputs)
     line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
     if line:
         print(line, file=sys.stderr)

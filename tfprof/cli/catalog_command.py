@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tfprof.cli.app import _progress, app
+from tfprof.cli.app import app, progress_bar
 
 CatalogOption = Annotated[
     Optional[Path], typer.Option("--catalog", help="A catalog directory of runs (tfprof runs DIR lists them).")
@@ -48,7 +48,7 @@ def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None
         raise typer.BadParameter("give --out DIR (a store) or --catalog DIR --run NAME (a run of a catalog)")
     if not run:
         raise OptionError("--catalog needs --run NAME: the name the profile gets in the catalog")
-    row = add_run(catalog, run, tags=tags, force=force, progress=_progress(), **inputs)
+    row = add_run(catalog, run, tags=tags, force=force, progress=progress_bar(), **inputs)
     typer.echo(f"added run {run} to {catalog} ({row['nodes']:,} nodes, {row['steps']:,} steps)")
     if row["errors"] or row["warnings"]:
         typer.echo(f"Warning: run {run} has {row['errors']} errors and {row['warnings']} warnings in its data; "
@@ -60,7 +60,7 @@ def catalog_sql(catalog: Path | None, query: str, engine: str, master: str | Non
                 force: bool, inputs) -> None:
     """``tfprof sql QUERY --catalog DIR [--engine spark]``: the rows written as ``tfprof sql``
     writes them; no output may land on the catalog (or the command's inputs)."""
-    from tfprof.cli.app import _emit
+    from tfprof.cli.app import emit
     from tfprof.errors import OptionError
     from tfprof.output import check_target, input_paths
 
@@ -78,7 +78,7 @@ def catalog_sql(catalog: Path | None, query: str, engine: str, master: str | Non
         from tfprof.catalog import sql
 
         rows = sql(catalog, query)
-    _emit(rows, fmt, out, force=force, inputs=inputs)
+    emit(rows, fmt, out, force=force, inputs=inputs)
 
 
 def _check_engine(engine: str) -> None:

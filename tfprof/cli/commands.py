@@ -14,15 +14,15 @@ import typer
 from tfprof.cli.app import (
     FORMAT_HELP,
     Force,
-    _emit,
-    _inputs,
-    _load,
-    _progress,
-    _protected,
-    _spelled,
-    _warn_if_invalid,
     app,
+    cli_inputs,
+    emit,
+    load_profile,
+    progress_bar,
+    protected,
+    spelled,
     takes_inputs,
+    warn_if_invalid,
 )
 from tfprof.cli.catalog_command import CATALOG_HELP, CatalogOption, EngineOption, MasterOption, RunOption, TagOption
 
@@ -65,8 +65,8 @@ def _root(
     from tfprof.cli.interactive import initial_options, run_shell
 
     options = initial_options(shell_tokens)
-    runner = functools.partial(_run_view, inputs=_protected(inputs))
-    raise typer.Exit(run_shell(_load(**inputs), options, runner, debug=debug))
+    runner = functools.partial(_run_view, inputs=protected(inputs))
+    raise typer.Exit(run_shell(load_profile(**inputs), options, runner, debug=debug))
 
 
 
@@ -94,12 +94,12 @@ def ingest(
     if catalog is not None or out is None:  # a run of a catalog (docs/SCALE.md)
         from tfprof.cli.catalog_command import add_to_catalog
         return add_to_catalog(catalog, run, tag, inputs, force)
-    dest, counts = ingest_to_store(out, progress=_progress(), force=force, inputs=_protected(inputs), **inputs)
+    dest, counts = ingest_to_store(out, progress=progress_bar(), force=force, inputs=protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
     if counts.get("validation"):  # what the ingest found, said as every command that loads it will
         from tfprof.profile import Profile
 
-        _warn_if_invalid(Profile.open(dest), {"profile_path": dest})
+        warn_if_invalid(Profile.open(dest), {"profile_path": dest})
 
 
 
@@ -114,7 +114,7 @@ def tables(inputs: dict) -> None:
 
       tfprof tables --graph_path graph.pbtxt --run_meta_path run_meta
     """
-    prof = _load(**inputs)
+    prof = load_profile(**inputs)
     from tfprof.api.summary import table_sizes
 
     typer.echo(table_sizes(prof))
@@ -143,7 +143,7 @@ def sql(
 
     The tables and their columns are listed in docs/SCHEMA.md.
     """
-    protect = _protected(inputs)
+    protect = protected(inputs)
     if catalog is not None or engine != "local":  # every run of a catalog: run, host, worker columns
         from tfprof.cli.catalog_command import catalog_sql
         return catalog_sql(catalog, query, engine, master, fmt=fmt, out=out, force=force, inputs=protect)
@@ -151,8 +151,8 @@ def sql(
         from tfprof.output import check_target
 
         check_target(out, force=force, inputs=protect, what="--out")  # before the query runs
-    prof = _load(**inputs)
-    _emit(prof.sql(query), fmt, out, force=force, inputs=protect)
+    prof = load_profile(**inputs)
+    emit(prof.sql(query), fmt, out, force=force, inputs=protect)
 
 
 
@@ -192,8 +192,8 @@ def check(
     profile_path = inputs.get("profile_path")
     if profile_path is not None and Path(profile_path).is_dir() and check_directory(Path(profile_path), fmt, checksums):
         return  # a catalog: every run's files and the paths its run list names were checked, and said
-    prof = _load(warn=False, **inputs)
-    data = report(prof.table("validation"), _spelled(inputs), ops_without_flops_rule(prof))
+    prof = load_profile(warn=False, **inputs)
+    data = report(prof.table("validation"), spelled(inputs), ops_without_flops_rule(prof))
     typer.echo(render_json(data) if fmt == "json" else render_text(data), nl=False)
 
 
@@ -205,7 +205,7 @@ def demo() -> None:
     from tfprof.api import run_view, summarize
 
     path = tfprof.sample_path()
-    prof = _load(profile_path=path)
+    prof = load_profile(profile_path=path)
     typer.echo(f"sample profile: {path}\n")
     typer.echo(summarize(prof).text())
     shown = [
@@ -267,7 +267,7 @@ def advise(
     from tfprof.api.advice import advice_output
 
     selected = _checker_options(checkers, checker_option or [])
-    prof = _load(**inputs)
+    prof = load_profile(**inputs)
     result = run_advice(prof, selected, checker_dir=checker_dir)
     print_notes(result)
     typer.echo(advice_output(result, fmt), nl=False)
@@ -327,14 +327,14 @@ def _view_command(cmd: str, summary: str):
         if len(rest) > 1:
             raise typer.BadParameter(f"unexpected arguments {' '.join(rest[1:])}; options look like --max_depth 3")
         if rest:
-            inputs = _inputs(Path(rest[0]), **inputs)
+            inputs = cli_inputs(Path(rest[0]), **inputs)
         if opts.output.outfile is not None:  # a kind that writes a file
             from tfprof.api import check_output
 
-            check_output(cmd, opts, force=force, inputs=_protected(inputs))  # before the profile loads
-        prof = view_profile(many, opts, inputs) or _load(**inputs)
+            check_output(cmd, opts, force=force, inputs=protected(inputs))  # before the profile loads
+        prof = view_profile(many, opts, inputs) or load_profile(**inputs)
         with view_engine(many):
-            _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=_protected(inputs), gates=fail_if or ())
+            _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=protected(inputs), gates=fail_if or ())
 
     command.__doc__ = summary
     return command
@@ -364,7 +364,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.api.shell import view_table
 
-        _emit(view_table(result.layout, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
+        emit(view_table(result.layout, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
               out_hint="give --output file:outfile=FILE", force=force, inputs=prof.inputs + inputs)
     else:
         emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False), force=force, inputs=inputs)

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tfprof.cli.app import Force, _emit, app
+from tfprof.cli.app import Force, app, emit
 
 GATE_EXIT = 3
 _DIFF_FORMATS = ("text", "json", "csv", "parquet", "table")
@@ -78,7 +78,7 @@ def diff(
     from tfprof.api.diff import run_diff
     from tfprof.api.gates import diff_failures, parse_gates
     from tfprof.api.run import VIEWS
-    from tfprof.cli.app import _load
+    from tfprof.cli.app import load_profile
     from tfprof.cli.viewopts import parse_view_args
     from tfprof.errors import OptionError
 
@@ -96,7 +96,7 @@ def diff(
 
         profiles = [run_profile(catalog, name) for name in positionals]
     else:
-        profiles = [_load(profile_path=Path(p)) for p in positionals]
+        profiles = [load_profile(profile_path=Path(p)) for p in positionals]
     result = run_diff(profiles[0], profiles[1] if len(profiles) > 1 else None, cmd, opts, against=against,
                       order_by=order_by, labels=(positionals[0], positionals[-1]), noise_band=not no_noise)
     from tfprof.output import input_paths
@@ -106,7 +106,7 @@ def diff(
     else:
         inputs = input_paths(profile_path=positionals[0]) + input_paths(profile_path=positionals[-1])
     if sql is not None:
-        _emit(result.sql(sql), "table" if fmt == "text" else fmt, out, force=force, inputs=inputs)
+        emit(result.sql(sql), "table" if fmt == "text" else fmt, out, force=force, inputs=inputs)
     elif fmt in ("text", "json"):
         # the text a block of rows at a time: a multi-million-row report is never held whole
         body = result.text_blocks() if fmt == "text" else [json.dumps(result.document(), indent=1) + "\n"]
@@ -118,5 +118,5 @@ def diff(
             for piece in body:
                 typer.echo(piece, nl=False)
     else:
-        _emit(result.frame, fmt, out, force=force, inputs=inputs)
+        emit(result.frame, fmt, out, force=force, inputs=inputs)
     report_gates(diff_failures(result, gates))

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from tfprof import stopping
 from tfprof.api.options import ORDER_BY, OUTPUT_KINDS, SELECT_FIELDS, VIEWS, Options, unknown_value, view_help
-from tfprof.cli.viewopts import _FALSE, _TRUE, BOOL_OPTIONS, NAMES, option_help, parse_view_args
+from tfprof.cli.viewopts import BOOL_OPTIONS, FALSE, NAMES, TRUE, option_help, parse_view_args
 from tfprof.errors import OptionError, TfprofError
 
 PROMPT = "tfprof> "
@@ -359,7 +359,7 @@ def split_root_args(args: list[str], commands: set[str]) -> tuple[list[str], lis
             end = i + 1
             if "=" not in a:
                 nxt = args[end] if end < len(args) else None
-                if name not in BOOL_OPTIONS or (nxt is not None and nxt.lower() in _TRUE | _FALSE):
+                if name not in BOOL_OPTIONS or (nxt is not None and nxt.lower() in TRUE | FALSE):
                     end += 1
             view += args[i:end]
             i = end

@@ -26,7 +26,7 @@ import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.steps_command  # noqa: F401 - and `tfprof steps`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
 from tfprof import stopping
-from tfprof.cli.app import _STORES, app
+from tfprof.cli.app import STORES, app
 from tfprof.cli.streams import StdoutError, drop_stdout, guarded_streams
 from tfprof.errors import TfprofError, printable
 
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem := cwd_error():  # relative paths, and temporaries beside outputs, would fail later
         print(printable(problem), file=sys.stderr)
         return 2
-    _STORES.clear()
+    STORES.clear()
     from tfprof.api.inputs import tune_malloc
 
     tune_malloc()  # process-wide: only here, in a process that is tfprof's own
@@ -189,7 +189,7 @@ def _damaged_store() -> TfprofError | None:
     bytes changed in place surface as a decoding error somewhere inside a query."""
     from tfprof.store import verify_store
 
-    for store in _STORES:
+    for store in STORES:
         try:
             verify_store(store, checksums=True)
         except TfprofError as exc:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tfprof.cli.app import FORMAT_HELP, Force, _emit, _load, _protected, app, takes_inputs
+from tfprof.cli.app import FORMAT_HELP, Force, app, emit, load_profile, protected, takes_inputs
 
 
 @app.command()
@@ -34,13 +34,13 @@ def steps(
     from tfprof.api.breakdown import steps as breakdown
     from tfprof.api.breakdown import steps_report
 
-    protect = _protected(inputs)
+    protect = protected(inputs)
     if out is not None:
         from tfprof.output import check_target
 
         check_target(out, force=force, inputs=protect, what="--out")
-    rows = breakdown(_load(**inputs))
+    rows = breakdown(load_profile(**inputs))
     if fmt == "table" and out is None:
         typer.echo(steps_report(rows), nl=False)
         return
-    _emit(rows, fmt, out, force=force, inputs=protect)
+    emit(rows, fmt, out, force=force, inputs=protect)

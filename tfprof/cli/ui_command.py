@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tfprof.cli.app import _load, app
+from tfprof.cli.app import app, load_profile
 
 
 @app.command()
@@ -51,7 +51,7 @@ def ui(
     if not 0 <= port <= 65535:
         raise OptionError(f"--port takes 0 to 65535, not `{port}`")
     checked_timeout(query_timeout)
-    loaded = [_load(profile_path=p) for p in profiles]
+    loaded = [load_profile(profile_path=p) for p in profiles]
     running = start(loaded, host=host, port=port, labels=[str(p) for p in profiles], query_timeout=query_timeout,
                     allow_hosts=allow_host or ())
     print(f"tfprof ui: serving {len(loaded)} profile{'s' if len(loaded) > 1 else ''} at {running.url}  (Ctrl-C stops)",

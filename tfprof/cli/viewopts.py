@@ -15,8 +15,8 @@ from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, outpu
 from tfprof.errors import OptionError
 
 BOOL_OPTIONS = ("account_displayed_op_only",)
-_TRUE = {"true", "t", "yes", "y", "1"}
-_FALSE = {"false", "f", "no", "n", "0"}
+TRUE = {"true", "t", "yes", "y", "1"}
+FALSE = {"false", "f", "no", "n", "0"}
 
 OPTION_HELP = {
     "max_depth": "show nodes down to this depth (scope/graph/code: root = 1; op: rows after the start row)",
@@ -77,9 +77,9 @@ def parse_view_args(tokens: list[str], base: Options | None = None) -> tuple[Opt
                 else:
                     value = "true"
             word = _strip_quotes(value).lower()
-            if word not in _TRUE | _FALSE:
+            if word not in TRUE | FALSE:
                 raise OptionError(f"Option `{name}` takes true or false, not `{value}`")
-            values[name] = word in _TRUE
+            values[name] = word in TRUE
             i += 1
             continue
         if not eq:

@@ -36,7 +36,7 @@ from tfprof.ingest.foreign.xrender import (
     stat,
 )
 from tfprof.ingest.foreign.xwalk import L_E, L_PLANE, L_S, M_E, M_S
-from tfprof.ingest.wire.fields import _len, _skip, _tag, _varint
+from tfprof.ingest.wire.fields import read_len, read_tag, read_varint, skip
 
 SPECIALS = ("hlo_op", "hlo_module", "tf_op", "program_id", "step_num", "correlation_id", "requested_bytes",
             "tf_function_call", "_p", "_pt", "_c", "_ct")
@@ -129,11 +129,11 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
     meta = offset = dur = 0
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if pos < 0:
             return pos
         if (f == 1 or f == 2 or f == 3 or f == 5) and wt == 0:
-            v, pos = _varint(buf, pos, e)
+            v, pos = read_varint(buf, pos, e)
             if f == 1:
                 meta = v
             elif f == 2:
@@ -143,7 +143,7 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
             else:
                 offset = 0  # num_occurrences replaces the start (a oneof)
         else:
-            pos = _skip(buf, pos, e, wt, f)
+            pos = skip(buf, pos, e, wt, f)
         if pos < 0:
             return pos
     ent = lookup(md, mkeys, mvals, mtab, plane, meta)
@@ -161,11 +161,11 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
         else:
             continue
         while pos < end:
-            f, wt, pos = _tag(buf, pos, end)
+            f, wt, pos = read_tag(buf, pos, end)
             if pos < 0:
                 return pos
             if f == field and wt == 2:
-                a, b = _len(buf, pos, end)
+                a, b = read_len(buf, pos, end)
                 if a < 0:
                     return a
                 cnt = _take(buf, a, b, plane, sd, skeys, svals, stab, empty, scratch, order, cnt, mark)
@@ -173,7 +173,7 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
                     return cnt
                 pos = b
             else:
-                pos = _skip(buf, pos, end, wt, f)
+                pos = skip(buf, pos, end, wt, f)
                 if pos < 0:
                     return pos
     o = n[N_BYTES]
@@ -233,9 +233,9 @@ def events(buf, lines, md, mkeys, mvals, mtab, ents, sd, skeys, svals, stab, emp
         pos = lines[li, L_S]
         end = lines[li, L_E]
         while pos < end:
-            f, wt, pos = _tag(buf, pos, end)
+            f, wt, pos = read_tag(buf, pos, end)
             if f == 4 and wt == 2:
-                a, b = _len(buf, pos, end)
+                a, b = read_len(buf, pos, end)
                 if n[N_EVENTS] >= len(ev_line):
                     return -6
                 r = _event(buf, a, b, n[N_EVENTS], li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, svals, stab,
@@ -246,7 +246,7 @@ def events(buf, lines, md, mkeys, mvals, mtab, ents, sd, skeys, svals, stab, emp
                 n[N_EVENTS] += 1
                 pos = b
             else:
-                pos = _skip(buf, pos, end, wt, f)  # (the outline's walk checked the line)
+                pos = skip(buf, pos, end, wt, f)  # (the outline's walk checked the line)
     return 0
 
 

@@ -34,7 +34,7 @@ from tfprof.ingest.foreign.xwalk import (
     M_PLANE,
     Outline,
 )
-from tfprof.ingest.wire.tables import _gather
+from tfprof.ingest.wire.tables import gather
 
 _DOUBLES = 1 << 16  # room for the doubles met by the measuring pass (it runs again when more are met)
 _TEXT_COLUMNS = {"hlo_op": 0, "hlo_module": 1, "tf_op": 2, "producer": C_PRODUCER, "consumer": C_CONSUMER}
@@ -111,7 +111,7 @@ def _doubles(found: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple, tuple]:
             _texts(values, lambda v: repr(v).encode()))
 
 
-def _strings(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray | None) -> pl.Series:
+def checked_strings(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray | None) -> pl.Series:
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
     return pl.Series(arr)
@@ -120,8 +120,8 @@ def _strings(n: int, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray | 
 def _entry_strings(buf: np.ndarray, entries: np.ndarray, s: int, e: int) -> pl.Series:
     """A string of each event metadata entry (checked UTF-8 by protobuf's decoding of the skeleton),
     and "" last, for an event whose metadata is missing."""
-    data, offsets = _gather(buf, np.append(entries[:, s], 0), np.append(entries[:, e], 0))
-    return _strings(len(entries) + 1, offsets.astype(np.int64), data, None)
+    data, offsets = gather(buf, np.append(entries[:, s], 0), np.append(entries[:, e], 0))
+    return checked_strings(len(entries) + 1, offsets.astype(np.int64), data, None)
 
 
 def _ns(ps: np.ndarray) -> np.ndarray:
@@ -166,7 +166,7 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
             hits = np.empty((n[N_HITS], 6), np.int64)
     hits = hits[:n[N_HITS]]
     dkeys, didx, _, drep = doubles
-    args = _strings(n_events, offs, out, valid)
+    args = checked_strings(n_events, offs, out, valid)
     del out, offs, valid
     raw_txt, raw_off = _texts(names, lambda s: s.encode())
     cols = {}
@@ -183,7 +183,7 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
         size = text(False, np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, bool))
         data, offs, ok = np.empty(max(size, 1), np.uint8), np.empty(n_events + 1, np.int64), np.zeros(n_events, bool)
         text(True, data, offs, ok)
-        cols[name] = _strings(n_events, offs, data, ok)
+        cols[name] = checked_strings(n_events, offs, data, ok)
     for name, col in (*_INT_COLUMNS.items(), ("function_call", C_PRESENCE)):
         values, ok = np.zeros(n_events, np.int64), np.zeros(n_events, bool)
         xargs.ints(buf, hits[hits[:, xargs.H_COL] == col], col, values, ok)

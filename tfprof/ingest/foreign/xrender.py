@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.fields import _len, _skip, _tag, _utf8_ok, _varint
+from tfprof.ingest.wire.fields import read_len, read_tag, read_varint, skip, utf8_ok
 
 # stat value kinds: the XStat field number of the value (0: none set)
 DOUBLE, UINT64, INT64, STR, BYTES, REF = 2, 3, 4, 5, 6, 7
@@ -32,11 +32,11 @@ def stat(buf, s, e, check):
     vs = ve = s
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if pos < 0:
             return meta, kind, value, vs, ve, pos
         if (f == 1 or f == 3 or f == 4 or f == 7) and wt == 0:
-            v, pos = _varint(buf, pos, e)
+            v, pos = read_varint(buf, pos, e)
             if f == 1:
                 meta = v
             else:
@@ -46,14 +46,14 @@ def stat(buf, s, e, check):
                 return meta, kind, value, vs, ve, -2
             kind, vs, ve, pos = f, pos, pos + 8, pos + 8
         elif (f == 5 or f == 6) and wt == 2:
-            a, b = _len(buf, pos, e)
+            a, b = read_len(buf, pos, e)
             if a < 0:
                 return meta, kind, value, vs, ve, a
-            if check and f == 5 and not _utf8_ok(buf, a, b):
+            if check and f == 5 and not utf8_ok(buf, a, b):
                 return meta, kind, value, vs, ve, NOT_UTF8
             kind, vs, ve, pos = f, a, b, b
         else:
-            pos = _skip(buf, pos, e, wt, f)
+            pos = skip(buf, pos, e, wt, f)
         if pos < 0:
             return meta, kind, value, vs, ve, pos
     return meta, kind, value, vs, ve, 0

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.fields import _entry, _len, _skip, _tag, _utf8_ok, _varint
+from tfprof.ingest.wire.fields import read_entry, read_len, read_tag, read_varint, skip, utf8_ok
 
 # columns of the line rows: plane, id, name start, name end, timestamp_ns, payload start, end, events
 L_PLANE, L_ID, L_NAME_S, L_NAME_E, L_TS, L_S, L_E, L_EVENTS = range(8)
@@ -68,32 +68,32 @@ def _line(buf, s, e, fill, row, lines):
     events = 0
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if pos < 0:
             return pos
         if f == 4 and wt == 2:
-            a, b = _len(buf, pos, e)
+            a, b = read_len(buf, pos, e)
             if a < 0:
                 return a
             events += 1
             pos = b
         elif (f == 2 or f == 11) and wt == 2:
-            a, b = _len(buf, pos, e)
+            a, b = read_len(buf, pos, e)
             if a < 0:
                 return a
-            if not _utf8_ok(buf, a, b):
+            if not utf8_ok(buf, a, b):
                 return _BAD
             if f == 2:
                 ns, ne = a, b
             pos = b
         elif (f == 1 or f == 3) and wt == 0:
-            v, pos = _varint(buf, pos, e)
+            v, pos = read_varint(buf, pos, e)
             if f == 1:
                 lid = v
             else:
                 ts = v
         else:
-            pos = _skip(buf, pos, e, wt, f)
+            pos = skip(buf, pos, e, wt, f)
         if pos < 0:
             return pos
     if fill:
@@ -110,18 +110,18 @@ def _line(buf, s, e, fill, row, lines):
 @njit(cache=True, _nrt=False)
 def _metadata(buf, s, e, fill, row, ents):
     """Read one event_metadata map entry (key, and the name and display name of its value); 0, or
-    < 0 when it is damaged or not laid out as writers lay it out (``_entry``)."""
-    key, _, _, _, vs, ve, status = _entry(buf, s, e, 0, 2)
+    < 0 when it is damaged or not laid out as writers lay it out (``read_entry``)."""
+    key, _, _, _, vs, ve, status = read_entry(buf, s, e, 0, 2)
     if status < 0:
         return status
     ns = ne = ds = de = ve
     pos = vs
     while pos < ve:
-        f, wt, pos = _tag(buf, pos, ve)
+        f, wt, pos = read_tag(buf, pos, ve)
         if pos < 0:
             return pos
         if (f == 2 or f == 4) and wt == 2:
-            a, b = _len(buf, pos, ve)
+            a, b = read_len(buf, pos, ve)
             if a < 0:
                 return a
             if f == 2:
@@ -130,7 +130,7 @@ def _metadata(buf, s, e, fill, row, ents):
                 ds, de = a, b
             pos = b
         else:
-            pos = _skip(buf, pos, ve, wt, f)
+            pos = skip(buf, pos, ve, wt, f)
             if pos < 0:
                 return pos
     if fill:
@@ -152,10 +152,10 @@ def _plane(buf, s, e, fill, plane, lines, ents, skeleton, o, n):
     pos = s
     while pos < e:
         at = pos
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if pos < 0:
             return pos
-        pos = _skip(buf, pos, e, wt, f)
+        pos = skip(buf, pos, e, wt, f)
         if pos < 0:
             return pos
         if not (f == 3 and wt == 2):
@@ -168,9 +168,9 @@ def _plane(buf, s, e, fill, plane, lines, ents, skeleton, o, n):
     pos = s
     while pos < e:
         at = pos
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if f == 3 and wt == 2:
-            a, b = _len(buf, pos, e)
+            a, b = read_len(buf, pos, e)
             if fill:
                 lines[n[N_LINES], L_PLANE] = plane
             r = _line(buf, a, b, fill, n[N_LINES], lines)
@@ -181,9 +181,9 @@ def _plane(buf, s, e, fill, plane, lines, ents, skeleton, o, n):
             pos = b
             continue
         p = pos
-        pos = _skip(buf, pos, e, wt, f)  # (checked by the loop above)
+        pos = skip(buf, pos, e, wt, f)  # (checked by the loop above)
         if f == 4 and wt == 2:
-            a, b = _len(buf, p, e)
+            a, b = read_len(buf, p, e)
             if fill:
                 ents[n[N_ENTRIES], M_PLANE] = plane
             r = _metadata(buf, a, b, fill, n[N_ENTRIES], ents)
@@ -203,11 +203,11 @@ def _structure(buf, fill, lines, ents, skeleton, n):
     end = len(buf)
     while pos < end:
         at = pos
-        f, wt, pos = _tag(buf, pos, end)
+        f, wt, pos = read_tag(buf, pos, end)
         if pos < 0:
             return pos
         if f == 1 and wt == 2:
-            a, b = _len(buf, pos, end)
+            a, b = read_len(buf, pos, end)
             if a < 0:
                 return a
             o = _plane(buf, a, b, fill, n[N_PLANES], lines, ents, skeleton, o, n)
@@ -216,7 +216,7 @@ def _structure(buf, fill, lines, ents, skeleton, n):
             n[N_PLANES] += 1
             pos = b
         else:
-            pos = _skip(buf, pos, end, wt, f)
+            pos = skip(buf, pos, end, wt, f)
             if pos < 0:
                 return pos
             o = _copy(buf, at, pos, skeleton, o) if fill else o + pos - at

@@ -50,11 +50,11 @@ import pyarrow as pa
 from tfprof.ingest import derive, profile_proto
 from tfprof.ingest.sources import damaged
 
-# _PREAD is looked up here, when a reader starts: without it (tests set it to None) nodes are read with seek + read.
-from tfprof.ingest.wire.batch import _PREAD, _THREADS, _batch_bounds, _Batcher
-from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB, _canonical  # noqa: F401 (tests check the kernel)
-from tfprof.ingest.wire.errors import _Unusual
-from tfprof.ingest.wire.scan import ProfileIndex, _check_file, scan_profile
+# PREAD is looked up here, when a reader starts: without it (tests set it to None) nodes are read with seek + read.
+from tfprof.ingest.wire.batch import PREAD, THREADS, Batcher, batch_bounds
+from tfprof.ingest.wire.canonical import SPEC_KIND, SPEC_SUB, is_canonical  # noqa: F401 (tests check the kernel)
+from tfprof.ingest.wire.errors import Unusual
+from tfprof.ingest.wire.scan import ProfileIndex, check_file, scan_profile
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
 __all__ = ["BATCH_TABLES", "ProfileIndex", "ProfileReader", "concat_batches", "decode_profile",
@@ -81,11 +81,11 @@ class ProfileReader:
 
     def __init__(self, path: str | os.PathLike, *, batch_nodes: int | None = None,
                  index: ProfileIndex | None = None, prefetch: bool = True) -> None:
-        self.path = _check_file(path)
+        self.path = check_file(path)
         self.batch_nodes = batch_nodes
         self.prefetch = prefetch
         self._index = index
-        self._batcher: _Batcher | None = None
+        self._batcher: Batcher | None = None
         self._fallback: dict[str, pa.Table] | None = None
         self._done = False
 
@@ -95,7 +95,7 @@ class ProfileReader:
         if self._index is None and self._fallback is None:
             try:
                 self._index = scan_profile(self.path)
-            except _Unusual:
+            except Unusual:
                 self._fallback = profile_proto.tables_from_message(profile_proto.parse_profile(self.path))
         return self._index
 
@@ -106,7 +106,7 @@ class ProfileReader:
             for batch in self._batches():
                 yielded = True
                 yield batch
-        except _Unusual:
+        except Unusual:
             if yielded:
                 raise damaged(self.path, "profile", "a field or map entry is written twice, which only the "
                               "reference decoder reads; decode it with tfprof.ingest.wire.decode_profile, "
@@ -120,29 +120,29 @@ class ProfileReader:
         self._fallback = profile_proto.tables_from_message(profile_proto.parse_profile(self.path))
 
     def _batches(self) -> Iterator[dict[str, pa.Table]]:
-        """``batches``, raising ``_Unusual`` for what the kernels leave to protobuf."""
+        """``batches``, raising ``Unusual`` for what the kernels leave to protobuf."""
         index = self.index
         if index is None:
             yield from _reference_batches(self._fallback, self.batch_nodes)
             return
-        bounds = _batch_bounds(index, self.batch_nodes)
+        bounds = batch_bounds(index, self.batch_nodes)
         with open(self.path, "rb") as f:
-            b = self._batcher = _Batcher(self.path, f, index, _PREAD)
-            if not self.prefetch or _THREADS < 2 or len(bounds) < 2:
+            b = self._batcher = Batcher(self.path, f, index, PREAD)
+            if not self.prefetch or THREADS < 2 or len(bounds) < 2:
                 for a, z in bounds:
                     yield b.decode(a, z)
                 return
             # One batch per core, each read and decoded by one thread (no kernel split over the
             # cores: no waiting for the slower half), handed out in order.
             b.split = False
-            with ThreadPoolExecutor(_THREADS, thread_name_prefix="tfprof-wire-batch") as pool:
-                jobs = {k: pool.submit(b.decode_part, *bounds[k], k % _THREADS)
-                        for k in range(min(_THREADS, len(bounds)))}
+            with ThreadPoolExecutor(THREADS, thread_name_prefix="tfprof-wire-batch") as pool:
+                jobs = {k: pool.submit(b.decode_part, *bounds[k], k % THREADS)
+                        for k in range(min(THREADS, len(bounds)))}
                 for k in range(len(bounds)):
                     tables, seen = jobs.pop(k).result()
-                    j = k + _THREADS  # its bytes go to batch k's buffer, free now
+                    j = k + THREADS  # its bytes go to batch k's buffer, free now
                     if j < len(bounds):
-                        jobs[j] = pool.submit(b.decode_part, *bounds[j], j % _THREADS)
+                        jobs[j] = pool.submit(b.decode_part, *bounds[j], j % THREADS)
                     b.note_seen(seen)
                     yield tables
 
@@ -203,7 +203,7 @@ def decode_profile(path: str | os.PathLike) -> dict[str, pa.Table]:
     reader = ProfileReader(path)
     try:
         batches = list(reader._batches())
-    except _Unusual:  # an encoding the kernels leave to protobuf (see ``_Unusual``)
+    except Unusual:  # an encoding the kernels leave to protobuf (see ``Unusual``)
         reader._use_reference()
         return reader._fallback
     reader._done = True

@@ -1,5 +1,5 @@
 """Batches: the bytes of a range of node ids are read into a private buffer, then the count and
-fill kernels run over them on every core and the Arrow tables are built (``_Batcher``).
+fill kernels run over them on every core and the Arrow tables are built (``Batcher``).
 
 A batch's nodes are copied with ``pread`` in node-id order; the count kernel validates them and
 counts each table's rows, the fill kernel writes the values into preallocated columns. Both are
@@ -20,11 +20,8 @@ from numba import njit
 
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.sources import damaged, one_line
-from tfprof.ingest.wire.canonical import _SPEC_KIND, _SPEC_SUB
+from tfprof.ingest.wire.canonical import SPEC_KIND, SPEC_SUB
 from tfprof.ingest.wire.count import (
-    _E_STEP,
-    _NCOUNT,
-    _NROWT,
     C_ALLOC,
     C_ATTRS,
     C_EXDEV,
@@ -39,14 +36,17 @@ from tfprof.ingest.wire.count import (
     C_STEPS,
     C_STRB,
     C_TYPES,
-    _count_kernel,
+    E_STEP,
+    NCOUNT,
+    NROWT,
+    count_kernel,
 )
-from tfprof.ingest.wire.devices import _Devices
-from tfprof.ingest.wire.errors import _precise, _Unusual, _wire_error
-from tfprof.ingest.wire.fill import _compact_rows, _fill_kernel
-from tfprof.ingest.wire.fill_rows import _NSCR
+from tfprof.ingest.wire.devices import Devices
+from tfprof.ingest.wire.errors import Unusual, precise_error, wire_error
+from tfprof.ingest.wire.fill import compact_rows, fill_kernel
+from tfprof.ingest.wire.fill_rows import NSCR
 from tfprof.ingest.wire.scan import ProfileIndex
-from tfprof.ingest.wire.tables import _batch_tables, _first_seen
+from tfprof.ingest.wire.tables import batch_tables, first_seen
 
 _BATCH_BYTES = 24 << 20  # input bytes per batch when batch_nodes is not given (at most)
 _MIN_BATCHES = 12  # a smaller file is cut into about this many batches (down to _MIN_BATCH_BYTES each)
@@ -68,7 +68,7 @@ def _libc_pread():
     return fn
 
 
-_PREAD = _libc_pread()
+PREAD = _libc_pread()
 
 
 @njit(cache=True, nogil=True)
@@ -119,7 +119,7 @@ class _View:
         self.words = _words(array)
 
 
-def _batch_bounds(index: ProfileIndex, batch_nodes: int | None) -> list[tuple[int, int]]:
+def batch_bounds(index: ProfileIndex, batch_nodes: int | None) -> list[tuple[int, int]]:
     n = index.num_nodes
     if batch_nodes is None:
         sizes = np.cumsum(index.node_end - index.node_start)
@@ -145,7 +145,7 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-_THREADS = max(1, min(8, _cpus()))
+THREADS = max(1, min(8, _cpus()))
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -155,7 +155,7 @@ def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(_THREADS, thread_name_prefix="tfprof-wire")
+            _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="tfprof-wire")
         return _POOL
 
 
@@ -167,17 +167,17 @@ def _alloc(shape: tuple[int, ...], dtype) -> np.ndarray:
     return np.frombuffer(buf, dtype, count=n).reshape(shape)
 
 
-_SCRATCH_COUNTS = [c for c in range(_NCOUNT) if c not in (C_ODIMS, C_SHAPE, C_FRAMES, C_STRB)]
+_SCRATCH_COUNTS = [c for c in range(NCOUNT) if c not in (C_ODIMS, C_SHAPE, C_FRAMES, C_STRB)]
 
 
 def _fill_scratch(counts: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per-call scratch of the fill kernel: sized for the longest list of any node in ``part``."""
     longest = int(counts[part][:, _SCRATCH_COUNTS].max()) if len(part) else 0
-    return (np.empty((_NSCR, 4 * max(longest, 3) + 16), np.int64), np.empty(2 * _NROWT, np.int64),
-            np.empty(_NROWT, np.int64), np.empty((16, 4), np.int64))
+    return (np.empty((NSCR, 4 * max(longest, 3) + 16), np.int64), np.empty(2 * NROWT, np.int64),
+            np.empty(NROWT, np.int64), np.empty((16, 4), np.int64))
 
 
-class _Batcher:
+class Batcher:
     """Decodes sets of nodes of one file; keeps the device dictionary across batches.
 
     A batch's nodes are read with ``pread`` into one private buffer rather than walked through
@@ -190,14 +190,14 @@ class _Batcher:
         self.path = path
         self.file = file
         self.index = index
-        self.pread = pread  # libc's pread (``_PREAD``), or None: seek and read
+        self.pread = pread  # libc's pread (``PREAD``), or None: seek and read
         self.exec_devices_seen: dict[int, None] = {}  # device codes, in order of first appearance
         self.canonical_seen: dict[int, None] = {}
-        self.devices = _Devices()
+        self.devices = Devices()
         self.step_set = np.unique(index.steps)
         self.ids = (index.id_keys, index.id_code, np.int64(index.empty_code))
-        self.spec = (_SPEC_KIND, _SPEC_SUB)
-        self._buffers = [np.empty(0, np.uint8) for _ in range(_THREADS)]  # one per batch decoded at once
+        self.spec = (SPEC_KIND, SPEC_SUB)
+        self._buffers = [np.empty(0, np.uint8) for _ in range(THREADS)]  # one per batch decoded at once
         self.split = True  # each kernel call over every core (see ``_run``)
         self._seed()
 
@@ -247,9 +247,9 @@ class _Batcher:
 
         # In buffer order, so that each thread streams through memory (the hardware prefetcher
         # follows), each thread taking a contiguous part of the buffer of about equal size.
-        if self.split and len(nodes) >= 2 * _THREADS and _THREADS > 1:
+        if self.split and len(nodes) >= 2 * THREADS and THREADS > 1:
             size = np.cumsum(ne[nodes] - ns[nodes])
-            cuts = np.searchsorted(size, size[-1] * np.arange(1, _THREADS) / _THREADS)
+            cuts = np.searchsorted(size, size[-1] * np.arange(1, THREADS) / THREADS)
             list(_pool().map(call, np.split(nodes, cuts)))
         else:
             call(nodes)
@@ -277,15 +277,15 @@ class _Batcher:
         file_s, nids = idx.node_start[sel], idx.keys[sel]
         view, ns, ne = data if data is not None else self._read(file_s, idx.node_end[sel])
         everyone = np.arange(B)
-        counts = np.zeros((B, _NCOUNT), np.int64)
+        counts = np.zeros((B, NCOUNT), np.int64)
         err = np.zeros(B, np.int64)
         errpos = np.zeros(B, np.int64)
         name_pos = np.zeros(B, np.int64)
-        self._run(_count_kernel, view, ns, ne, everyone, (nids, counts, err, errpos, name_pos))
+        self._run(count_kernel, view, ns, ne, everyone, (nids, counts, err, errpos, name_pos))
         self._raise_count_errors(err, sel)
         if (name_pos - ns != idx.name_start[sel] - file_s).any():
-            raise _Unusual()  # a node with two names: the last one counts, not the one indexed
-        rowc = counts[:, :_NROWT]
+            raise Unusual()  # a node with two names: the last one counts, not the one indexed
+        rowc = counts[:, :NROWT]
         base = np.cumsum(rowc, axis=0) - rowc
         total = rowc.sum(axis=0)
 
@@ -298,12 +298,12 @@ class _Batcher:
                rows(C_TYPES, 3), rows(C_OSH, 4), _alloc((int(total[C_ODIMS]),), np.int64), rows(C_ATTRS, 6),
                rows(C_FRAMES, 13), rows(C_STEPS, 5), rows(C_EXDEV, 4), rows(C_EXECS, 6), rows(C_MEM, 13),
                rows(C_OMEM, 6), rows(C_ALLOC, 4), _alloc((int(total[C_STRB]),), np.uint8))
-        used = np.zeros((B, _NROWT), np.int64)
+        used = np.zeros((B, NROWT), np.int64)
         errv = np.zeros((B, 2), np.int64)
         miss = np.zeros((B, 3), np.int64)
         todo = everyone
         while len(todo):
-            self._run(_fill_kernel, view, ns, ne, todo, (nids, counts, base, idx.keys, self.step_set, self.ids,
+            self._run(fill_kernel, view, ns, ne, todo, (nids, counts, base, idx.keys, self.step_set, self.ids,
                       self.devices.kernel_args(view.words), self.spec, out, used, err, errv, miss),
                       lambda part: _fill_scratch(counts, part))
             todo = np.flatnonzero(miss[:, 0])
@@ -330,7 +330,7 @@ class _Batcher:
             for t, k in ((C_INPUTS, 2), (C_OSH, 4), (C_ATTRS, 6), (C_STEPS, 8), (C_EXDEV, 9), (C_EXECS, 10),
                          (C_MEM, 11), (C_OMEM, 12), (C_ALLOC, 13)):
                 if (used[:, t] != rowc[:, t]).any():
-                    out[k] = out[k][:, : _compact_rows(out[k], base[:, t], used[:, t])]
+                    out[k] = out[k][:, : compact_rows(out[k], base[:, t], used[:, t])]
         try:
             return self._tables(int(sel[0]), int(sel[-1]) + 1, out)
         except ProfileFormatError as exc:  # a string or attr value of these nodes: where is it?
@@ -353,7 +353,7 @@ class _Batcher:
 
     def _precise(self, exc: Exception, sel: np.ndarray) -> Exception:
         idx = self.index
-        return _precise(exc, self.path, idx.node_start[sel], idx.node_end[sel], idx.keys[sel])
+        return precise_error(exc, self.path, idx.node_start[sel], idx.node_end[sel], idx.keys[sel])
 
     def _raise_count_errors(self, err: np.ndarray, sel: np.ndarray) -> None:
         bad = np.flatnonzero(err)
@@ -363,7 +363,7 @@ class _Batcher:
         code = int(err[j])
         if code < 0:
             i, idx = int(sel[j]), self.index
-            raise _wire_error(self.path, code, int(idx.node_start[i]), int(idx.node_end[i]), int(idx.keys[i]))
+            raise wire_error(self.path, code, int(idx.node_start[i]), int(idx.node_end[i]), int(idx.keys[i]))
         raise damaged(self.path, "profile", "a node has no name or a wrong id; is this another kind of file?")
 
     def _raise_check_errors(self, errv: np.ndarray, sel: np.ndarray) -> None:
@@ -372,12 +372,12 @@ class _Batcher:
             return
         j = int(bad[0])
         name = one_line(self.index.names[int(sel[j])].as_py())
-        if errv[j, 0] == _E_STEP:
+        if errv[j, 0] == E_STEP:
             raise damaged(self.path, "profile", f"node `{name}` has stats for unlisted step {int(errv[j, 1])}")
         raise damaged(self.path, "profile", f"node `{name}` has an input with unknown id {int(errv[j, 1])}")
 
     def _tables(self, a: int, b: int, out: tuple) -> tuple[dict[str, pa.Table], tuple]:
         devs = self.devices.array()
         o_nodes, o_exdev = out[0], out[9]
-        seen = tuple(_first_seen(codes, max(len(devs), 1))[1].tolist() for codes in (o_exdev[2, :], o_nodes[3, :]))
-        return _batch_tables(out, self.index, a, b, devs, self.path), seen
+        seen = tuple(first_seen(codes, max(len(devs), 1))[1].tolist() for codes in (o_exdev[2, :], o_nodes[3, :]))
+        return batch_tables(out, self.index, a, b, devs, self.path), seen

@@ -1,5 +1,5 @@
 """The canonical-encoding check of attr values: a raw AttrValue slice is used as it is only when
-it is exactly what protobuf's deterministic serializer writes (``_canonical``); other attr
+it is exactly what protobuf's deterministic serializer writes (``is_canonical``); other attr
 values are re-serialized through protobuf on the Python side.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.fields import _utf8_ok, _varint
+from tfprof.ingest.wire.fields import read_varint, utf8_ok
 
-# Field kinds of the canonical-encoding check (see _canonical).
+# Field kinds of the canonical-encoding check (see is_canonical).
 (K_NONE, K_I64, K_I32, K_BOOL, K_BYTES, K_STR, K_MSG, K_O_I64, K_O_I32, K_O_BOOL, K_O_F32, K_O_BYTES, K_O_STR,
  K_O_MSG, K_R_MSG, K_R_BYTES, K_P_I64, K_P_I32, K_P_U32, K_P_BOOL, K_P_F32, K_P_F64) = range(22)
 (M_ATTR, M_LIST, M_SHAPE, M_DIM, M_TENSOR, M_HANDLE, M_DTS, M_VARIANT) = range(8)
@@ -54,13 +54,13 @@ def _attr_spec() -> tuple[np.ndarray, np.ndarray]:
     return kind, sub
 
 
-_SPEC_KIND, _SPEC_SUB = _attr_spec()
+SPEC_KIND, SPEC_SUB = _attr_spec()
 
 
 @njit(cache=True, _nrt=False)
 def _minimal_varint(buf, s, e):
     """(value, new pos, canonical): canonical when no trailing zero groups pad it."""
-    v, p = _varint(buf, s, e)
+    v, p = read_varint(buf, s, e)
     if p < 0:
         return v, p, False
     n = p - s
@@ -74,7 +74,7 @@ def _is_int32(v):
 
 
 @njit(cache=True, _nrt=False)
-def _canonical(buf, s, e, kind, sub, stack):
+def is_canonical(buf, s, e, kind, sub, stack):
     """True when ``buf[s:e]`` is an AttrValue exactly as protobuf's deterministic serializer writes it.
 
     That is: fields in ascending number order, no unknown fields, proto3 scalars only when not
@@ -159,7 +159,7 @@ def _canonical(buf, s, e, kind, sub, stack):
             if pe == ps:
                 return False
         if k == K_STR or k == K_O_STR:
-            if not _utf8_ok(buf, ps, pe):
+            if not utf8_ok(buf, ps, pe):
                 return False
         elif k == K_P_F32 or k == K_P_F64:
             w = 4 if k == K_P_F32 else 8

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.errors import _E_UNUSUAL
+from tfprof.ingest.wire.errors import E_UNUSUAL
 from tfprof.ingest.wire.fields import (
     W_CODE_DEF,
     W_EXEC,
@@ -19,12 +19,12 @@ from tfprof.ingest.wire.fields import (
     W_NODE,
     W_TRACE,
     W_TWO_NUMBERS,
-    _check,
-    _entry,
-    _entry_fast,
-    _field,
-    _packed,
-    _tuple_values,
+    check_message,
+    entry_fast,
+    read_entry,
+    read_field,
+    read_packed,
+    tuple_values,
 )
 
 # Per-node counters (count kernel) and the row tables they size (fill kernel).
@@ -32,20 +32,20 @@ from tfprof.ingest.wire.fields import (
 # values, inline trace strings), so that building the Arrow tables never touches the file again.
 (C_INPUTS, C_TYPES, C_OSH, C_ODIMS, C_ATTRS, C_FRAMES, C_STEPS, C_EXDEV, C_EXECS, C_MEM, C_OMEM, C_ALLOC, C_SHAPE,
  C_STRB, C_SRC, C_ACCENT, C_CPUENT) = range(17)
-_NCOUNT = 17
-_NROWT = 14  # C_INPUTS..C_STRB are row/value tables
+NCOUNT = 17
+NROWT = 14  # C_INPUTS..C_STRB are row/value tables
 
 # Node-level errors in the kernels' err arrays (wire errors are stored as they are).
-_E_NONAME, _E_ID, _E_STEP, _E_INPUT = 10, 11, 12, 13
+_E_NONAME, _E_ID, E_STEP, E_INPUT = 10, 11, 12, 13
 
 
 @njit(cache=True, _nrt=False)
 def _count_map_of_tuples(buf, s, e):
     """Validate a map<int32, Tuple> entry; returns the Tuple's length."""
-    _, _, _, _, vs, ve, st = _entry(buf, s, e, 0, 2)
+    _, _, _, _, vs, ve, st = read_entry(buf, s, e, 0, 2)
     if st < 0:
         return st
-    return _tuple_values(buf, vs, ve, None, 0, 0)
+    return tuple_values(buf, vs, ve, None, 0, 0)
 
 
 @njit(cache=True, _nrt=False)
@@ -54,11 +54,11 @@ def _count_times(buf, s, e):
     n = 0
     pos = s
     while pos < e:
-        f, _, _, ts, te, pos = _field(buf, pos, e, W_EXEC_TIME)
+        f, _, _, ts, te, pos = read_field(buf, pos, e, W_EXEC_TIME)
         if pos < 0:
             return pos
         if f == 1:
-            k = _tuple_values(buf, ts, te, None, 0, 0)
+            k = tuple_values(buf, ts, te, None, 0, 0)
             if k < 0:
                 return k
             n += 1
@@ -70,11 +70,11 @@ def _count_exec(buf, s, e, cnt):
     """Validate an ExecProfile and add its rows to ``cnt``."""
     pos = s
     while pos < e:
-        f, _, _, ps, pe, pos = _field(buf, pos, e, W_EXEC)
+        f, _, _, ps, pe, pos = read_field(buf, pos, e, W_EXEC)
         if pos < 0:
             return pos
         if f == 4 or f == 5:  # accelerator_execs, cpu_execs: map<string, ExecTime>
-            _, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 2, 2)
+            _, _, _, _, vs, ve, st = entry_fast(buf, ps, pe, 2, 2)
             n = _count_times(buf, vs, ve) if st >= 0 else st
             if n < 0:
                 return n
@@ -87,18 +87,18 @@ def _count_exec(buf, s, e, cnt):
             cnt[C_MEM] += 1
             q = ps
             while q < pe:  # ExecMemory
-                g, _, _, ms, me, q = _field(buf, q, pe, W_MEMORY)
+                g, _, _, ms, me, q = read_field(buf, q, pe, W_MEMORY)
                 if q < 0:
                     return q
                 if g == 11:  # output_memory: map<int32, Memory>
-                    _, _, _, _, vs, ve, st = _entry_fast(buf, ms, me, 0, 2)
-                    valid = _check(buf, vs, ve, W_TWO_NUMBERS) if st >= 0 else st
+                    _, _, _, _, vs, ve, st = entry_fast(buf, ms, me, 0, 2)
+                    valid = check_message(buf, vs, ve, W_TWO_NUMBERS) if st >= 0 else st
                     if valid < 0:
                         return valid
                     if st == 0:
                         cnt[C_OMEM] += 1
         elif f == 11:  # allocations
-            st = _check(buf, ps, pe, W_TWO_NUMBERS)
+            st = check_message(buf, ps, pe, W_TWO_NUMBERS)
             if st < 0:
                 return st
             cnt[C_ALLOC] += 1
@@ -110,7 +110,7 @@ def _count_trace(buf, s, e, cnt):
     """Validate a CodeDef: count its frames and the bytes of their inline strings."""
     pos = s
     while pos < e:
-        f, _, _, ts, te, pos = _field(buf, pos, e, W_CODE_DEF)
+        f, _, _, ts, te, pos = read_field(buf, pos, e, W_CODE_DEF)
         if pos < 0:
             return pos
         if f != 1:
@@ -118,12 +118,12 @@ def _count_trace(buf, s, e, cnt):
         q = ts
         seen = 0
         while q < te:  # a Trace
-            g, wt, _, a, b, q = _field(buf, q, te, W_TRACE)
+            g, wt, _, a, b, q = read_field(buf, q, te, W_TRACE)
             if q < 0:
                 return q
             if wt == 2 and (g == 1 or g == 3 or g == 4):  # file, function, line
                 if seen & (1 << g):  # protobuf keeps the last, but checks the first is UTF-8
-                    return _E_UNUSUAL
+                    return E_UNUSUAL
                 seen |= 1 << g
                 cnt[C_STRB] += b - a
         cnt[C_FRAMES] += 1
@@ -139,13 +139,13 @@ def _count_node(buf, s, e, cnt):
     nid = np.int64(0)
     seen = 0
     while pos < e:
-        f, wt, v, ps, pe, pos = _field(buf, pos, e, W_NODE)
+        f, wt, v, ps, pe, pos = read_field(buf, pos, e, W_NODE)
         if pos < 0:
             return pos, name_s, name_n, nid
         st = 0
         if f == 6 or f == 7 or f == 9:  # canonical_device, host_device, op: one string each
             if seen & (1 << f):  # protobuf keeps the last, but checks the first is UTF-8
-                return _E_UNUSUAL, name_s, name_n, nid
+                return E_UNUSUAL, name_s, name_n, nid
             seen |= 1 << f
         if f == 1:  # name
             name_s = ps
@@ -153,7 +153,7 @@ def _count_node(buf, s, e, cnt):
         elif f == 13:  # id
             nid = v
         elif f == 4:  # shape, packed or not
-            k = 1 if wt == 0 else _packed(buf, ps, pe, None, 0, 0)
+            k = 1 if wt == 0 else read_packed(buf, ps, pe, None, 0, 0)
             if k < 0:
                 return k, name_s, name_n, nid
             cnt[C_SHAPE] += k
@@ -161,7 +161,7 @@ def _count_node(buf, s, e, cnt):
             cnt[C_STRB] += pe - ps
             cnt[C_TYPES] += 1 if f == 5 else 0
         elif f == 2 or f == 3 or f == 14:  # inputs, outputs, src_output_index: maps of numbers
-            _, _, _, _, _, _, st = _entry(buf, ps, pe, 0, 0)
+            _, _, _, _, _, _, st = read_entry(buf, ps, pe, 0, 0)
             if f == 2 and st == 0:
                 cnt[C_INPUTS] += 1
             elif f == 14 and st == 0:
@@ -169,12 +169,12 @@ def _count_node(buf, s, e, cnt):
         elif f == 10:  # trace
             st = _count_trace(buf, ps, pe, cnt)
         elif f == 11:  # attrs: map<string, AttrValue>
-            _, ks, ke, _, vs, ve, st = _entry(buf, ps, pe, 2, 2)
+            _, ks, ke, _, vs, ve, st = read_entry(buf, ps, pe, 2, 2)
             if st == 0:
                 cnt[C_ATTRS] += 1
                 cnt[C_STRB] += ke - ks + ve - vs
         elif f == 12:  # execs: map<int64, ExecProfile>
-            _, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 0, 2)
+            _, _, _, _, vs, ve, st = entry_fast(buf, ps, pe, 0, 2)
             if st == 0:
                 st = _count_exec(buf, vs, ve, cnt)
                 cnt[C_STEPS] += 1
@@ -191,7 +191,7 @@ def _count_node(buf, s, e, cnt):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _count_kernel(buf, idx, node_s, node_e, keys, counts, err, errpos, name_pos):
+def count_kernel(buf, idx, node_s, node_e, keys, counts, err, errpos, name_pos):
     for j in range(len(idx)):
         i = idx[j]
         st, nm_s, nm_n, nid = _count_node(buf, node_s[i], node_e[i], counts[i])

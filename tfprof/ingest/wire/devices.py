@@ -3,7 +3,7 @@
 They are long (``/job:localhost/replica:0/task:0/device:gpu:0/stream:all``) and met millions of
 times, so the kernels look them up in a small open-addressing hash table and compare them 8
 bytes at a time. A string the table does not hold yet is recorded as a miss; the Python side
-interns the misses (``_Devices.add``) and decodes those nodes again.
+interns the misses (``Devices.add``) and decodes those nodes again.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _dev_insert(first, last, n, slots, code):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _device(buf, s, e, dev, miss, i):
+def device_code(buf, s, e, dev, miss, i):
     """Device code of ``buf[s:e]`` (``dev``: ``_Batcher._dev``); records the first string of node
     ``i`` that is not interned yet in ``miss[i]`` (and gives code 0 meanwhile)."""
     dev_words, dev_tab, dev_w2, slots, bw = dev
@@ -102,7 +102,7 @@ def _device(buf, s, e, dev, miss, i):
     return c
 
 
-class _Devices:
+class Devices:
     """The device strings met so far: codes (insertion order) and byte-order ranks."""
 
     def __init__(self) -> None:

@@ -1,5 +1,5 @@
 """The kernels' status codes and what they become: a ``ProfileFormatError`` that names the failing
-field and its offset (found by walking that field again in Python), or ``_Unusual`` for valid
+field and its offset (found by walking that field again in Python), or ``Unusual`` for valid
 protobuf that the reference decoder must read instead.
 
 Errors are negative positions: a kernel function that returns a position (or a range's start)
@@ -10,35 +10,35 @@ from __future__ import annotations
 
 from tfprof.ingest.sources import damaged
 
-_E_VARINT, _E_LENGTH, _E_WIRE, _E_MISMATCH, _E_UNUSUAL, _E_CHANGED, _E_UTF8 = -1, -2, -3, -4, -5, -6, -7
+E_VARINT, E_LENGTH, E_WIRE, E_MISMATCH, E_UNUSUAL, E_CHANGED, _E_UTF8 = -1, -2, -3, -4, -5, -6, -7
 _WIRE_PROBLEMS = {
-    _E_VARINT: "a varint is truncated or longer than 10 bytes",
-    _E_LENGTH: "a length runs past the end of its message",
-    _E_WIRE: "an invalid tag, wire type or group",
-    _E_MISMATCH: "a known field has the wrong wire type",
-    _E_CHANGED: "it changed while it was being read",  # the fill kernel's rows disagree with the count kernel's
+    E_VARINT: "a varint is truncated or longer than 10 bytes",
+    E_LENGTH: "a length runs past the end of its message",
+    E_WIRE: "an invalid tag, wire type or group",
+    E_MISMATCH: "a known field has the wrong wire type",
+    E_CHANGED: "it changed while it was being read",  # the fill kernel's rows disagree with the count kernel's
     _E_UTF8: "a string field is not valid UTF-8",
 }
 
 
-class _Unusual(Exception):
+class Unusual(Exception):
     """Valid protobuf that the kernels leave to the reference decoder: a map entry whose key or
     value field appears twice (protobuf merges messages, and checks every string is UTF-8), a
     map entry with a field other than key and value, a deprecated group, a node named twice, a
     string field of a node or trace given twice (the last is kept, the first checked)."""
 
 
-def _wire_error(path, code: int, at: int, end: int | None = None, key: int | None = None):
+def wire_error(path, code: int, at: int, end: int | None = None, key: int | None = None):
     """The ``ProfileFormatError`` for kernel status ``code`` met in a top-level field starting at
     byte ``at`` of ``path``, or (``end`` and ``key`` given) in the ProfileNode of id ``key`` at
-    bytes ``[at, end)``; raises ``_Unusual`` for what protobuf itself must decode.
+    bytes ``[at, end)``; raises ``Unusual`` for what protobuf itself must decode.
 
     The kernels only say what kind of problem they met; the failing field and its offset come
     from walking that one field or node again in Python (``tfprof.ingest.locate``).
     """
-    if code == _E_UNUSUAL:
-        raise _Unusual()
-    found = _locate(path, at, end, key) if code != _E_CHANGED else None
+    if code == E_UNUSUAL:
+        raise Unusual()
+    found = _locate(path, at, end, key) if code != E_CHANGED else None
     if found is None:
         problem = _WIRE_PROBLEMS.get(code, "damaged wire format")
         where = f"node {key} at bytes {at}-{end}" if end is not None else f"the field at byte {at}"
@@ -46,7 +46,7 @@ def _wire_error(path, code: int, at: int, end: int | None = None, key: int | Non
     return damaged(path, "profile", str(found))
 
 
-def _precise(exc: Exception, path, starts, ends, keys) -> Exception:
+def precise_error(exc: Exception, path, starts, ends, keys) -> Exception:
     """``exc``, a problem met in the nodes at ``[starts, ends)`` (ids ``keys``) once the kernels
     were done with them (a string that is not UTF-8, an attr value protobuf cannot parse), made
     precise: the first field of those nodes that protobuf's rules reject, and its offset."""

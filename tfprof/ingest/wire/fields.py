@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.errors import _E_LENGTH, _E_MISMATCH, _E_UNUSUAL, _E_VARINT, _E_WIRE
+from tfprof.ingest.wire.errors import E_LENGTH, E_MISMATCH, E_UNUSUAL, E_VARINT, E_WIRE
 
 # ================================================================================ field table
 
-# The wire type of each field the kernels read, by message (tfprof_log.proto): ``_field`` checks
-# it, and a known field with another wire type is an error (``_E_MISMATCH``). Fields not listed
+# The wire type of each field the kernels read, by message (tfprof_log.proto): ``read_field`` checks
+# it, and a known field with another wire type is an error (``E_MISMATCH``). Fields not listed
 # may be anything and are skipped.
 _ANY, _VARINT, _LD, _PACKED = -1, 0, 2, 8  # _PACKED: a repeated number, packed (2) or not (0)
-_UNCHECKED = -1  # as a message: the fill kernel reads bytes the count kernel has checked
+UNCHECKED = -1  # as a message: the fill kernel reads bytes the count kernel has checked
 (W_PROFILE, W_NODE_NAME, W_NODE, W_CODE_DEF, W_TRACE, W_EXEC, W_EXEC_TIME, W_TUPLE, W_MEMORY,
  W_TWO_NUMBERS) = range(10)
 _MESSAGES = {
@@ -56,7 +56,7 @@ _WT = _wire_types()
 
 
 @njit(cache=True, _nrt=False)
-def _varint(buf, pos, end):
+def read_varint(buf, pos, end):
     """(value, new pos); new pos < 0 on a truncated or over-long varint."""
     if pos < end:
         b = np.int64(buf[pos])
@@ -66,7 +66,7 @@ def _varint(buf, pos, end):
     shift = 0
     while True:
         if pos >= end or shift > 63:
-            return np.int64(0), _E_VARINT
+            return np.int64(0), E_VARINT
         b = np.int64(buf[pos])
         pos += 1
         result |= (b & 0x7F) << shift
@@ -76,52 +76,52 @@ def _varint(buf, pos, end):
 
 
 @njit(cache=True, _nrt=False)
-def _tag(buf, pos, end):
+def read_tag(buf, pos, end):
     """(field, wire type, new pos); new pos < 0 on a bad tag."""
-    t, pos = _varint(buf, pos, end)
+    t, pos = read_varint(buf, pos, end)
     if pos < 0:
         return 0, 0, pos
     if t >> 32 or (t >> 3) == 0:
-        return 0, 0, _E_WIRE
+        return 0, 0, E_WIRE
     return t >> 3, t & 7, pos
 
 
 @njit(cache=True, _nrt=False)
-def _len(buf, pos, end):
+def read_len(buf, pos, end):
     """(payload start, payload end) of a length-delimited field; start < 0 on error."""
-    n, pos = _varint(buf, pos, end)
+    n, pos = read_varint(buf, pos, end)
     if pos < 0:
         return pos, 0
     if n < 0 or n > end - pos:
-        return _E_LENGTH, 0
+        return E_LENGTH, 0
     return pos, pos + n
 
 
 @njit(cache=True, _nrt=False)
-def _skip(buf, pos, end, wt, field):
+def skip(buf, pos, end, wt, field):
     """Position after a field's value; < 0 when it is damaged."""
     if wt == 0:
         for k in range(10):
             if pos + k >= end:
-                return _E_VARINT
+                return E_VARINT
             if buf[pos + k] < 0x80:
                 return pos + k + 1
-        return _E_VARINT
+        return E_VARINT
     if wt == 1:
-        return pos + 8 if end - pos >= 8 else _E_LENGTH
+        return pos + 8 if end - pos >= 8 else E_LENGTH
     if wt == 2:
-        s, e = _len(buf, pos, end)
+        s, e = read_len(buf, pos, end)
         return e if s >= 0 else s
     if wt == 5:
-        return pos + 4 if end - pos >= 4 else _E_LENGTH
+        return pos + 4 if end - pos >= 4 else E_LENGTH
     if wt == 3:
-        return _E_UNUSUAL  # a (deprecated) group: protobuf itself decides, see _Unusual
-    return _E_WIRE
+        return E_UNUSUAL  # a (deprecated) group: protobuf itself decides, see Unusual
+    return E_WIRE
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _field(buf, pos, end, msg):
-    """The field at ``pos`` of a message ``msg`` (``W_*``; ``_UNCHECKED``: bytes the count kernel
+def read_field(buf, pos, end, msg):
+    """The field at ``pos`` of a message ``msg`` (``W_*``; ``UNCHECKED``: bytes the count kernel
     has checked): (field, wire type, varint value, payload start, payload end, next pos).
 
     A varint comes back as its value, a length-delimited field as its payload's range, anything
@@ -134,33 +134,33 @@ def _field(buf, pos, end, msg):
         wt = b & 7
         p = pos + 1
     else:
-        f, wt, p = _tag(buf, pos, end)
-    if msg != _UNCHECKED and p >= 0 and f < _WT.shape[1]:
+        f, wt, p = read_tag(buf, pos, end)
+    if msg != UNCHECKED and p >= 0 and f < _WT.shape[1]:
         want = _WT[msg, f]
         if want != _ANY and wt != want and (want != _PACKED or (wt != 0 and wt != 2)):
-            p = _E_MISMATCH
+            p = E_MISMATCH
     v = np.int64(0)
     s = e = p
     if p < 0:
         pass
     elif wt == 0:
-        v, p = _varint(buf, p, end)
+        v, p = read_varint(buf, p, end)
         s = e = p
     elif wt == 2:
-        s, e = _len(buf, p, end)
+        s, e = read_len(buf, p, end)
         p = e if s >= 0 else s
     else:
-        p = _skip(buf, p, end, wt, f)
+        p = skip(buf, p, end, wt, f)
         s = e = p
     return f, wt, v, s, e, p
 
 
 @njit(cache=True, _nrt=False)
-def _check(buf, s, e, msg):
+def check_message(buf, s, e, msg):
     """Validate message ``buf[s:e]`` (``W_*``) without looking at its values; 0 or < 0."""
     pos = s
     while pos < e:
-        pos = _field(buf, pos, e, msg)[5]
+        pos = read_field(buf, pos, e, msg)[5]
         if pos < 0:
             return pos
     return 0
@@ -170,13 +170,13 @@ def _check(buf, s, e, msg):
 
 
 @njit(cache=True, _nrt=False)
-def _packed(buf, s, e, out, o, limit):
+def read_packed(buf, s, e, out, o, limit):
     """The varints of packed field ``buf[s:e]``: written to ``out[o:limit]`` (``out`` None: only
     counted); returns how many there are, < 0 when one is cut."""
     n = 0
     pos = s
     while pos < e:
-        v, pos = _varint(buf, pos, e)
+        v, pos = read_varint(buf, pos, e)
         if pos < 0:
             return pos
         if out is not None:
@@ -187,13 +187,13 @@ def _packed(buf, s, e, out, o, limit):
 
 
 @njit(cache=True, _nrt=False)
-def _tuple_values(buf, s, e, out, o, limit):
+def tuple_values(buf, s, e, out, o, limit):
     """A Tuple's int64_values (packed or not): written to ``out[o:limit]`` (``out`` None: only
     counted); returns how many there are, < 0 when the Tuple is damaged."""
     n = 0
     pos = s
     while pos < e:
-        f, wt, v, ps, pe, pos = _field(buf, pos, e, W_TUPLE)
+        f, wt, v, ps, pe, pos = read_field(buf, pos, e, W_TUPLE)
         if pos < 0:
             return pos
         if f == 1 and wt == 0:
@@ -202,7 +202,7 @@ def _tuple_values(buf, s, e, out, o, limit):
                     out[o + n] = v
             n += 1
         elif f == 1:
-            k = _packed(buf, ps, pe, out, o + n, limit)
+            k = read_packed(buf, ps, pe, out, o + n, limit)
             if k < 0:
                 return k
             n += k
@@ -210,7 +210,7 @@ def _tuple_values(buf, s, e, out, o, limit):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _i32(v):
+def i32(v):
     """An int32 field's value (a negative int32 is written as a 10-byte varint)."""
     return np.int64(np.int32(v))
 
@@ -219,12 +219,12 @@ def _i32(v):
 
 
 @njit(cache=True, _nrt=False)
-def _entry(buf, s, e, key_wt, val_wt, val_str=False):
+def read_entry(buf, s, e, key_wt, val_wt, val_str=False):
     """A map entry: (key, key start, key end, value, value start, value end, status).
 
     Varint parts come back as values, length-delimited parts as ranges (empty at ``e`` when
     absent). A repeated number keeps the last; a repeated length-delimited key or value is left
-    to the reference decoder (status ``_E_UNUSUAL``): a message would have to be merged, and a
+    to the reference decoder (status ``E_UNUSUAL``): a message would have to be merged, and a
     string that is not kept must still be valid UTF-8 for protobuf. So is an entry with a field
     other than key and value: protobuf parses it (its value must decode) but keeps it as an
     unknown field of the parent instead of a map entry.
@@ -239,65 +239,65 @@ def _entry(buf, s, e, key_wt, val_wt, val_str=False):
     seen_key = False
     pos = s
     while pos < e:
-        f, wt, pos = _tag(buf, pos, e)
+        f, wt, pos = read_tag(buf, pos, e)
         if pos < 0:
             return key, ks, ke, val, vs, ve, pos
         if f == 1:
             if wt != key_wt:
-                return key, ks, ke, val, vs, ve, _E_MISMATCH
+                return key, ks, ke, val, vs, ve, E_MISMATCH
             if wt == 0:
-                key, pos = _varint(buf, pos, e)
+                key, pos = read_varint(buf, pos, e)
             else:
                 if seen_key:
-                    return key, ks, ke, val, vs, ve, _E_UNUSUAL
+                    return key, ks, ke, val, vs, ve, E_UNUSUAL
                 seen_key = True
-                ks, ke = _len(buf, pos, e)
+                ks, ke = read_len(buf, pos, e)
                 pos = ke if ks >= 0 else ks
         elif f == 2:
             if wt != val_wt:
-                return key, ks, ke, val, vs, ve, _E_MISMATCH
+                return key, ks, ke, val, vs, ve, E_MISMATCH
             if wt == 0:
-                val, pos = _varint(buf, pos, e)
+                val, pos = read_varint(buf, pos, e)
             else:
                 if seen:
-                    return key, ks, ke, val, vs, ve, _E_UNUSUAL
+                    return key, ks, ke, val, vs, ve, E_UNUSUAL
                 seen = True
-                vs, ve = _len(buf, pos, e)
+                vs, ve = read_len(buf, pos, e)
                 pos = ve if vs >= 0 else vs
         else:
-            pos = _skip(buf, pos, e, wt, f)
+            pos = skip(buf, pos, e, wt, f)
             if pos >= 0:
-                pos = _E_UNUSUAL
+                pos = E_UNUSUAL
         if pos < 0:
             return key, ks, ke, val, vs, ve, pos
     return key, ks, ke, val, vs, ve, 0
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _entry_fast(buf, s, e, key_wt, val_wt):
-    """``_entry`` with the layout every writer uses (key, then a length-delimited value, once
-    each) decoded in line; anything else goes to ``_entry``. Inlined where entries are hot."""
+def entry_fast(buf, s, e, key_wt, val_wt):
+    """``read_entry`` with the layout every writer uses (key, then a length-delimited value, once
+    each) decoded in line; anything else goes to ``read_entry``. Inlined where entries are hot."""
     if e - s >= 4 and val_wt == 2:
         if key_wt == 0 and buf[s] == 0x08:
-            key, p = _varint(buf, s + 1, e)
+            key, p = read_varint(buf, s + 1, e)
             if p > 0 and p < e and buf[p] == 0x12:
-                vs, ve = _len(buf, p + 1, e)
+                vs, ve = read_len(buf, p + 1, e)
                 if vs >= 0 and ve == e:
                     return key, e, e, np.int64(0), vs, ve, 0
         elif key_wt == 2 and buf[s] == 0x0A:
-            ks, ke = _len(buf, s + 1, e)
+            ks, ke = read_len(buf, s + 1, e)
             if ks >= 0 and ke < e and buf[ke] == 0x12:
-                vs, ve = _len(buf, ke + 1, e)
+                vs, ve = read_len(buf, ke + 1, e)
                 if vs >= 0 and ve == e:
                     return np.int64(0), ks, ke, np.int64(0), vs, ve, 0
-    return _entry(buf, s, e, key_wt, val_wt)
+    return read_entry(buf, s, e, key_wt, val_wt)
 
 
 # ================================================================================ bytes
 
 
 @njit(cache=True, _nrt=False)
-def _bytes_lt(buf, o1, l1, o2, l2):
+def bytes_lt(buf, o1, l1, o2, l2):
     """Byte-wise ``buf[o1:o1+l1] < buf[o2:o2+l2]``."""
     n = min(l1, l2)
     for k in range(n):
@@ -309,7 +309,7 @@ def _bytes_lt(buf, o1, l1, o2, l2):
 
 
 @njit(cache=True, _nrt=False)
-def _bytes_eq(a, ao, b, bo, n):
+def bytes_eq(a, ao, b, bo, n):
     for k in range(n):
         if a[ao + k] != b[bo + k]:
             return False
@@ -317,7 +317,7 @@ def _bytes_eq(a, ao, b, bo, n):
 
 
 @njit(cache=True, _nrt=False)
-def _utf8_ok(buf, s, e):
+def utf8_ok(buf, s, e):
     """Strict UTF-8 check (no overlongs, surrogates or code points past U+10FFFF), as protobuf does."""
     pos = s
     while pos < e:

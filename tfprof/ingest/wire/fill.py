@@ -3,9 +3,9 @@ columns the count kernel sized (one 2-D array per table, one row per column).
 
 The count kernel has validated these very bytes (they sit in a private buffer), so the walk
 does not check wire types again; a row count that disagrees with the count kernel's would mean
-the input changed under us (``_E_CHANGED``). A node's map entries, and an exec record's, are
+the input changed under us (``E_CHANGED``). A node's map entries, and an exec record's, are
 first collected in scratch lists and written in key order, the last entry of a key winning
-(``order._map_order``).
+(``order.map_order``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from tfprof.ingest.wire.canonical import _canonical
+from tfprof.ingest.wire.canonical import is_canonical
 from tfprof.ingest.wire.count import (
-    _E_INPUT,
-    _NROWT,
     C_ATTRS,
     C_FRAMES,
     C_INPUTS,
@@ -26,10 +24,12 @@ from tfprof.ingest.wire.count import (
     C_SRC,
     C_STEPS,
     C_TYPES,
+    E_INPUT,
+    NROWT,
 )
-from tfprof.ingest.wire.devices import _device
-from tfprof.ingest.wire.errors import _E_CHANGED
-from tfprof.ingest.wire.fields import _UNCHECKED, _entry, _entry_fast, _field, _i32, _packed, _tuple_values
+from tfprof.ingest.wire.devices import device_code
+from tfprof.ingest.wire.errors import E_CHANGED
+from tfprof.ingest.wire.fields import UNCHECKED, entry_fast, i32, read_entry, read_field, read_packed, tuple_values
 from tfprof.ingest.wire.fill_rows import (
     S_AT,
     S_EX,
@@ -40,12 +40,12 @@ from tfprof.ingest.wire.fill_rows import (
     S_STR,
     S_TMP_A,
     S_TOUCH,
-    _next_row,
-    _push,
-    _put_str,
+    next_row,
+    push,
+    put_str,
 )
-from tfprof.ingest.wire.fill_steps import _fill_steps
-from tfprof.ingest.wire.order import _attr_order, _map_order
+from tfprof.ingest.wire.fill_steps import fill_steps
+from tfprof.ingest.wire.order import attr_order, map_order
 
 # ================================================================================ nodes
 
@@ -68,12 +68,12 @@ def _fill_trace(buf, s, e, nid, ids, rows, lim, o_frames, scr, sbuf):
     str_s, str_e, str_id = scr[S_STR], scr[S_STR + 1], scr[S_STR + 2]
     pos = s
     while pos < e:
-        f, _, _, ts, te, pos = _field(buf, pos, e, _UNCHECKED)
+        f, _, _, ts, te, pos = read_field(buf, pos, e, UNCHECKED)
         if pos < 0:
-            return _E_CHANGED
+            return E_CHANGED
         if f != 1:
             continue
-        r = _next_row(rows, lim, C_FRAMES)
+        r = next_row(rows, lim, C_FRAMES)
         if r < 0:
             return r
         for k in range(3):
@@ -81,29 +81,29 @@ def _fill_trace(buf, s, e, nid, ids, rows, lim, o_frames, scr, sbuf):
         lineno = fsl = np.int64(0)
         q = ts
         while q < te:
-            g, wt, v, a, b, q = _field(buf, q, te, _UNCHECKED)
+            g, wt, v, a, b, q = read_field(buf, q, te, UNCHECKED)
             if q < 0:
-                return _E_CHANGED
+                return E_CHANGED
             if wt == 2 and (g == 1 or g == 3 or g == 4):  # file, function, line
                 k = 0 if g == 1 else g - 2
                 str_s[k] = a
                 str_e[k] = b
             elif g == 2:
-                lineno = _i32(v)
+                lineno = i32(v)
             elif g == 5:
-                fsl = _i32(v)
+                fsl = i32(v)
             elif 6 <= g <= 8:  # file_id, function_id, line_id
                 str_id[g - 6] = v
         o_frames[0, r] = nid
-        o_frames[1, r] = r - rows[C_FRAMES + _NROWT]
+        o_frames[1, r] = r - rows[C_FRAMES + NROWT]
         o_frames[2, r] = lineno
         o_frames[3, r] = fsl
         for k in range(3):
             # tfprof: `t.file or id_to_string[t.file_id]` (likewise function, line)
             if str_e[k] > str_s[k]:
                 o_frames[4 + k, r] = -2
-                if _put_str(buf, str_s[k], str_e[k], sbuf, rows, lim, o_frames, 7 + 2 * k, r) < 0:
-                    return _E_CHANGED
+                if put_str(buf, str_s[k], str_e[k], sbuf, rows, lim, o_frames, 7 + 2 * k, r) < 0:
+                    return E_CHANGED
             else:
                 o_frames[4 + k, r] = _code_ref(ids, str_id[k])
                 o_frames[7 + 2 * k, r] = 0
@@ -129,26 +129,26 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
     o_nodes[5, j] = 0
     pos = s
     while pos < e:
-        f, wt, v, ps, pe, pos = _field(buf, pos, e, _UNCHECKED)
+        f, wt, v, ps, pe, pos = read_field(buf, pos, e, UNCHECKED)
         if pos < 0:
-            return _E_CHANGED
+            return E_CHANGED
         if f == 4 and wt == 0:  # shape, one value
-            r = _next_row(rows, lim, C_SHAPE)
+            r = next_row(rows, lim, C_SHAPE)
             if r < 0:
                 return r
             o_shape[r] = v
         elif f == 4:  # shape, packed
             r = rows[C_SHAPE]
-            k = _packed(buf, ps, pe, o_shape, r, lim[C_SHAPE])
+            k = read_packed(buf, ps, pe, o_shape, r, lim[C_SHAPE])
             if k < 0 or r + k > lim[C_SHAPE]:
-                return _E_CHANGED
+                return E_CHANGED
             rows[C_SHAPE] = r + k
         elif f == 8:  # float_ops
             o_nodes[5, j] = v
         elif f == 5:  # op_types
-            r = _next_row(rows, lim, C_TYPES)
-            if r < 0 or _put_str(buf, ps, pe, sbuf, rows, lim, o_types, 1, r) < 0:
-                return _E_CHANGED
+            r = next_row(rows, lim, C_TYPES)
+            if r < 0 or put_str(buf, ps, pe, sbuf, rows, lim, o_types, 1, r) < 0:
+                return E_CHANGED
             o_types[0, r] = nid
         elif f == 6:
             cd_s, cd_e = ps, pe
@@ -161,31 +161,31 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
             if st < 0:
                 return st
         elif f == 2 or f == 14:  # inputs: map<int32, int64>; src_output_index: map<int64, int32>
-            k, _, _, v, _, _, st = _entry(buf, ps, pe, 0, 0)
+            k, _, _, v, _, _, st = read_entry(buf, ps, pe, 0, 0)
             if f == 2:
-                n_in = _push(scr, S_IN, n_in, cnt[C_INPUTS], _i32(k), v, 0, 0)
+                n_in = push(scr, S_IN, n_in, cnt[C_INPUTS], i32(k), v, 0, 0)
             else:
-                n_src = _push(scr, S_SRC, n_src, cnt[C_SRC], k, _i32(v), 0, 0)
+                n_src = push(scr, S_SRC, n_src, cnt[C_SRC], k, i32(v), 0, 0)
         elif f == 11:  # attrs: map<string, AttrValue>
-            _, ks, ke, _, vs, ve, st = _entry(buf, ps, pe, 2, 2)
-            n_at = _push(scr, S_AT, n_at, cnt[C_ATTRS], ks, ke, vs, ve)
+            _, ks, ke, _, vs, ve, st = read_entry(buf, ps, pe, 2, 2)
+            n_at = push(scr, S_AT, n_at, cnt[C_ATTRS], ks, ke, vs, ve)
         elif f == 12:  # execs: map<int64, ExecProfile>
-            k, _, _, _, vs, ve, st = _entry_fast(buf, ps, pe, 0, 2)
-            n_ex = _push(scr, S_EX, n_ex, cnt[C_STEPS], k, vs, ve, 0)
+            k, _, _, _, vs, ve, st = entry_fast(buf, ps, pe, 0, 2)
+            n_ex = push(scr, S_EX, n_ex, cnt[C_STEPS], k, vs, ve, 0)
         elif f == 15:  # output_shapes: map<int32, Tuple>
-            k, _, _, _, vs, ve, st = _entry(buf, ps, pe, 0, 2)
-            n_osh = _push(scr, S_OSH, n_osh, cnt[C_OSH], _i32(k), vs, ve, 0)
+            k, _, _, _, vs, ve, st = read_entry(buf, ps, pe, 0, 2)
+            n_osh = push(scr, S_OSH, n_osh, cnt[C_OSH], i32(k), vs, ve, 0)
     if min(n_in, n_src, n_at, n_ex, n_osh) < 0:
-        return _E_CHANGED
+        return E_CHANGED
     # nodes
     o_nodes[0, j] = nid
-    if _put_str(buf, op_s, op_e, sbuf, rows, lim, o_nodes, 1, j) < 0:
-        return _E_CHANGED
-    o_nodes[3, j] = _device(buf, cd_s, cd_e, dev, miss, j) if cd_e > cd_s else -1
-    o_nodes[4, j] = _device(buf, hd_s, hd_e, dev, miss, j) if hd_e > hd_s else -1
-    n_shape = rows[C_SHAPE] - rows[C_SHAPE + _NROWT]
+    if put_str(buf, op_s, op_e, sbuf, rows, lim, o_nodes, 1, j) < 0:
+        return E_CHANGED
+    o_nodes[3, j] = device_code(buf, cd_s, cd_e, dev, miss, j) if cd_e > cd_s else -1
+    o_nodes[4, j] = device_code(buf, hd_s, hd_e, dev, miss, j) if hd_e > hd_s else -1
+    n_shape = rows[C_SHAPE] - rows[C_SHAPE + NROWT]
     params = np.int64(1) if n_shape > 0 else np.int64(0)
-    for r in range(rows[C_SHAPE + _NROWT], rows[C_SHAPE]):
+    for r in range(rows[C_SHAPE + NROWT], rows[C_SHAPE]):
         if o_shape[r] < 0:
             params = 0
         params *= o_shape[r]
@@ -193,13 +193,13 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
     o_nodes[7, j] = n_shape
     order = scr[S_ORD_A]
     # node_inputs: by input index, the last entry of an index wins
-    for x in range(_map_order(scr[S_IN], n_in, order, scr[S_TMP_A])):
+    for x in range(map_order(scr[S_IN], n_in, order, scr[S_TMP_A])):
         y = order[x]
         pid = scr[S_IN + 1, y]
         p = np.searchsorted(keys, pid)
         if p >= len(keys) or keys[p] != pid:
             if errv[j, 0] == 0:
-                errv[j, 0] = _E_INPUT
+                errv[j, 0] = E_INPUT
                 errv[j, 1] = pid
             p = 0
         slot = np.int64(0)
@@ -207,7 +207,7 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
             if scr[S_SRC, z] == pid:
                 slot = scr[S_SRC + 1, z]
                 break
-        r = _next_row(rows, lim, C_INPUTS)
+        r = next_row(rows, lim, C_INPUTS)
         if r < 0:
             return r
         o_inputs[0, r] = nid
@@ -216,13 +216,13 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
         o_inputs[3, r] = p
         o_inputs[4, r] = slot
     # output_shapes: by slot
-    for x in range(_map_order(scr[S_OSH], n_osh, order, scr[S_TMP_A])):
+    for x in range(map_order(scr[S_OSH], n_osh, order, scr[S_TMP_A])):
         y = order[x]
-        r = _next_row(rows, lim, C_OSH)
+        r = next_row(rows, lim, C_OSH)
         d0 = rows[C_ODIMS]
-        nd = _tuple_values(buf, scr[S_OSH + 1, y], scr[S_OSH + 2, y], o_odims, d0, lim[C_ODIMS])
+        nd = tuple_values(buf, scr[S_OSH + 1, y], scr[S_OSH + 2, y], o_odims, d0, lim[C_ODIMS])
         if r < 0 or nd < 0 or d0 + nd > lim[C_ODIMS]:
-            return _E_CHANGED
+            return E_CHANGED
         o_osh[0, r] = nid
         o_osh[1, r] = scr[S_OSH, y]
         o_osh[2, r] = d0
@@ -230,38 +230,38 @@ def _fill_node(buf, s, e, nid, j, cnt, rows, lim, keys, step_set, ids, dev, spec
         rows[C_ODIMS] = d0 + nd
     # node_attrs: by name
     kind, sub, stack = spec
-    for x in range(_attr_order(buf, scr[S_AT], scr[S_AT + 1], n_at, order)):
+    for x in range(attr_order(buf, scr[S_AT], scr[S_AT + 1], n_at, order)):
         y = order[x]
-        r = _next_row(rows, lim, C_ATTRS)
-        if (r < 0 or _put_str(buf, scr[S_AT, y], scr[S_AT + 1, y], sbuf, rows, lim, o_attrs, 1, r) < 0
-                or _put_str(buf, scr[S_AT + 2, y], scr[S_AT + 3, y], sbuf, rows, lim, o_attrs, 3, r) < 0):
-            return _E_CHANGED
+        r = next_row(rows, lim, C_ATTRS)
+        if (r < 0 or put_str(buf, scr[S_AT, y], scr[S_AT + 1, y], sbuf, rows, lim, o_attrs, 1, r) < 0
+                or put_str(buf, scr[S_AT + 2, y], scr[S_AT + 3, y], sbuf, rows, lim, o_attrs, 3, r) < 0):
+            return E_CHANGED
         o_attrs[0, r] = nid
-        o_attrs[5, r] = 1 if _canonical(buf, scr[S_AT + 2, y], scr[S_AT + 3, y], kind, sub, stack) else 0
+        o_attrs[5, r] = 1 if is_canonical(buf, scr[S_AT + 2, y], scr[S_AT + 3, y], kind, sub, stack) else 0
     out6 = (o_steps, o_exdev, o_execs, o_mem, o_omem, o_alloc)
-    return _fill_steps(buf, nid, j, n_ex, step_set, dev, scr, rows, lim, out6, miss, errv)
+    return fill_steps(buf, nid, j, n_ex, step_set, dev, scr, rows, lim, out6, miss, errv)
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _fill_kernel(buf, idx, node_s, node_e, node_ids, counts, base, keys, step_set, ids, dev, spec, out, used, err,
+def fill_kernel(buf, idx, node_s, node_e, node_ids, counts, base, keys, step_set, ids, dev, spec, out, used, err,
                  errv, miss, scr, rows, lim, stack):
     kind, sub = spec
     for jj in range(len(idx)):
         j = idx[jj]
-        for t in range(_NROWT):
+        for t in range(NROWT):
             rows[t] = base[j, t]
-            rows[t + _NROWT] = base[j, t]
+            rows[t + NROWT] = base[j, t]
             lim[t] = base[j, t] + counts[j, t]
         st = _fill_node(buf, node_s[j], node_e[j], node_ids[j], j, counts[j], rows, lim, keys, step_set, ids, dev,
                         (kind, sub, stack), scr, out, miss, errv)
         if st < 0:
             err[j] = st
-        for t in range(_NROWT):
+        for t in range(NROWT):
             used[j, t] = rows[t] - base[j, t]
 
 
 @njit(cache=True, _nrt=False)
-def _compact_rows(arr, base, used):
+def compact_rows(arr, base, used):
     """Move each node's ``used`` rows (``arr[:, row]``) from ``base`` down to close the gaps;
     returns the new row count."""
     r = 0

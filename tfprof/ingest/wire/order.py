@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from tfprof.ingest.wire.fields import _bytes_eq, _bytes_lt
+from tfprof.ingest.wire.fields import bytes_eq, bytes_lt
 
 
 @njit(cache=True, _nrt=False)
@@ -97,14 +97,14 @@ def _keep_last_sorted(keys, n, order, tmp):
 
 
 @njit(cache=True, _nrt=False)
-def _attr_order(buf, ks, ke, n, order):
+def attr_order(buf, ks, ke, n, order):
     """Attr entries ordered by key bytes (stable), keeping the last of equal keys, in ``order[:m]``;
     returns m."""
     for x in range(n):
         order[x] = x
     for x in range(1, n):
         y = x
-        while y > 0 and _bytes_lt(buf, ks[order[y]], ke[order[y]] - ks[order[y]],
+        while y > 0 and bytes_lt(buf, ks[order[y]], ke[order[y]] - ks[order[y]],
                                   ks[order[y - 1]], ke[order[y - 1]] - ks[order[y - 1]]):
             tmp = order[y]
             order[y] = order[y - 1]
@@ -115,7 +115,7 @@ def _attr_order(buf, ks, ke, n, order):
         if x + 1 < n:
             a = order[x]
             b = order[x + 1]
-            if ke[a] - ks[a] == ke[b] - ks[b] and _bytes_eq(buf, ks[a], buf, ks[b], ke[a] - ks[a]):
+            if ke[a] - ks[a] == ke[b] - ks[b] and bytes_eq(buf, ks[a], buf, ks[b], ke[a] - ks[a]):
                 continue
         order[m] = order[x]
         m += 1
@@ -123,7 +123,7 @@ def _attr_order(buf, ks, ke, n, order):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _map_order(keys, n, order, tmp):
+def map_order(keys, n, order, tmp):
     """``_keep_last_sorted`` with the usual map of at most one entry done in line."""
     if n <= 1:
         order[0] = 0

@@ -20,9 +20,9 @@ from numba import njit
 
 from tfprof.errors import InputNotFoundError, ProfileFormatError
 from tfprof.ingest.sources import KINDS, damaged
-from tfprof.ingest.wire.errors import _precise, _wire_error
-from tfprof.ingest.wire.fields import W_NODE_NAME, W_PROFILE, _entry, _field, _packed
-from tfprof.ingest.wire.tables import _gather, _strings
+from tfprof.ingest.wire.errors import precise_error, wire_error
+from tfprof.ingest.wire.fields import W_NODE_NAME, W_PROFILE, read_entry, read_field, read_packed
+from tfprof.ingest.wire.tables import checked_strings, gather
 
 _SPAN = 32 << 20  # bytes of file the scan walks between two page releases
 _PAGE = mmap.PAGESIZE
@@ -40,18 +40,18 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
         if state[0] >= len(ent) or state[3] >= len(ids):
             return pos  # full: the caller grows the arrays and calls again
         state[6] = pos
-        f, wt, v, s, e, nxt = _field(buf, pos, end, W_PROFILE)
+        f, wt, v, s, e, nxt = read_field(buf, pos, end, W_PROFILE)
         if nxt < 0:
             return nxt
         if f == 1:  # nodes: map<int64, ProfileNode>
-            key, _, _, _, ns, ne, st = _entry(buf, s, e, 0, 2)
+            key, _, _, _, ns, ne, st = read_entry(buf, s, e, 0, 2)
             if st < 0:
                 return st
             # The name: the first name field of the node (the count kernel checks it is the only one).
             nm_s = nm_e = -1
             q = ns
             while q < ne:
-                g, _, _, a, b, q = _field(buf, q, ne, W_NODE_NAME)
+                g, _, _, a, b, q = read_field(buf, q, ne, W_NODE_NAME)
                 if q < 0:
                     return q
                 if g == 1:
@@ -79,14 +79,14 @@ def _scan_top(buf, pos, stop, end, ent, names, state, steps, ids):
                 if state[2] < len(steps):
                     steps[state[2]] = v
             else:
-                n = _packed(buf, s, e, steps, state[2], len(steps))
+                n = read_packed(buf, s, e, steps, state[2], len(steps))
                 if n < 0:
                     return n
             if state[2] + n > len(steps):
                 return pos  # grow steps and come back
             state[2] += n
         elif f == 4:  # id_to_string: map<int64, string>
-            key, _, _, _, vs, ve, st = _entry(buf, s, e, 0, 2, True)
+            key, _, _, _, vs, ve, st = read_entry(buf, s, e, 0, 2, True)
             if st < 0:
                 return st
             k = state[3]
@@ -158,7 +158,7 @@ class _Mapped:
         self.close()
 
 
-def _check_file(path: str | os.PathLike) -> Path:
+def check_file(path: str | os.PathLike) -> Path:
     """The checks of ``sources.read_bytes``, without reading the file."""
     p = Path(path)
     what, flag = KINDS["profile"]
@@ -179,7 +179,7 @@ def _check_file(path: str | os.PathLike) -> Path:
 
 def scan_profile(path: str | os.PathLike) -> ProfileIndex:
     """Walk the top level of ProfileProto file ``path``: node positions and names, steps, strings."""
-    p = _check_file(path)
+    p = check_file(path)
     with _Mapped(p) as m:
         return _scan(p, m)
 
@@ -199,7 +199,7 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
         stop = min(end, pos + _SPAN)
         new = _scan_top(buf, pos, stop, end, ent, names, state, steps, ids)
         if new < 0:
-            raise _wire_error(p, new, int(state[6]))
+            raise wire_error(p, new, int(state[6]))
         if new < stop:  # an output array is full: grow it and go on from the same entry
             if state[0] >= len(ent):
                 ent = np.concatenate([ent, np.empty_like(ent)])
@@ -219,17 +219,17 @@ def _scan(p: Path, m: _Mapped) -> ProfileIndex:
     if ((ent[keep, 3] < 0) | (name_len[keep] == 0)).any():
         raise damaged(p, "profile", "a node has no name or a wrong id; is this another kind of file?")
     try:
-        all_names = _strings(names[: state[1]], name_off.astype(np.int32), p, "a node name")
+        all_names = checked_strings(names[: state[1]], name_off.astype(np.int32), p, "a node name")
     except ProfileFormatError as exc:
         k = _first_bad_string(names, name_off)
-        raise _precise(exc, p, ent[k:k + 1, 1], ent[k:k + 1, 2], ent[k:k + 1, 0]) from None
+        raise precise_error(exc, p, ent[k:k + 1, 1], ent[k:k + 1, 2], ent[k:k + 1, 0]) from None
     if len(keep) < n:  # protobuf parses the entries a later one of the same key replaces: so must we
         _check_replaced(p, buf, np.delete(ent, keep, axis=0))
     id_n = int(state[3])
     id_keys, id_keep = _last_of_each_key(ids[:id_n, 0])
-    data, offs = _gather(buf, ids[:id_n, 1], ids[:id_n, 2])
+    data, offs = gather(buf, ids[:id_n, 1], ids[:id_n, 2])
     try:  # every value is checked, the replaced ones too (protobuf parses them)
-        id_values = _strings(data, offs, p, "an id_to_string value").take(pa.array(id_keep))
+        id_values = checked_strings(data, offs, p, "an id_to_string value").take(pa.array(id_keep))
     except ProfileFormatError:
         k = _first_bad_string(data, offs)
         raise damaged(p, "profile", f"the string of `id_to_string[{int(ids[k, 0])}]` at byte {int(ids[k, 1])} "
@@ -272,7 +272,7 @@ def _check_replaced(path: Path, buf: np.ndarray, ent: np.ndarray) -> None:
             tfprof_log_pb2.ProfileNode.FromString(buf[s:e].tobytes())
         except (DecodeError, ValueError, RuntimeError):
             exc = damaged(path, "profile", f"node {key} (bytes {s}-{e}), replaced by a later one, does not decode")
-            raise _precise(exc, path, np.array([s]), np.array([e]), np.array([key])) from None
+            raise precise_error(exc, path, np.array([s]), np.array([e]), np.array([key])) from None
 
 
 def _first_bad_string(data: np.ndarray, offsets: np.ndarray) -> int:

@@ -19,7 +19,7 @@ from tfprof.schema import TABLES, conform
 
 
 @njit(cache=True, nogil=True)
-def _gather(buf, starts, ends):
+def gather(buf, starts, ends):
     """Concatenate ``buf[starts[i]:ends[i]]``; returns (data, int32 offsets)."""
     n = len(starts)
     offs = np.zeros(n + 1, np.int32)
@@ -38,7 +38,7 @@ def _gather(buf, starts, ends):
 
 
 @njit(cache=True, nogil=True)
-def _first_seen(codes, n_values):
+def first_seen(codes, n_values):
     """Renumber ``codes`` (-1 = null) in order of first appearance: (new codes, old code of each new)."""
     remap = np.full(n_values, -1, np.int64)
     order = np.empty(n_values, np.int64)
@@ -88,7 +88,7 @@ def _gather_spans(values, starts, lens):
 
 
 
-def _strings(data: np.ndarray, offsets: np.ndarray, path: Path, what: str) -> pa.StringArray:
+def checked_strings(data: np.ndarray, offsets: np.ndarray, path: Path, what: str) -> pa.StringArray:
     arr = pa.StringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data))
     try:
         arr.validate(full=True)
@@ -112,9 +112,9 @@ def _dict(codes: np.ndarray, values: pa.Array, first_seen_order: np.ndarray | No
     of first appearance (in ``first_seen_order`` of the rows when given)."""
     n_values = max(len(values), 1)
     if first_seen_order is None:
-        new, order = _first_seen(codes, n_values)
+        new, order = first_seen(codes, n_values)
     else:
-        new_p, order = _first_seen(codes[first_seen_order], n_values)
+        new_p, order = first_seen(codes[first_seen_order], n_values)
         new = np.empty_like(new_p)
         new[first_seen_order] = new_p
     mask = codes < 0
@@ -122,7 +122,7 @@ def _dict(codes: np.ndarray, values: pa.Array, first_seen_order: np.ndarray | No
     return pa.DictionaryArray.from_arrays(indices, values.take(pa.array(order)))
 
 
-def _batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path) -> dict[str, pa.Table]:
+def batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path) -> dict[str, pa.Table]:
     """The per-node tables of node ids ``index.keys[a:b]`` from the fill kernel's ``out``."""
     (o_nodes, o_shape, o_inputs, o_types, o_osh, o_odims, o_attrs, o_frames, o_steps, o_exdev, o_execs, o_mem,
      o_omem, o_alloc, sbuf) = out
@@ -130,7 +130,7 @@ def _batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path)
     i32 = lambda col: pa.array(col.astype(np.int32), pa.int32())  # noqa: E731
 
     def strings(o: np.ndarray, col: int, what: str) -> pa.StringArray:
-        return _strings(*_gather(sbuf, o[col, :], o[col + 1, :]), path, what)
+        return checked_strings(*gather(sbuf, o[col, :], o[col + 1, :]), path, what)
 
     def code_strings(k: int) -> pa.DictionaryArray:
         return _code_strings(o_frames, k, sbuf, index.code_values, path)
@@ -176,7 +176,7 @@ def _batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path)
 
 
 def _attr_values(o_attrs: np.ndarray, sbuf: np.ndarray, path: Path) -> pa.Array:
-    data, offs = _gather(sbuf, o_attrs[3, :], o_attrs[4, :])
+    data, offs = gather(sbuf, o_attrs[3, :], o_attrs[4, :])
     values = pa.BinaryArray.from_buffers(pa.binary(), len(offs) - 1, [None, pa.py_buffer(offs), pa.py_buffer(data)])
     odd = np.flatnonzero(o_attrs[5, :] == 0)
     if not len(odd):
@@ -204,7 +204,7 @@ def _code_strings(o_frames: np.ndarray, k: int, sbuf: np.ndarray, values: pa.Str
     codes = o_frames[4 + k, :]
     inline = np.flatnonzero(codes == -2)
     if len(inline):
-        extra = _strings(*_gather(sbuf, o_frames[7 + 2 * k, inline], o_frames[8 + 2 * k, inline]),
+        extra = checked_strings(*gather(sbuf, o_frames[7 + 2 * k, inline], o_frames[8 + 2 * k, inline]),
                          path, "a code trace string")
         both = pc.dictionary_encode(pa.concat_arrays([values, extra]))
         remap = both.indices.to_numpy(zero_copy_only=False).astype(np.int64)
