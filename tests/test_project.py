@@ -221,6 +221,25 @@ def test_tf_api_exports_every_listed_name():
             "profile", "advise")  # tfprof.profile / tfprof.advise: wrappers, the module name is taken
 
 
+def test_no_module_imports_another_modules_private_names():
+    """A name another module needs is public: ``from tfprof.x import _name`` couples the two
+    through what ``x`` says is its own business."""
+    bad = []
+    for module, path in _modules().items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            source = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                source = ".".join([*base, source] if source else base)
+            if source == "tfprof" or source.startswith("tfprof."):
+                bad += [f"{path.relative_to(ROOT)}: from {source} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not bad, "\n".join(bad)
+
+
 def test_every_module_says_its_job_in_at_most_400_lines():
     long, silent = [], []
     for path in sorted((ROOT / "tfprof").rglob("*.py")):
