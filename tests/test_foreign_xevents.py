@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -91,3 +92,29 @@ def test_walk_never_reads_past_a_cut(cut):
     data = _space().SerializeToString()
     outline = xwalk.walk(np.frombuffer(data[:cut], np.uint8))
     assert outline is None
+
+
+def test_hlo_programs_read_by_protobuf_equal_a_walk_of_the_wire():
+    """Every program of the JAX capture: protobuf over our cut hlo.proto gives the instructions
+    that a plain walk of the wire finds (foreign_expect, field numbers only); bytes that are not
+    an HloProto give none."""
+    from foreign_expect import load_xspace, xspace_expect
+
+    from tfprof.ingest.foreign import hlo
+
+    path = Path(__file__).parent / "fixtures" / "foreign" / "jax_mlp.xplane.pb"
+    want = xspace_expect(path)["programs"]
+    assert want
+    space = load_xspace(path)
+    seen = 0
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for meta in plane.event_metadata.values():
+            for s in meta.stats:
+                if names.get(s.metadata_id) == "Hlo Proto":
+                    flat = {k: v for per in want[meta.name].values() for k, v in per.items()}
+                    assert hlo.instructions(s.bytes_value) == flat and flat
+                    seen += 1
+    assert seen == len(want)
+    assert hlo.instructions(b"\x0a\xff\xff") == {}  # a length running past the end
+    assert hlo.instructions(b"\x0a\x03\x1a\x01\xff") == {}  # a computation cut short
