@@ -50,6 +50,7 @@ def test_every_column_has_a_doc():
 BASE = {
     "errors": set(),
     "stopping": set(),
+    "varint": set(),
     "samples": {"errors"},
     "kernels": {"errors"},
     "tf_names": set(),

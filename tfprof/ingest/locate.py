@@ -22,6 +22,8 @@ from google.protobuf import descriptor as _d
 from google.protobuf import message as _message
 from google.protobuf.message_factory import GetMessageClass
 
+from tfprof.varint import VarintError, decode
+
 MAX_DEPTH = 100  # protobuf's default recursion limit
 _MAX_FIELD = (1 << 29) - 1
 
@@ -116,16 +118,12 @@ class _Walker:
     def varint(self, pos: int, end: int, at: int, path: str, field: tuple[str, str], encl: str,
                limit: int = 10) -> tuple[int, int]:
         """(value, position after it) of the varint at ``pos``."""
-        buf, value, shift = self.buf, 0, 0
-        for k in range(limit):
-            if pos + k >= end:
-                raise self.fail(at, path, field, f"has a varint cut short: {self.ends(end, encl)}", end)
-            b = buf[pos + k]
-            value |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                return value, pos + k + 1
-        raise self.fail(at, path, field, f"has a varint longer than {limit} bytes")
+        try:
+            return decode(self.buf, pos, end, limit)
+        except VarintError as bad:
+            if bad.kind == "short":
+                raise self.fail(at, path, field, f"has a varint cut short: {self.ends(end, encl)}", end) from None
+            raise self.fail(at, path, field, f"has a varint longer than {limit} bytes") from None
 
     def message(self, pos: int, end: int, desc, path: str, depth: int, group: int = 0,
                 first_only: bool = False) -> int:

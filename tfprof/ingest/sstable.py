@@ -12,6 +12,8 @@ import numpy as np
 from numba import njit
 
 from tfprof.errors import ProfileFormatError
+from tfprof.varint import VarintError, decode
+from tfprof.varint import read as read_varint
 
 TABLE_MAGIC = 0xDB4775248B80FB57  # LevelDB table magic, tensorflow/core/lib/io/format.h
 FOOTER_LEN = 48  # two block handles padded to 40 bytes + 8-byte magic
@@ -85,33 +87,22 @@ def unmask(masked: int) -> int:
 def varints(buf: np.ndarray, pos: int, n: int) -> tuple[np.ndarray, int]:  # pragma: no cover
     """``n`` varint64s from ``buf[pos:]`` and the position after them (-1 when they run off the end)."""
     out = np.empty(n, dtype=np.uint64)
+    end = buf.shape[0]
     for k in range(n):
-        v = np.uint64(0)
-        shift = np.uint64(0)
-        while True:
-            if pos >= buf.shape[0] or shift > np.uint64(63):
-                return out, -1
-            b = np.uint64(buf[pos])
-            pos += 1
-            v |= (b & np.uint64(0x7F)) << shift
-            if b < np.uint64(0x80):
-                break
-            shift += np.uint64(7)
-        out[k] = v
+        v, pos = read_varint(buf, pos, end)
+        if pos < 0:
+            return out, -1
+        out[k] = np.uint64(v)  # the int64's bits: a varint64 of 2^63 or more
     return out, pos
 
 
 def varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise IndexError("varint runs past the end")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
+    """(value, position after it) of the varint at ``buf[pos:]``; ``IndexError`` when it runs
+    past the end or is longer than 10 bytes."""
+    try:
+        return decode(buf, pos)
+    except VarintError:
+        raise IndexError("varint runs past the end") from None
 
 
 # ---------------------------------------------------------------------------------------------

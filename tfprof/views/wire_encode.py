@@ -29,31 +29,10 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-_U7 = np.uint64(7)
-_LOW = np.uint64(0x7F)
-_HIGH = np.uint64(0x80)
-
+from tfprof.varint import put as put_varint
+from tfprof.varint import size as varint_size
 
 # ---------------------------------------------------------------------------------- kernels
-
-
-@njit(cache=True, nogil=True)
-def _varint_len(v):
-    n = 1
-    while v >= _HIGH:
-        v >>= _U7
-        n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def _put_varint(out, pos, v):
-    while v >= _HIGH:
-        out[pos] = np.uint8((v & _LOW) | _HIGH)
-        v >>= _U7
-        pos += 1
-    out[pos] = np.uint8(v)
-    return pos + 1
 
 
 @njit(cache=True, nogil=True)
@@ -63,7 +42,7 @@ def _scalar_offsets(tag_len, values, keep_zero):
     off[0] = 0
     for i in range(n):
         v = values[i]
-        off[i + 1] = off[i] + (0 if (v == 0 and not keep_zero) else tag_len + _varint_len(v))
+        off[i + 1] = off[i] + (0 if (v == 0 and not keep_zero) else tag_len + varint_size(v))
     return off
 
 
@@ -76,7 +55,7 @@ def _write_scalars(out, dst, tag, values, keep_zero):
         pos = dst[i]
         for t in range(len(tag)):
             out[pos + t] = tag[t]
-        _put_varint(out, pos + len(tag), v)
+        put_varint(out, pos + len(tag), v)
 
 
 @njit(cache=True, nogil=True)
@@ -87,7 +66,7 @@ def _message_offsets(tag_len, body, keep_empty):
     for i in range(n):
         size = body[i]
         if tag_len > 0 and (size > 0 or keep_empty):
-            size += tag_len + _varint_len(np.uint64(size))
+            size += tag_len + varint_size(np.uint64(size))
         off[i + 1] = off[i] + size
     return off
 
@@ -101,7 +80,7 @@ def _write_headers(out, dst, tag, body, keep_empty):
         if len(tag) > 0 and (body[i] > 0 or keep_empty):
             for t in range(len(tag)):
                 out[pos + t] = tag[t]
-            pos = _put_varint(out, pos + len(tag), np.uint64(body[i]))
+            pos = put_varint(out, pos + len(tag), np.uint64(body[i]))
         start[i] = pos
     return start
 
@@ -115,7 +94,7 @@ def _fused_body(tag_off, values, keeps):
         for i in range(n):
             v = values[j, i]
             if v != 0 or keeps[j]:
-                body[i] += tl + _varint_len(v)
+                body[i] += tl + varint_size(v)
     return body
 
 
@@ -129,7 +108,7 @@ def _write_fused(out, dst, tag, tags, tag_off, values, keeps, body, keep_empty):
                 continue
             for t in range(len(tag)):
                 out[pos + t] = tag[t]
-            pos = _put_varint(out, pos + len(tag), np.uint64(body[i]))
+            pos = put_varint(out, pos + len(tag), np.uint64(body[i]))
         for j in range(k):
             v = values[j, i]
             if v == 0 and not keeps[j]:
@@ -137,7 +116,7 @@ def _write_fused(out, dst, tag, tags, tag_off, values, keeps, body, keep_empty):
             for t in range(tag_off[j], tag_off[j + 1]):
                 out[pos] = tags[t]
                 pos += 1
-            pos = _put_varint(out, pos, v)
+            pos = put_varint(out, pos, v)
 
 
 @njit(cache=True, nogil=True)
@@ -255,7 +234,7 @@ class _Group(Enc):
 def tag(field: int, wire_type: int) -> np.ndarray:
     """The encoded key of ``field`` with ``wire_type`` (0 varint, 2 length-delimited)."""
     out = np.empty(10, np.uint8)
-    end = _put_varint(out, 0, np.uint64(field << 3 | wire_type))
+    end = put_varint(out, 0, np.uint64(field << 3 | wire_type))
     return out[:end].copy()
 
 

@@ -24,6 +24,8 @@ import numpy as np
 from numba import njit
 
 from tfprof.ingest.wire.fields import read_entry, read_len, read_tag, read_varint, skip, utf8_ok
+from tfprof.varint import put as put_varint
+from tfprof.varint import size as varint_size
 
 # columns of the line rows: plane, id, name start, name end, timestamp_ns, payload start, end, events
 L_PLANE, L_ID, L_NAME_S, L_NAME_E, L_TS, L_S, L_E, L_EVENTS = range(8)
@@ -32,25 +34,6 @@ M_PLANE, M_KEY, M_S, M_E, M_NAME_S, M_NAME_E, M_DISP_S, M_DISP_E = range(8)
 # the walk's counters: planes, lines, events, metadata entries, skeleton bytes
 N_PLANES, N_LINES, N_EVENTS, N_ENTRIES, N_SKELETON = range(5)
 _BAD = -1  # a string field that is not UTF-8 (the other codes are ``wire.errors``')
-
-
-@njit(cache=True, _nrt=False)
-def _varint_size(v):
-    n = 1
-    while v >= 0x80:
-        v >>= 7
-        n += 1
-    return n
-
-
-@njit(cache=True, _nrt=False)
-def _put_varint(out, o, v):
-    while v >= 0x80:
-        out[o] = (v & 0x7F) | 0x80
-        v >>= 7
-        o += 1
-    out[o] = v
-    return o + 1
 
 
 @njit(cache=True, _nrt=False)
@@ -162,9 +145,9 @@ def _plane(buf, s, e, fill, plane, lines, ents, skeleton, o, n):
             kept += pos - at
     if fill:
         skeleton[o] = 0x0A
-        o = _put_varint(skeleton, o + 1, kept)
+        o = put_varint(skeleton, o + 1, np.uint64(kept))
     else:
-        o += 1 + _varint_size(kept)
+        o += 1 + varint_size(np.uint64(kept))
     pos = s
     while pos < e:
         at = pos

@@ -8,9 +8,10 @@ returns one of the ``_E_*`` codes instead when the bytes are damaged.
 
 from __future__ import annotations
 
+from tfprof import varint
 from tfprof.ingest.sources import damaged
 
-E_VARINT, E_LENGTH, E_WIRE, E_MISMATCH, E_UNUSUAL, E_CHANGED, _E_UTF8 = -1, -2, -3, -4, -5, -6, -7
+E_VARINT, E_LENGTH, E_WIRE, E_MISMATCH, E_UNUSUAL, E_CHANGED, _E_UTF8 = varint.BAD, -2, -3, -4, -5, -6, -7
 _WIRE_PROBLEMS = {
     E_VARINT: "a varint is truncated or longer than 10 bytes",
     E_LENGTH: "a length runs past the end of its message",

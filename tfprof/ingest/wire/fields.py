@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tfprof import varint
 from tfprof.ingest.wire.errors import E_LENGTH, E_MISMATCH, E_UNUSUAL, E_VARINT, E_WIRE
 
 # ================================================================================ field table
@@ -55,24 +56,7 @@ _WT = _wire_types()
 # ================================================================================ primitives
 
 
-@njit(cache=True, _nrt=False)
-def read_varint(buf, pos, end):
-    """(value, new pos); new pos < 0 on a truncated or over-long varint."""
-    if pos < end:
-        b = np.int64(buf[pos])
-        if b < 0x80:
-            return b, pos + 1
-    result = np.int64(0)
-    shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            return np.int64(0), E_VARINT
-        b = np.int64(buf[pos])
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+read_varint = varint.read  # (value, new pos); new pos E_VARINT (< 0) on a truncated or over-long varint
 
 
 @njit(cache=True, _nrt=False)
