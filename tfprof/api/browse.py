@@ -31,6 +31,7 @@ from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
 from tfprof.schema import PUBLIC_NAMES
+from tfprof.schema.metrics import kind_of
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
@@ -47,11 +48,7 @@ FLAME_METRICS = {"micros": "exec_micros", "bytes": "requested_bytes", "params": 
 
 def column_kind(column: str) -> str:
     """The number format of a public metric column: ``time`` (µs), ``memory`` (bytes) or ``number``."""
-    if column.endswith("micros"):
-        return "time"
-    if column.endswith("bytes"):
-        return "memory"
-    return "number"
+    return kind_of(column)
 
 
 @dataclass

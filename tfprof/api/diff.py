@@ -36,12 +36,11 @@ from tfprof.queries.options import Options
 from tfprof.queries.spec import sample_name, tree_spec
 from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.schema import PUBLIC_NAMES
+from tfprof.schema.metrics import METRIC_LIST
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-_THRESHOLDS = tuple(f"min_{m}" for m in (
-    "bytes", "peak_bytes", "residual_bytes", "output_bytes", "micros", "accelerator_micros", "cpu_micros",
-    "params", "float_ops", "occurrence"))
+_THRESHOLDS = (*(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence")
 
 
 @dataclass

@@ -15,13 +15,14 @@ from tfprof.api.run import VIEWS, ViewResult
 from tfprof.errors import OptionError
 from tfprof.queries import diff as rules
 from tfprof.queries.gates import Gate, parse, targeted, tripped
+from tfprof.schema.metrics import METRIC_LIST
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 from tfprof.views.units import FORMATS
 
 SHOWN = 20
 # public column (self name) -> number format kind
-_KINDS = {public_column(f): m.kind for f, m in METRICS.items()} | {"run_count": "number", "definition_count": "number"}
+_KINDS = {m.public_column: m.kind for m in METRIC_LIST} | {"run_count": "number", "definition_count": "number"}
 
 
 def parse_gates(texts: list[str] | tuple[str, ...], *, diff: bool = False) -> list[Gate]:

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from tfprof.errors import OptionError
+from tfprof.schema.metrics import METRIC_LIST
 
 # Select fields in tfprof's own order of definition (kShown); the text views print them in a
 # view-specific order (see the registry tfprof.views.fields.FIELDS).
@@ -38,20 +39,13 @@ SELECT_FIELDS = (
     "macs",  # ours (docs/COMPATIBILITY.md): node_flops.macs
     "kernels",  # ours (docs/FOREIGN.md, 'GPU events'): the GPU work under each row
 )
+# tfprof's order_by values (its metrics', from their records in schema.metrics), then ours
 ORDER_BY = (
     "name",
     "depth",
-    "bytes",
-    "peak_bytes",
-    "residual_bytes",
-    "output_bytes",
-    "micros",
-    "accelerator_micros",
-    "cpu_micros",
-    "params",
-    "float_ops",
+    *(m.order_by for m in METRIC_LIST if m.order_by and not m.ours),
     "occurrence",
-    "macs",  # ours
+    *(m.order_by for m in METRIC_LIST if m.order_by and m.ours),
 )
 
 
@@ -92,20 +86,7 @@ def output_help() -> str:
     """The ``-output`` option's help: each kind's usage and what it writes."""
     return ", ".join(f"{k.usage} ({k.help})" for k in OUTPUT_KINDS.values())
 
-INT_OPTIONS = (
-    "max_depth",
-    "min_bytes",
-    "min_peak_bytes",
-    "min_residual_bytes",
-    "min_output_bytes",
-    "min_micros",
-    "min_accelerator_micros",
-    "min_cpu_micros",
-    "min_params",
-    "min_float_ops",
-    "min_occurrence",
-    "step",
-)
+INT_OPTIONS = ("max_depth", *(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence", "step")
 LIST_OPTIONS = (
     "account_type_regexes",
     "start_name_regexes",

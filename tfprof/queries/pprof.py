@@ -25,19 +25,11 @@ from tfprof.queries.forest import subtree_sums
 from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.options import Options
 from tfprof.queries.spec import as_spec
+from tfprof.schema.metrics import exported
 
-# select value -> the member column tfprof puts in sample value[1] (Samples::Add)
-PPROF_METRICS = {
-    "micros": "exec_micros",
-    "accelerator_micros": "accelerator_exec_micros",
-    "cpu_micros": "cpu_exec_micros",
-    "bytes": "requested_bytes",
-    "peak_bytes": "peak_bytes",
-    "residual_bytes": "residual_bytes",
-    "output_bytes": "output_bytes",
-    "params": "parameters",
-    "float_ops": "float_ops",
-}
+# select value -> the member column tfprof puts in sample value[1] (Samples::Add): the metrics
+# that pprof exports (schema.metrics), times first
+PPROF_METRICS = {m.select: m.column for m in exported("pprof")}
 
 
 def check_pprof(layout: str, opts: Options) -> None:

@@ -27,23 +27,13 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from tfprof.queries.options import Options, full_match_any
+from tfprof.schema.metrics import METRIC_LIST
 
 LAYOUTS = ("scope", "graph", "code", "groups")
 
 # order_by -> the total column sorted on (descending), in the tree views; other values sort
-# by name (docs/TFPROF_BEHAVIOUR.md, 'Sorting').
-TREE_ORDER = {
-    "bytes": "total_requested_bytes",
-    "peak_bytes": "total_peak_bytes",
-    "residual_bytes": "total_residual_bytes",
-    "output_bytes": "total_output_bytes",
-    "micros": "total_exec_micros",
-    "accelerator_micros": "total_accelerator_exec_micros",
-    "cpu_micros": "total_cpu_exec_micros",
-    "params": "total_parameters",
-    "float_ops": "total_float_ops",
-    "macs": "total_macs",  # ours
-}
+# by name (docs/TFPROF_BEHAVIOUR.md, 'Sorting'). From the metrics' records (schema.metrics).
+TREE_ORDER = {m.order_by: "total_" + m.column for m in METRIC_LIST if m.order_by}
 # order_by -> the self column sorted on (descending) in a list of groups: there, at sort time
 # a row's totals are its own values.
 GROUP_ORDER = {
@@ -53,24 +43,12 @@ GROUP_ORDER = {
 # min_* option -> the column it compares, in the single-node trees (scope, graph): totals,
 # except params, float_ops and occurrence on the node's own values.
 SINGLE_THRESHOLDS = {
-    "min_bytes": "total_requested_bytes",
-    "min_peak_bytes": "total_peak_bytes",
-    "min_residual_bytes": "total_residual_bytes",
-    "min_output_bytes": "total_output_bytes",
-    "min_micros": "total_exec_micros",
-    "min_accelerator_micros": "total_accelerator_exec_micros",
-    "min_cpu_micros": "total_cpu_exec_micros",
-    "min_params": "parameters",
-    "min_float_ops": "float_ops",
+    **{m.threshold: ("" if m.threshold_on_self else "total_") + m.column for m in METRIC_LIST if m.threshold},
     "min_occurrence": "run_count",
 }
 # ... in the multi-node views (groups, code): totals throughout; occurrence is a group's
 # member count, and the code view has no occurrence threshold.
-MULTI_THRESHOLDS = {
-    **{k: v for k, v in SINGLE_THRESHOLDS.items() if k != "min_occurrence"},
-    "min_params": "total_parameters",
-    "min_float_ops": "total_float_ops",
-}
+MULTI_THRESHOLDS = {m.threshold: "total_" + m.column for m in METRIC_LIST if m.threshold}
 GROUP_THRESHOLDS = {**MULTI_THRESHOLDS, "min_occurrence": "definitions"}
 
 ROOT = "_TFProfRoot"  # the name of every tree's root

@@ -20,17 +20,16 @@ import polars as pl
 
 from tfprof.errors import OptionError
 from tfprof.queries.options import Options
-from tfprof.queries.pprof import PPROF_METRICS
+from tfprof.schema.metrics import BY_SELECT, exported
 
 # select name -> the frame's self column (its subtree is total_<column>): the metrics a stack
 # can carry, tfprof's pprof metrics.
-STACK_METRICS = PPROF_METRICS
-UNITS = {"micros": "microseconds", "bytes": "bytes", "params": "count", "float_ops": "count"}
+STACK_METRICS = {m.select: m.column for m in exported("stacks")}
 
 
 def unit_of(select: str) -> str:
     """The pprof unit of a stack metric: microseconds, bytes or count."""
-    return next((u for suffix, u in UNITS.items() if select.endswith(suffix)), "count")
+    return BY_SELECT[select].unit if select in BY_SELECT else "count"
 
 
 def stack_metrics(opts: Options, kind: str) -> tuple[str, ...]:

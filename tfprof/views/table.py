@@ -17,6 +17,7 @@ import polars as pl
 
 from tfprof.schema import METRICS
 from tfprof.schema import PUBLIC_NAMES as _RENAMES
+from tfprof.schema.metrics import METRIC_LIST
 from tfprof.views.fields import FIELDS, cells
 
 # Public columns, with their meaning. A view has those its rows carry: node_id only in the
@@ -28,16 +29,7 @@ _SELF: dict[str, str] = {
     "max_depth limits)",
     "node_id": "graph node id; null for the root and for name scopes that are not nodes (scope, graph views)",
     "accounted": "whether the row's own values count (tfprof prints `--` for the self value when false)",
-    "exec_micros": "execution time, accelerator plus cpu (µs; a foreign profile's exact, with a fraction)",
-    "accelerator_exec_micros": "accelerator execution time (µs)",
-    "cpu_exec_micros": "cpu execution time (µs)",
-    "requested_bytes": "memory requested (bytes)",
-    "peak_bytes": "peak memory (bytes)",
-    "residual_bytes": "memory not freed at the end of the step (bytes)",
-    "output_bytes": "memory of the outputs (bytes)",
-    "params": "parameters (count)",
-    "float_ops": "float operations (count)",
-    "macs": "multiply-accumulates of the matrix product and convolution rules (count; ours: only where selected)",
+    **{m.public_column: m.doc for m in METRIC_LIST},  # the metrics' records (schema.metrics)
     "run_count": "times run (count)",
     "definition_count": "graph nodes aggregated in the row (op, code views; count)",
 }
