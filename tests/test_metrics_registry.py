@@ -33,6 +33,7 @@ def test_each_record_is_the_metric_the_other_layers_know():
             assert SINGLE_THRESHOLDS[m.threshold] == ("" if m.threshold_on_self else "total_") + m.column
             assert MULTI_THRESHOLDS[m.threshold] == "total_" + m.column
         assert kind_of(m.public_column) == kind_of("total_" + m.public_column) == m.kind
+        assert (field.legend, field.rank, field.doc[0]) == (m.legend, m.rank, m.field_doc)  # the text's, from the record
 
 
 def test_the_exports_are_tfprofs_pprof_metrics_times_first():

@@ -38,6 +38,14 @@ class Metric:
     aggregate: str = "sum"
     exports: frozenset[str] = frozenset({"pprof", "stacks"})  # the files that carry it besides the views
     ours: bool = False  # not tfprof's: shown only where selected
+    # how the text report prints it (views.fields): its legend entry, its doc-block line, its
+    # place in the single-node and multi-node lines, the unit after a tree cell's value and
+    # the op view's unit (None: the value formatted by its kind)
+    legend: str = ""
+    field_doc: str = ""
+    rank: tuple[float, float] = (0, 0)
+    cell_unit: str = ""
+    op_unit: str | None = None
 
     @property
     def public_column(self) -> str:
@@ -48,29 +56,46 @@ class Metric:
         return UNITS[self.kind]
 
 
+_ACCELERATOR = ("accelerator execution time: Time spent executing on the accelerator. "
+                "This is normally measured by the actual hardware library.")
+_CPU = ("cpu execution time: The time from the start to the end of the operation. It's the sum of actual cpu "
+        "run time plus the time that it spends waiting if part of computation is launched asynchronously.")
+
 METRIC_LIST: tuple[Metric, ...] = (
     Metric("bytes", "requested_bytes", "memory", "memory requested (bytes)", order_by="bytes",
-           threshold="min_bytes"),
+           threshold="min_bytes", legend="requested bytes", rank=(2, 0),
+           field_doc="requested bytes: The memory requested by the operation, accumulatively."),
     Metric("peak_bytes", "peak_bytes", "memory", "peak memory (bytes)", order_by="peak_bytes",
-           threshold="min_peak_bytes"),
+           threshold="min_peak_bytes", legend="peak bytes", rank=(3, 1),
+           field_doc="peak bytes: The peak amount of memory that the operation is holding at some point."),
     Metric("residual_bytes", "residual_bytes", "memory", "memory not freed at the end of the step (bytes)",
-           order_by="residual_bytes", threshold="min_residual_bytes"),
+           order_by="residual_bytes", threshold="min_residual_bytes", legend="residual bytes", rank=(4, 2),
+           field_doc="residual bytes: The memory not de-allocated after the operation finishes."),
     Metric("output_bytes", "output_bytes", "memory", "memory of the outputs (bytes)", order_by="output_bytes",
-           threshold="min_output_bytes"),
+           threshold="min_output_bytes", legend="output bytes", rank=(5, 3),
+           field_doc="output bytes: The memory that is output from the operation (not necessarily allocated by "
+                     "the operation)"),
     Metric("micros", "exec_micros", "time",
            "execution time, accelerator plus cpu (µs; a foreign profile's exact, with a fraction)",
-           order_by="micros", threshold="min_micros"),
+           order_by="micros", threshold="min_micros", legend="total execution time", rank=(6, 4),
+           field_doc="total execution time: Sum of accelerator execution time and cpu execution time."),
     Metric("accelerator_micros", "accelerator_exec_micros", "time", "accelerator execution time (µs)",
-           order_by="accelerator_micros", threshold="min_accelerator_micros"),
+           order_by="accelerator_micros", threshold="min_accelerator_micros", legend="accelerator execution time",
+           rank=(7, 5), field_doc=_ACCELERATOR),
     Metric("cpu_micros", "cpu_exec_micros", "time", "cpu execution time (µs)", order_by="cpu_micros",
-           threshold="min_cpu_micros"),
+           threshold="min_cpu_micros", legend="cpu execution time", rank=(8, 6), field_doc=_CPU),
     Metric("params", "parameters", "number", "parameters (count)", public="params", order_by="params",
-           threshold="min_params", threshold_on_self=True),
+           threshold="min_params", threshold_on_self=True, legend="# parameters", rank=(0, 7),
+           field_doc="param: Number of parameters (in the Variable).", cell_unit=" params", op_unit="params"),
     Metric("float_ops", "float_ops", "number", "float operations (count)", order_by="float_ops",
-           threshold="min_float_ops", threshold_on_self=True),
+           threshold="min_float_ops", threshold_on_self=True, legend="# float_ops", rank=(1, 8),
+           field_doc="flops: Number of float operations. Note: Please read the implementation for the math behind "
+                     "it.", cell_unit=" flops", op_unit="float_ops"),
     Metric("macs", "macs", "number",
            "multiply-accumulates of the matrix product and convolution rules (count; ours: only where selected)",
-           order_by="macs", exports=frozenset(), ours=True),
+           order_by="macs", exports=frozenset(), ours=True, legend="# MACs", rank=(1.5, 8.5),
+           field_doc="macs: Number of multiply-accumulates (one multiply-add each) of the matrix product and "
+                     "convolution FLOPs rules: float_ops = 2 * macs for them.", cell_unit=" MACs", op_unit="MACs"),
 )
 
 BY_SELECT: dict[str, Metric] = {m.select: m for m in METRIC_LIST}

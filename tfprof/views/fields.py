@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from tfprof.schema.metrics import BY_SELECT
 from tfprof.views.units import FORMATS
 
 Piece = tuple
@@ -90,6 +91,13 @@ def _metric(
     return Field(name, (doc,), legend, None, column, kind, cell, cell, op, rank, implied_by)
 
 
+def _metric_of(select: str, implied_by: tuple[str, ...] = ()) -> Field:
+    """The field of the metric ``select``, from its record (``tfprof.schema.metrics``)."""
+    m = BY_SELECT[select]
+    return _metric(m.select, m.legend, m.column, m.kind, m.field_doc, m.rank, unit=m.cell_unit, op_unit=m.op_unit,
+                   implied_by=implied_by)
+
+
 def _dims_text(dims: pl.Expr) -> pl.Expr:
     return dims.list.eval(pl.element().cast(pl.String)).list.join("x")
 
@@ -105,16 +113,6 @@ def _input_shapes_expr() -> pl.Expr:
     return pl.col("input_shapes").list.eval(entry).list.join("|").fill_null("")
 
 
-_DOC_MICROS = "total execution time: Sum of accelerator execution time and cpu execution time."
-_DOC_ACCELERATOR = (
-    "accelerator execution time: Time spent executing on the accelerator. "
-    "This is normally measured by the actual hardware library."
-)
-_DOC_CPU = (
-    "cpu execution time: The time from the start to the end of the operation. It's the sum of "
-    "actual cpu run time plus the time that it spends waiting if part of computation is "
-    "launched asynchronously."
-)
 _DOC_OP_TYPES = (
     "op_types: The attributes of the operation, includes the Kernel name device placed on and user-defined strings."
 )
@@ -125,55 +123,24 @@ _OP_TYPES = Row(pl.col("op_types").list.join("|").fill_null(""))
 FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
-        Field(
-            "params", ("param: Number of parameters (in the Variable).",), "# parameters", None, "parameters",
-            "number",
+        replace(
+            _metric_of("params"),  # a variable's shape, then its count
             tree=(Row(pl.when(pl.col("shape").list.len() > 0).then(_dims_text(pl.col("shape")))),
                   _pair("parameters", "number", " params")),
-            code=(_pair("parameters", "number", " params"),),
-            op=("pct", "total", "params"), rank=(0, 7),
+            op=("pct", "total", "params"),
         ),
-        _metric(
-            "float_ops", "# float_ops", "float_ops", "number",
-            "flops: Number of float operations. Note: Please read the implementation for the math behind it.",
-            (1, 8), unit=" flops", op_unit="float_ops",
-        ),
-        _metric(
-            "bytes", "requested bytes", "requested_bytes", "memory",
-            "requested bytes: The memory requested by the operation, accumulatively.", (2, 0),
-        ),
-        _metric(
-            "peak_bytes", "peak bytes", "peak_bytes", "memory",
-            "peak bytes: The peak amount of memory that the operation is holding at some point.", (3, 1),
-        ),
-        _metric(
-            "residual_bytes", "residual bytes", "residual_bytes", "memory",
-            "residual bytes: The memory not de-allocated after the operation finishes.", (4, 2),
-        ),
-        _metric(
-            "output_bytes", "output bytes", "output_bytes", "memory",
-            "output bytes: The memory that is output from the operation (not necessarily allocated by the operation)",
-            (5, 3),
-        ),
+        _metric_of("float_ops"),
+        _metric_of("bytes"),
+        _metric_of("peak_bytes"),
+        _metric_of("residual_bytes"),
+        _metric_of("output_bytes"),
         # tfprof: `micros` prints all three times and the doc lines of all three (docs/TFPROF_BEHAVIOUR.md, 'Doc block')
-        replace(
-            _metric("micros", "total execution time", "exec_micros", "time", _DOC_MICROS, (6, 4)),
-            doc=(_DOC_MICROS, _DOC_CPU, _DOC_ACCELERATOR),
-        ),
-        _metric(
-            "accelerator_micros", "accelerator execution time", "accelerator_exec_micros", "time", _DOC_ACCELERATOR,
-            (7, 5), implied_by=("micros",),
-        ),
-        _metric(
-            "cpu_micros", "cpu execution time", "cpu_exec_micros", "time", _DOC_CPU, (8, 6), implied_by=("micros",)
-        ),
+        replace(_metric_of("micros"), doc=tuple(BY_SELECT[s].field_doc for s in
+                                                ("micros", "cpu_micros", "accelerator_micros"))),
+        _metric_of("accelerator_micros", implied_by=("micros",)),
+        _metric_of("cpu_micros", implied_by=("micros",)),
         # ours, not tfprof's (docs/COMPATIBILITY.md): printed only where selected
-        _metric(
-            "macs", "# MACs", "macs", "number",
-            "macs: Number of multiply-accumulates (one multiply-add each) of the matrix product and convolution "
-            "FLOPs rules: float_ops = 2 * macs for them.",
-            (1.5, 8.5), unit=" MACs", op_unit="MACs",
-        ),
+        _metric_of("macs"),
         Field(
             "device", ("device: which device is placed on.",), "assigned devices",
             tree=(Row(pl.col("device").cast(pl.String), needs="device"),),
