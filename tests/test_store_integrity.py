@@ -274,7 +274,7 @@ def test_a_library_user_keeps_its_malloc_and_the_command_line_tunes_its_own(tmp_
 
     fake = _FakeLibc()
     monkeypatch.setattr(store, "_LIBC", fake)
-    monkeypatch.setattr(store, "_TUNED", [])
+    monkeypatch.setattr(store, "_TUNED", False)
     tfprof.save(tfprof.load(FIXTURES / "cnn" / "profile.pb"), tmp_path / "lib.tfprof")
     assert fake.calls == []
     assert main(["ingest", str(FIXTURES / "cnn" / "profile.pb"), "--out", str(tmp_path / "cli.tfprof")]) == 0

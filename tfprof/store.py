@@ -79,7 +79,7 @@ _M_MMAP_THRESHOLD = -3  # mallopt's parameter number
 _MMAP_THRESHOLD = 4 << 20
 
 
-_TUNED: list[bool] = []  # set once this process's malloc is tuned
+_TUNED = False  # whether this process's malloc is tuned
 
 
 def tune_malloc() -> None:
@@ -93,9 +93,10 @@ def tune_malloc() -> None:
     threshold), so only a process that is tfprof's own calls it: the command line's ``main``
     (and so the resident server). A library user's process (a notebook, a script calling
     ``tfprof.save``) keeps its malloc as it was."""
+    global _TUNED
     if _LIBC is not None and not _TUNED:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-        _TUNED.append(True)
+        _TUNED = True
 
 
 def trim_memory() -> None:

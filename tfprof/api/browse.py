@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tfprof.api.run import VIEWS, run_view
+from tfprof.api.run import run_view
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
 from tfprof.schema import PUBLIC_NAMES
-from tfprof.schema.metrics import kind_of
+from tfprof.schema.metrics import BY_SELECT, kind_of
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
@@ -42,13 +42,8 @@ ORDER_OF_COLUMN = {
     **{PUBLIC_NAMES.get(f.column, f.column): name for name, f in METRICS.items()},
     "run_count": "occurrence",
 }
-# The flame graph's metrics: each select field's column (a subtree total in the tree views).
-FLAME_METRICS = {"micros": "exec_micros", "bytes": "requested_bytes", "params": "params", "float_ops": "float_ops"}
-
-
-def column_kind(column: str) -> str:
-    """The number format of a public metric column: ``time`` (µs), ``memory`` (bytes) or ``number``."""
-    return kind_of(column)
+# The flame graph's metrics: each select field's public column (a subtree total in the tree views).
+FLAME_METRICS = {s: BY_SELECT[s].public_column for s in ("micros", "bytes", "params", "float_ops")}
 
 
 @dataclass
@@ -153,7 +148,7 @@ class Tree:
         kept = np.flatnonzero(keep)[:limit]
         names = self.table["name"][span[kept]].to_list()
         return {
-            "metric": metric, "kind": column_kind(column), "total": float(top), "root": row,
+            "metric": metric, "kind": kind_of(column), "total": float(top), "root": row,
             "i": span[kept].tolist(), "level": level[kept].tolist(), "x": x[kept].tolist(), "w": width[kept].tolist(),
             "name": names, "dropped": int(len(span) - len(kept)),
             "small": self._small_runs(keep, parent, level, x, width, lo, flat),
@@ -194,12 +189,12 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
     opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
     # the GPU work goes beside the rows, not into the report's lines (one line per row)
     result = run_view(prof, cmd, replace(opts, select=tuple(s for s in opts.select if s != "kernels")), full_rows=True)
+    layout = result.layout
     work = {}
-    if "kernels" in opts.select and VIEWS[cmd].layout in ("scope", "graph"):
+    if "kernels" in opts.select and layout in ("scope", "graph"):
         found = launched(prof, result.frame, opts.step).with_columns((pl.col("ns") / 1000).alias("micros"))
         for (row,), part in found.group_by("row", maintain_order=True):
             work[int(row)] = part.select("kind", "name", "runs", "micros").to_dicts()
-    layout = result.layout
     full = view_table(layout, result.frame)
     table = full.select(view_table(layout, result.frame.head(0), result.options.select).columns)
     n = table.height

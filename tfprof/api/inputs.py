@@ -12,18 +12,7 @@ from tfprof.ingest import Progress, add_checkpoint, iter_inputs, merge_batches
 from tfprof.ingest.foreign import kind as foreign_kind
 from tfprof.output import Inputs, PathLike, check_directory, input_paths
 from tfprof.profile import Profile
-from tfprof.store import (
-    INDEX_SUFFIX,
-    INDEXES_DIR,
-    read_manifest,
-    store_files,
-    trim_memory,
-    write_ipc,
-    write_store,
-)
-from tfprof.store import (
-    tune_malloc as tune_malloc,  # the command line tunes its own process (tfprof.store)
-)
+from tfprof.store import INDEX_SUFFIX, INDEXES_DIR, read_manifest, store_files, trim_memory, write_ipc, write_store
 
 
 def load(

@@ -221,11 +221,12 @@ def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_r
             rows_and_members = lambda: kept  # noqa: E731
         else:
             del lean, members, shown  # the report's only: the rows, the bytes and the text never all at once
+
+            @functools.cache
             def rows_and_members() -> tuple[pl.DataFrame, pl.DataFrame]:
                 again = displayed(prof, spec)
                 return again.rows, again.members
 
-            rows_and_members = functools.cache(rows_and_members)
         text = decode(data)
         del data
         proto = lambda: code_tree_proto(whole_micros(rows_and_members()[0], scale),  # noqa: E731

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(printable(problem), file=sys.stderr)
         return 2
     STORES.clear()
-    from tfprof.api.inputs import tune_malloc
+    from tfprof.store import tune_malloc
 
     tune_malloc()  # process-wide: only here, in a process that is tfprof's own
     said: list[str] = []

@@ -46,12 +46,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, column_kind, command_line
+from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, command_line
 from tfprof.api.options import VIEWS, view_help
 from tfprof.errors import TfprofError
+from tfprof.schema.metrics import kind_of
 from tfprof.ui import guard, jobs
 from tfprof.ui import params as P
-from tfprof.ui.profiles import Profiles
+from tfprof.ui.profiles import Profiles, check_view
 
 # The page's files: request name -> (package file, media type).
 STATIC = {
@@ -129,14 +130,9 @@ def endpoint(fn: Callable[[Call], Response]):
 def _tree(call: Call):
     pid, cmd = call.path["pid"], call.path["cmd"]
     call.profiles.get(pid)
-    _check_view(cmd)
+    check_view(cmd)
     options = P.view_options(call.params)
     return call.profiles.get(pid), call.profiles.tree(pid, cmd, options)
-
-
-def _check_view(cmd: str) -> None:
-    if cmd not in VIEWS:
-        raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEWS)}")
 
 
 def _row_label(spec) -> str:
@@ -170,7 +166,7 @@ def api_view(call: Call) -> Response:
             rows += kids
             below += [k for k in kids if k["children"]]
         frontier = below
-    columns = [{"name": c, "kind": column_kind(c), "order_by": ORDER_OF_COLUMN.get(c.removeprefix("total_"))}
+    columns = [{"name": c, "kind": kind_of(c), "order_by": ORDER_OF_COLUMN.get(c.removeprefix("total_"))}
                for c in tree.metrics]
     return _json({
         "profile": entry.id, "cmd": tree.cmd, "layout": tree.layout, "label": _row_label(VIEWS[tree.cmd]),
@@ -324,7 +320,7 @@ def api_diff(call: Call) -> Response:
 
     a, b = call.profiles.get(call.path["a"]), call.profiles.get(call.path["b"])
     cmd = call.path["cmd"]
-    _check_view(cmd)
+    check_view(cmd)
     options = P.view_options(call.params)
     limit = P.integer(call.params, "limit", 50, 1, DIFF_LIMIT)
     result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))

@@ -24,6 +24,12 @@ from tfprof.ui.params import BadRequest
 CACHED_VIEWS = 8
 
 
+
+def check_view(cmd: str) -> None:
+    """A ``LookupError`` (404) for a view name the registry does not hold."""
+    if cmd not in VIEWS:
+        raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEWS)}")
+
 @dataclass
 class Entry:
     """One profile of the server: its id, the path it was given as, and the loaded profile."""
@@ -81,8 +87,7 @@ class Profiles:
     def tree(self, pid: str, cmd: str, options: Options) -> Tree:
         """View ``cmd`` of profile ``pid`` (built, or from the cache)."""
         entry = self.get(pid)
-        if cmd not in VIEWS:
-            raise LookupError(f"unknown view `{cmd[:40]}`; valid: {', '.join(VIEWS)}")
+        check_view(cmd)
         key = (pid, cmd, options)
         with self.lock:
             if key in self._views:

@@ -17,8 +17,8 @@ from pathlib import Path
 from google.protobuf import message as _message
 
 from tfprof.ingest.sources import one_line
-from tfprof.ingest.sstable import varint
 from tfprof.schema.proto import xplane_pb2
+from tfprof.varint import VarintError, decode
 
 WHAT = "an XSpace protobuf (TensorFlow 2 / JAX profile)"
 """How messages name the format."""
@@ -27,11 +27,11 @@ _STRINGS = {2: "errors", 3: "warnings", 4: "hostnames"}  # the XSpace's string f
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int | None, int]:
-    """``sstable.varint`` of the bytes before ``end``, or (None, pos) when they end inside it or
-    it is too long."""
+    """The varint at ``pos`` of the bytes before ``end``, or (None, pos) when they end inside it
+    or it is too long."""
     try:
-        return varint(memoryview(buf)[:end], pos)
-    except IndexError:
+        return decode(buf, pos, end)
+    except VarintError:
         return None, pos
 
 
