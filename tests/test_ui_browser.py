@@ -426,3 +426,39 @@ def test_flame_search_highlights_names_and_counts_them_once(page):
     assert found.startswith(f" · {len(hits)} matches: ") and f"({100 * total / d['total']:.2f}%)" in found
     page.fill("#flame-search", "")
     assert page.locator("#crumbs .found").count() == 0
+
+
+def test_a_registered_metric_is_offered_and_drawn(browser):
+    """A metric registered in the server's process (the ``tests/test_metric_recipe.py`` kinds) is
+    a select box, an order and a threshold in the panel, and a column whose cells are the report's."""
+    from test_metric_recipe import INTENSITY, KFLOPS
+
+    from tfprof.api.options import register_metric, unregister
+
+    register_metric(KFLOPS)
+    register_metric(INTENSITY)
+    try:
+        with page_on(browser, SAMPLE) as pg:
+            assert pg.eval_on_selector_all("#options [name=min_kflops]", "els => els.length") == 1
+            assert pg.eval_on_selector("select[name=order_by]", "s => [...s.options].map(o => o.value)")[-2:] == [
+                "kflops", "flops_per_byte"]
+            for name in ("kflops", "flops_per_byte"):
+                pg.check(f"#options input[name=select][value={name}]")
+                pg.dispatch_event(f"#options input[name=select][value={name}]", "change")
+                settle(pg)
+            command = pg.inner_text("#command code")
+            assert command.endswith("--select flops_per_byte,kflops,micros"), command
+            columns = pg.evaluate("tfprofUI.ui.tree.cols.map(c => c.name)")
+            assert {"kflops", "total_kflops", "flops_per_byte", "total_flops_per_byte"} <= set(columns)
+            rows = shown(pg)
+            table = tfprof.view(tfprof.load(SAMPLE), "scope", select=["kflops", "flops_per_byte", "micros"])
+            by_name = {r["name"]: r for r in table.iter_rows(named=True)}
+            for r in rows:
+                values = dict(zip(columns, r["values"]))
+                assert values["total_kflops"] == by_name[r["name"]]["total_kflops"]
+                assert values["total_flops_per_byte"] == pytest.approx(by_name[r["name"]]["total_flops_per_byte"])
+                assert "%.2f" % by_name[r["name"]]["total_flops_per_byte"] in r["line"]
+            shot(pg, "registered-metric")
+    finally:
+        unregister("flops_per_byte")
+        unregister("kflops")

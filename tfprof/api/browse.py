@@ -30,18 +30,16 @@ from tfprof.api.run import run_view
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
-from tfprof.schema import PUBLIC_NAMES
-from tfprof.schema.metrics import BY_SELECT, kind_of
-from tfprof.views.fields import METRICS
+from tfprof.schema.metrics import BY_SELECT, METRIC_LIST, derived, kind_of
 from tfprof.views.table import view_table
 
 # order_by's name for the public column a reader sorts by (tfprof sorts by one metric,
 # descending): each metric field's column, the name, and the run count (occurrence).
-ORDER_OF_COLUMN = {
+ORDER_OF_COLUMN = derived(lambda: {
     "name": "name",
-    **{PUBLIC_NAMES.get(f.column, f.column): name for name, f in METRICS.items()},
+    **{m.public_column: m.order_by for m in METRIC_LIST if m.order_by},
     "run_count": "occurrence",
-}
+})
 # The flame graph's metrics: each select field's public column (a subtree total in the tree views).
 FLAME_METRICS = {s: BY_SELECT[s].public_column for s in ("micros", "bytes", "params", "float_ops")}
 
@@ -195,7 +193,7 @@ def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tr
         found = launched(prof, result.frame, opts.step).with_columns((pl.col("ns") / 1000).alias("micros"))
         for (row,), part in found.group_by("row", maintain_order=True):
             work[int(row)] = part.select("kind", "name", "runs", "micros").to_dicts()
-    full = view_table(layout, result.frame)
+    full = view_table(layout, result.frame, ours=True)
     table = full.select(view_table(layout, result.frame.head(0), result.options.select).columns)
     n = table.height
     if layout == "groups":

@@ -32,15 +32,15 @@ from tfprof.queries import diff as rules
 from tfprof.queries import noise
 from tfprof.queries.engine import displayed, on_kernels
 from tfprof.queries.indexes.code_trie import NoCodeTraces
-from tfprof.queries.options import Options
+from tfprof.queries.options import MORE_THRESHOLDS, Options
 from tfprof.queries.spec import sample_name, tree_spec
 from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.schema import PUBLIC_NAMES
-from tfprof.schema.metrics import METRIC_LIST
+from tfprof.schema.metrics import METRIC_LIST, derived
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
-_THRESHOLDS = (*(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence")
+_THRESHOLDS = derived(lambda: (*(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence"))
 
 
 @dataclass
@@ -154,8 +154,8 @@ def run_diff(
     check_step(b, steps[1])
     # the views' shape without value thresholds (applied to either side below); the op view's
     # list cut after the diff's order
-    run_opts = replace(opts, **{t: 0 for t in _THRESHOLDS}, select=fields_,
-                       max_depth=1_000_000 if not tree else opts.max_depth)
+    run_opts = replace(opts, **{t: 0 for t in _THRESHOLDS if t not in MORE_THRESHOLDS}, more_thresholds=(),
+                       select=fields_, max_depth=1_000_000 if not tree else opts.max_depth)
     steps_a = steps_b = []
     if noise_band and against is None and opts.step < 0:
         steps_a, steps_b = _steps(a), _steps(b)

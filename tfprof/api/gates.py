@@ -15,14 +15,14 @@ from tfprof.api.run import VIEWS, ViewResult
 from tfprof.errors import OptionError
 from tfprof.queries import diff as rules
 from tfprof.queries.gates import Gate, parse, targeted, tripped
-from tfprof.schema.metrics import METRIC_LIST
+from tfprof.schema.metrics import METRIC_LIST, derived
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 from tfprof.views.units import FORMATS
 
 SHOWN = 20
 # public column (self name) -> number format kind
-_KINDS = {m.public_column: m.kind for m in METRIC_LIST} | {"run_count": "number", "definition_count": "number"}
+_KINDS = derived(lambda: {m.public_column: m.kind for m in METRIC_LIST} | {"run_count": "number", "definition_count": "number"})
 
 
 def parse_gates(texts: list[str] | tuple[str, ...], *, diff: bool = False) -> list[Gate]:
@@ -53,7 +53,7 @@ def _resolve(gate: Gate, cmd: str, available: list[str]) -> tuple[str, str]:
 
 def view_failures(cmd: str, result: ViewResult, gates: list[Gate]) -> list[str]:
     """The report lines of the gates that trip on a view's displayed rows (none: all passed)."""
-    table = rules.with_paths(view_table(result.layout, result.frame), result.layout)
+    table = rules.with_paths(view_table(result.layout, result.frame, ours=True), result.layout)
     numeric = [c for c in table.columns if c.removeprefix("total_") in _KINDS]
     lines: list[str] = []
     for gate in gates:

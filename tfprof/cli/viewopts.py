@@ -9,9 +9,18 @@ Accepted spellings (all equivalent): ``--max_depth 3``, ``--max_depth=3``, ``-ma
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from tfprof.api.options import INT_OPTIONS, LIST_OPTIONS, Options, Output, output_help, unknown_value
+from tfprof.api.options import (
+    INT_OPTIONS,
+    LIST_OPTIONS,
+    METRIC_LIST,
+    MORE_THRESHOLDS,
+    Options,
+    Output,
+    derived,
+    option_names,
+    output_help,
+    unknown_value,
+)
 from tfprof.errors import OptionError
 
 BOOL_OPTIONS = ("account_displayed_op_only",)
@@ -46,7 +55,7 @@ OPTION_HELP = {
     "and graph views)",
 }
 
-NAMES = tuple(f.name for f in fields(Options))
+NAMES = derived(option_names)  # tfprof's options, then the registered metrics' thresholds
 
 
 def _strip_quotes(value: str) -> str:
@@ -105,8 +114,16 @@ def _convert(name: str, value: str) -> object:
 
 
 def option_help(name: str) -> str:
-    """What option ``name`` does (``output``: the kinds registered now)."""
-    return output_help() if name == "output" else OPTION_HELP[name]
+    """What option ``name`` does (``output``: the kinds registered now; order_by, select and the
+    thresholds: with the metrics registered now)."""
+    if name == "output":
+        return output_help()
+    mine = [m for m in METRIC_LIST if m.ours and m.select != "macs"]  # registered at run time
+    if name in MORE_THRESHOLDS:
+        metric = next(m for m in mine if m.threshold == name)
+        return f"hide rows whose {metric.legend or metric.select} ({metric.doc}) is below this"
+    more = {"order_by": [m.order_by for m in mine if m.order_by], "select": [f"{m.select} ({m.doc})" for m in mine]}
+    return OPTION_HELP[name] + "".join(", " + s for s in more.get(name, ()))
 
 
 def options_help() -> str:
@@ -114,7 +131,7 @@ def options_help() -> str:
     defaults = Options().to_tfprof()
     lines = []
     for name in NAMES:
-        default = defaults[name]
+        default = defaults.get(name, 0)  # a registered metric's threshold: 0, like tfprof's
         if isinstance(default, list):
             default = ",".join(default)
         lines.append(f"  --{name:<26} {option_help(name)} (default: {default if default != '' else 'empty'})")

@@ -18,7 +18,7 @@ from tfprof.queries.forest import display, keep_accounted, under_root
 from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers, with_samples
 from tfprof.queries.op import member_sets, picked_members
-from tfprof.queries.scope import counted_columns
+from tfprof.queries.scope import counted_columns, divided
 from tfprof.queries.spec import ROOT, TreeSpec, as_spec, sample_names
 
 
@@ -106,6 +106,7 @@ def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) 
     # The forest is handed over (no reference kept here), so display can free it as it goes;
     # multi views sort `occurrence` by the node's own member count (tfprof_show_multi.h SortNodes).
     own = counted_columns(spec, metrics)
+    own = (*own, *divided(own))
     keep = None if metrics is None else ["name", "accounted", "devices", "op_types", *own,
                                          *("total_" + m for m in (*own, *sample_names(spec)))]
     rows, root = display(keep_accounted(parts.pop()), spec, keep=keep)
@@ -129,7 +130,7 @@ def with_code_root(rows: pl.DataFrame, root: dict[str, int]) -> pl.DataFrame:
     """The code view's displayed ``rows`` under the root row holding ``root``'s totals."""
     root_row = pl.DataFrame(  # typed Series: inferring a type per Python scalar costs milliseconds
         [
-            *(pl.Series(k, [v], pl.Int64) for k, v in root.items()),
+            *(pl.Series(k, [v], pl.Float64 if isinstance(v, float) else pl.Int64) for k, v in root.items()),
             pl.Series("name", [ROOT]).cast(rows.schema["name"]),
             pl.Series("accounted", [False], pl.Boolean),
         ]

@@ -17,10 +17,14 @@ from numba import njit
 
 from tfprof.queries.arrays import tree_order
 from tfprof.queries.spec import TreeSpec, is_sample
-from tfprof.queries.tree import matches, should_show, sort_key
-from tfprof.schema import METRICS
+from tfprof.queries.tree import matches, should_show, sort_key, with_ratios, with_root_ratios
+from tfprof.schema.metrics import summed
 
-COUNTED = (*METRICS, "run_count")
+
+def counted() -> tuple[str, ...]:
+    """The self columns a forest's totals add up: the additive metrics now registered, and runs."""
+    return (*summed(), "run_count")
+
 # Displayed rows up to this many cells are gathered in one call; larger ones column by column,
 # each source column let go once copied (a multi-million-line report holds one copy, not two).
 _ONE_GATHER_CELLS = 20_000_000
@@ -122,28 +126,29 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     bookkeeping); the tree's shape is always added: ``level`` (1 for a child of the root) and
     ``parent_row`` (the displayed parent's row in the result, -1 under the root).
 
-    ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``COUNTED`` (or,
+    ``forest`` holds ``pos``, ``parent``, ``name`` and the self columns in ``counted()`` (or,
     for a report that prints and filters on fewer, those only), and any column ``spec``'s
     thresholds or order name that is not a total (the code tree's ``definitions``).
     """
     code_mode = spec.layout == "code"
     n = forest.height
-    counted = [c for c in COUNTED if c in forest.columns]  # a lean forest has only what is shown
-    counted += [c for c in forest.columns if is_sample(c)]  # summed like the metrics
+    summing = [c for c in counted() if c in forest.columns]  # a lean forest has only what is shown
+    summing += [c for c in forest.columns if is_sample(c)]  # summed like the metrics
     parent = forest["parent"].to_numpy().astype(np.int64)
-    values = np.empty((len(counted) + 1, n), np.int64)  # one metric per row, + the node count
-    for i, c in enumerate(counted):
+    values = np.empty((len(summing) + 1, n), np.int64)  # one metric per row, + the node count
+    for i, c in enumerate(summing):
         values[i] = forest[c].to_numpy()
-    values[len(counted)] = 1
+    values[len(summing)] = 1
     sums = values.sum(axis=1)
-    root = {"total_" + c: int(sums[i]) for i, c in enumerate(counted)}
+    root = {"total_" + c: int(sums[i]) for i, c in enumerate(summing)}
     root["total_definition_count"] = n
     accumulate_subtrees(parent, values)  # the self values stay in the forest's columns
     frame = forest.with_columns(
-        *(pl.Series("total_" + c, values[i]) for i, c in enumerate(counted)),
-        pl.Series("total_definition_count", values[len(counted)]),
+        *(pl.Series("total_" + c, values[i]) for i, c in enumerate(summing)),
+        pl.Series("total_definition_count", values[len(summing)]),
     )
     del values
+    frame, root = with_ratios(frame, spec.time_scale), with_root_ratios(root, spec.time_scale)
 
     match_all = spec.start is None
     match = np.zeros(n, np.bool_) if match_all else flags(frame, matches("name", spec.start))
@@ -156,17 +161,18 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
                             code_mode)
 
     if spec.displayed_only:
-        own = np.empty((n, len(counted) + 1), np.int64)
-        for i, c in enumerate(counted):
+        own = np.empty((n, len(summing) + 1), np.int64)
+        for i, c in enumerate(summing):
             own[:, i] = forest[c].to_numpy()
-        own[:, len(counted)] = 1
+        own[:, len(summing)] = 1
         rtotals, rroot = _displayed_sums(shown, dparent, own)
         frame = frame.with_columns(
-            *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(counted)),
-            pl.Series("total_definition_count", rtotals[:, len(counted)]),
+            *(pl.Series("total_" + c, rtotals[:, i]) for i, c in enumerate(summing)),
+            pl.Series("total_definition_count", rtotals[:, len(summing)]),
         )
-        root = {"total_" + c: int(rroot[i]) for i, c in enumerate(counted)}
-        root["total_definition_count"] = int(rroot[len(counted)]) + 1  # the root counts itself (quirk)
+        root = {"total_" + c: int(rroot[i]) for i, c in enumerate(summing)}
+        root["total_definition_count"] = int(rroot[len(summing)]) + 1  # the root counts itself (quirk)
+        frame, root = with_ratios(frame, spec.time_scale), with_root_ratios(root, spec.time_scale)
 
     # Order each displayed node's children: integer sort keys over the shown rows only, then one
     # gather of the whole frame in display order.

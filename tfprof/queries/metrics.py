@@ -9,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.arrays import rows_of
 from tfprof.queries.indexes.means import step_means, step_numbers, step_samples
+from tfprof.schema.metrics import computed, generation
 
 
 def node_metrics(prof: Profile, step: int = -1) -> pl.LazyFrame:
@@ -27,7 +29,7 @@ def node_frame(prof: Profile, step: int = -1, extras: tuple[str, ...] = ()) -> p
     (sorted list) and ``input_shapes`` (list of ``{input_idx, dims}``; dims null for tfprof's
     ``unknown``). Everything is computed once per profile and step.
     """
-    frame = prof.memo(("node_frame", step), lambda: _node_frame(prof, step))
+    frame = prof.memo(("node_frame", step, generation()), lambda: _node_frame(prof, step))
     return attach(prof, frame, extras)
 
 
@@ -73,7 +75,20 @@ def node_numbers(prof: Profile, step: int = -1) -> pl.DataFrame:
         metrics = pl.from_arrow(step_numbers(prof, step))
     if "macs" not in metrics.columns:  # a means index written before macs were counted: none then
         metrics = metrics.with_columns(pl.lit(0, pl.Int64).alias("macs"))
-    return metrics.rename({"params": "parameters"})
+    return with_computed(metrics.rename({"params": "parameters"}))
+
+
+def with_computed(numbers: pl.DataFrame) -> pl.DataFrame:
+    """``numbers`` (a node's self values, node-frame names) with each registered additive
+    metric's own value, computed from them (``tfprof.schema.metrics.register``; null counts 0)."""
+    made = computed()
+    if not made:
+        return numbers
+    try:
+        return numbers.with_columns(m.compute.cast(pl.Int64).fill_null(0).alias(m.column) for m in made)
+    except pl.exceptions.PolarsError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise OptionError(f"a registered metric's compute expression failed on the node frame: {first}") from None
 
 
 def _node_frame(prof: Profile, step: int) -> pl.DataFrame:

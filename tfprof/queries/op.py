@@ -17,8 +17,8 @@ from tfprof.profile import Profile
 from tfprof.queries.metrics import extras_for, node_frame, with_samples
 from tfprof.queries.options import Options
 from tfprof.queries.spec import TreeSpec, as_spec, sample_names
-from tfprof.queries.tree import accounted, matches, should_show
-from tfprof.schema import METRICS
+from tfprof.queries.tree import accounted, matches, should_show, with_ratios, with_root_ratios
+from tfprof.schema.metrics import summed
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     nodes = with_group(prof, with_samples(prof, node_frame(prof, spec.step, extras_for(opts)), spec), spec)
     members = picked_members(nodes, spec)
     groups = members.group_by("op").agg(
-        *(pl.col(m).sum() for m in (*METRICS, *sample_names(spec))),
+        *(pl.col(m).sum() for m in (*summed(), *sample_names(spec))),
         pl.col("run_count").sum().alias("runs"),
         pl.len().alias("definitions"),
         *member_sets(opts),
@@ -82,10 +82,10 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
         ((pl.col("definitions").fill_null(0) > 0) | pl.lit(spec.account is None)).alias("accounted"),
     )
     rows = rows.filter("accounted").rename({"op": "name"})
-    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*METRICS, "runs", *sample_names(spec))))
-    rows = _sort(rows, spec.order)
-    rows = _cumulate(rows)
-    root = _totals_of_first(rows)
+    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*summed(), "runs", *sample_names(spec))))
+    rows = _sort(with_ratios(rows, spec.time_scale), spec.order)
+    rows = with_ratios(_cumulate(rows), spec.time_scale)
+    root = with_root_ratios(_totals_of_first(rows), spec.time_scale)
 
     start = _start_index(rows, spec.start)
     rows = rows.with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
@@ -96,8 +96,9 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     )
     shown = window.filter(should_show(spec))
     if spec.displayed_only:
-        shown = _cumulate(shown.drop([c for c in shown.columns if c.startswith("total_")]))
-        root = _totals_of_first(shown)
+        shown = with_ratios(_cumulate(shown.drop([c for c in shown.columns if c.startswith("total_")])),
+                            spec.time_scale)
+        root = with_root_ratios(_totals_of_first(shown), spec.time_scale)
     picked = members.filter(pl.col("op").is_in(shown["name"].implode()))
     return OpView(rows=shown.drop("idx"), root=root, members=picked)
 
@@ -112,14 +113,14 @@ def _sort(rows: pl.DataFrame, order: tuple[str, ...]) -> pl.DataFrame:
 def _cumulate(rows: pl.DataFrame) -> pl.DataFrame:
     """Each row's totals: its own values plus every row below it (docs/TFPROF_BEHAVIOUR.md, 'Op view', step 4)."""
     return rows.with_columns(
-        *(pl.col(m).reverse().cum_sum().reverse().alias("total_" + m) for m in METRICS)
+        *(pl.col(m).reverse().cum_sum().reverse().alias("total_" + m) for m in summed())
     )
 
 
 def _totals_of_first(rows: pl.DataFrame) -> dict[str, int]:
     if rows.height == 0:
-        return {"total_" + m: 0 for m in METRICS}
-    return {"total_" + m: int(rows["total_" + m][0]) for m in METRICS}
+        return {"total_" + m: 0 for m in summed()}
+    return {"total_" + m: int(rows["total_" + m][0]) for m in summed()}
 
 
 def _start_index(rows: pl.DataFrame, regexes: tuple[str, ...] | None) -> int:

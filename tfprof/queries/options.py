@@ -17,11 +17,11 @@ from typing import Any
 import polars as pl
 
 from tfprof.errors import OptionError
-from tfprof.schema.metrics import METRIC_LIST
+from tfprof.schema.metrics import METRIC_LIST, derived, registered
 
 # Select fields in tfprof's own order of definition (kShown); the text views print them in a
 # view-specific order (see the registry tfprof.views.fields.FIELDS).
-SELECT_FIELDS = (
+_TFPROF_FIELDS = (
     "bytes",
     "micros",
     "params",
@@ -39,14 +39,16 @@ SELECT_FIELDS = (
     "macs",  # ours (docs/COMPATIBILITY.md): node_flops.macs
     "kernels",  # ours (docs/FOREIGN.md, 'GPU events'): the GPU work under each row
 )
+# ... then the metrics registered at run time (schema.metrics.register)
+SELECT_FIELDS = derived(lambda: (*_TFPROF_FIELDS, *(m.select for m in METRIC_LIST if m.select not in _TFPROF_FIELDS)))
 # tfprof's order_by values (its metrics', from their records in schema.metrics), then ours
-ORDER_BY = (
+ORDER_BY = derived(lambda: (
     "name",
     "depth",
     *(m.order_by for m in METRIC_LIST if m.order_by and not m.ours),
     "occurrence",
     *(m.order_by for m in METRIC_LIST if m.order_by and m.ours),
-)
+))
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ def output_help() -> str:
     """The ``-output`` option's help: each kind's usage and what it writes."""
     return ", ".join(f"{k.usage} ({k.help})" for k in OUTPUT_KINDS.values())
 
-INT_OPTIONS = ("max_depth", *(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence", "step")
+INT_OPTIONS = derived(lambda: ("max_depth", *(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence", "step"))
+# the min_* options of registered metrics: no field of Options, held in its ``more_thresholds``
+MORE_THRESHOLDS = derived(lambda: tuple(m.threshold for m in registered() if m.threshold))
 LIST_OPTIONS = (
     "account_type_regexes",
     "start_name_regexes",
@@ -163,8 +167,20 @@ class Options:
     account_displayed_op_only: bool = False
     select: tuple[str, ...] = ("micros",)
     output: Output = Output()
+    # ours: the min_* options of registered metrics (``MORE_THRESHOLDS``), as (option, value)
+    # pairs; read them as attributes (``opts.min_flops_per_byte``) like tfprof's own
+    more_thresholds: tuple[tuple[str, int], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in MORE_THRESHOLDS:
+            return dict(self.more_thresholds).get(name, 0)
+        raise AttributeError(name)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "more_thresholds", tuple(sorted((k, v) for k, v in self.more_thresholds if v)))
+        for name, _ in self.more_thresholds:
+            if name not in MORE_THRESHOLDS:
+                raise OptionError(unknown_value("option", name, option_names()))
         for name in INT_OPTIONS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -206,9 +222,13 @@ class Options:
         Keys missing from ``options`` keep ``base``'s values (the CLI defaults by default).
         ``dump_to_file`` is honoured as tfprof does: it becomes ``file:outfile=...``.
         """
-        known = {f.name for f in fields(cls)}
+        known = set(option_names())
         values: dict[str, Any] = {}
+        more = dict((base or cls()).more_thresholds)
         for key, value in options.items():
+            if key in MORE_THRESHOLDS:
+                more[key] = value
+                continue
             if key == "dump_to_file":
                 if value:
                     values["output"] = f"file:outfile={value}"
@@ -220,7 +240,7 @@ class Options:
             if key == "output" and isinstance(value, str):
                 value = Output.parse(value)
             values[key] = value
-        return replace(base or cls(), **values)
+        return replace(base or cls(), **values, more_thresholds=tuple(more.items()))
 
     def with_(self, **changes: Any) -> Options:
         """A copy with some options changed (validated)."""
@@ -230,6 +250,9 @@ class Options:
         """The tfprof option dict for these options (what ProfileOptionBuilder().build() returns)."""
         out: dict[str, Any] = {}
         for f in fields(self):
+            if f.name == "more_thresholds":  # its options, by name, where set (a registered metric's)
+                out.update(self.more_thresholds)
+                continue
             v = getattr(self, f.name)
             if isinstance(v, tuple):
                 v = list(v)
@@ -237,6 +260,11 @@ class Options:
                 v = str(v).rstrip(":") if not v.options else str(v)
             out[f.name] = v
         return out
+
+
+def option_names() -> tuple[str, ...]:
+    """Every option's name: tfprof's, then the registered metrics' thresholds."""
+    return (*(f.name for f in fields(Options) if f.name != "more_thresholds"), *MORE_THRESHOLDS)
 
 
 def unknown_value(what: str, value: str, valid: Iterable[str]) -> str:

@@ -25,11 +25,11 @@ from tfprof.queries.forest import subtree_sums
 from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.options import Options
 from tfprof.queries.spec import as_spec
-from tfprof.schema.metrics import exported
+from tfprof.schema.metrics import derived, exported
 
 # select value -> the member column tfprof puts in sample value[1] (Samples::Add): the metrics
 # that pprof exports (schema.metrics), times first
-PPROF_METRICS = {m.select: m.column for m in exported("pprof")}
+PPROF_METRICS = derived(lambda: {m.select: m.column for m in exported("pprof")})
 
 
 def check_pprof(layout: str, opts: Options) -> None:

@@ -19,7 +19,7 @@ from tfprof.queries.indexes.scope_tree import scope_layout
 from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows, with_samples
 from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted
-from tfprof.schema import METRICS
+from tfprof.schema.metrics import ratio_parts, ratios, summed, with_parts
 
 
 def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
@@ -57,27 +57,34 @@ def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None)
 
 def counted_columns(spec: TreeSpec, metrics: tuple[str, ...] | None) -> tuple[str, ...]:
     """The self columns a tree sums: ``metrics`` and what the spec orders and filters on, or all."""
-    every = (*METRICS, "run_count")
+    every = (*summed(), "run_count")
     if metrics is None:
         return every
-    used = {c.removeprefix("total_") for c in (*spec.order, *(c for c, _ in spec.thresholds))}
-    return tuple(c for c in every if c in metrics or c in used)
+    used = {c.removeprefix("total_") for c in with_parts((*metrics, *spec.order, *(c for c, _ in spec.thresholds)))}
+    return tuple(c for c in every if c in used)
 
 
 def lean_columns(spec: TreeSpec, own: tuple[str, ...]) -> list[str]:
     """The displayed rows' columns of a lean tree (``metrics`` given): the self columns ``own``
-    and their totals, the totals of the spec's samples, no printed details."""
-    return ["name", "node_id", "accounted", *own, *("total_" + c for c in (*own, *sample_names(spec)))]
+    and their totals, the ratios divided from them, the totals of the spec's samples, no printed
+    details."""
+    shown = (*own, *divided(own))
+    return ["name", "node_id", "accounted", *shown, *("total_" + c for c in (*shown, *sample_names(spec)))]
+
+
+def divided(own: tuple[str, ...]) -> tuple[str, ...]:
+    """The ratio metrics' columns a tree summing the self columns ``own`` can divide."""
+    return tuple(m.column for m in ratios() if set(ratio_parts(m)) <= set(own))
 
 
 def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.DataFrame:
     """The displayed rows under a `_TFProfRoot` row holding the root totals."""
-    numbers = {**root, **{m: 0 for m in (*METRICS, "run_count")}}
+    numbers = {**root, **{m: 0 for m in (*summed(), "run_count")}, **{m.column: 0.0 for m in ratios()}}
     # Series of one value each: a frame built from a dict of Python scalars infers every column's
     # type, a few milliseconds for one row.
     root_row = pl.DataFrame(
         [
-            *(pl.Series(k, [v], pl.Int64) for k, v in numbers.items()),
+            *(pl.Series(k, [v], pl.Float64 if isinstance(v, float) else pl.Int64) for k, v in numbers.items()),
             pl.Series("name", [ROOT], pl.String),
             pl.Series("depth", [1], pl.Int64),
             pl.Series("accounted", [False], pl.Boolean),

@@ -27,29 +27,31 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from tfprof.queries.options import Options, full_match_any
-from tfprof.schema.metrics import METRIC_LIST
+from tfprof.schema.metrics import METRIC_LIST, derived
 
 LAYOUTS = ("scope", "graph", "code", "groups")
 
 # order_by -> the total column sorted on (descending), in the tree views; other values sort
 # by name (docs/TFPROF_BEHAVIOUR.md, 'Sorting'). From the metrics' records (schema.metrics).
-TREE_ORDER = {m.order_by: "total_" + m.column for m in METRIC_LIST if m.order_by}
+TREE_ORDER = derived(lambda: {m.order_by: "total_" + m.column for m in METRIC_LIST if m.order_by})
 # order_by -> the self column sorted on (descending) in a list of groups: there, at sort time
 # a row's totals are its own values.
-GROUP_ORDER = {
+GROUP_ORDER = derived(lambda: {
     **{k: v.removeprefix("total_") for k, v in TREE_ORDER.items()},
     "occurrence": "definitions",
-}
+})
 # min_* option -> the column it compares, in the single-node trees (scope, graph): totals,
 # except params, float_ops and occurrence on the node's own values.
-SINGLE_THRESHOLDS = {
+SINGLE_THRESHOLDS = derived(lambda: {
     **{m.threshold: ("" if m.threshold_on_self else "total_") + m.column for m in METRIC_LIST if m.threshold},
     "min_occurrence": "run_count",
-}
+})
 # ... in the multi-node views (groups, code): totals throughout; occurrence is a group's
 # member count, and the code view has no occurrence threshold.
-MULTI_THRESHOLDS = {m.threshold: "total_" + m.column for m in METRIC_LIST if m.threshold}
-GROUP_THRESHOLDS = {**MULTI_THRESHOLDS, "min_occurrence": "definitions"}
+MULTI_THRESHOLDS = derived(lambda: {m.threshold: "total_" + m.column for m in METRIC_LIST if m.threshold})
+# a list's ratio is compared on the row's own (its cumulative quotient mixes the rows below it)
+GROUP_THRESHOLDS = derived(lambda: {**MULTI_THRESHOLDS, "min_occurrence": "definitions",
+                                    **{m.threshold: m.column for m in METRIC_LIST if m.threshold and m.kind == "ratio"}})
 
 ROOT = "_TFProfRoot"  # the name of every tree's root
 SCOPE_PARENT = "_kTFScopeParent"  # op type of synthetic scope parents (and of the scope root)

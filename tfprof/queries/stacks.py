@@ -20,11 +20,11 @@ import polars as pl
 
 from tfprof.errors import OptionError
 from tfprof.queries.options import Options
-from tfprof.schema.metrics import BY_SELECT, exported
+from tfprof.schema.metrics import BY_SELECT, derived, exported
 
 # select name -> the frame's self column (its subtree is total_<column>): the metrics a stack
 # can carry, tfprof's pprof metrics.
-STACK_METRICS = {m.select: m.column for m in exported("stacks")}
+STACK_METRICS = derived(lambda: {m.select: m.column for m in exported("stacks")})
 
 
 def unit_of(select: str) -> str:

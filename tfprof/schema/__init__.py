@@ -3,6 +3,7 @@ protobuf messages (``proto``)."""
 
 from tfprof.schema.conform import conform, empty_table
 from tfprof.schema.flops_rules import node_flops_table
-from tfprof.schema.tables import METRICS, NODE_TABLES, PUBLIC_NAMES, TABLES, Table
+from tfprof.schema.metrics import METRICS
+from tfprof.schema.tables import NODE_TABLES, PUBLIC_NAMES, TABLES, Table
 
 __all__ = ["METRICS", "NODE_TABLES", "PUBLIC_NAMES", "TABLES", "Table", "conform", "empty_table", "node_flops_table"]

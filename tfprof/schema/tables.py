@@ -363,21 +363,6 @@ NODE_TABLES: tuple[str, ...] = tuple(
 """The tables keyed by node (first column ``node_id``) that readers decode: what a streaming ingest writes in
 batches (with ``DERIVED_NODE_TABLES``)."""
 
-METRICS = (
-    "exec_micros",
-    "accelerator_exec_micros",
-    "cpu_exec_micros",
-    "requested_bytes",
-    "peak_bytes",
-    "residual_bytes",
-    "output_bytes",
-    "parameters",
-    "float_ops",
-    "macs",
-)
-"""The self values of GraphNodeProto that views add up into ``total_*`` (AddSelfToTotal), then ours:
-``macs`` (``node_flops.macs``; GraphNodeProto has no such field)."""
-
 PUBLIC_NAMES = {
     "parameters": "params",
     "total_parameters": "total_params",

@@ -13,7 +13,8 @@ body; a query is stopped when its client goes away or it passes the time limit
 (``tfprof.ui.jobs``).
 
 =====================================  =========================================================
-``GET /api/profiles``                  the profiles: id, label, path, source, nodes, steps
+``GET /api/profiles``                  the profiles: id, label, path, source, nodes, steps; the views; the
+                                       option panel's select fields, order_by values and thresholds
 ``GET /api/view/{id}/{cmd}``           a view (CLI options as parameters): columns, command line,
                                        notes, the top-level rows and ``open`` levels below them
 ``GET /api/children/{id}/{cmd}``       ``node``'s children, ``offset``/``limit`` (same options)
@@ -149,7 +150,7 @@ def _node(call: Call, tree) -> int:
 @endpoint
 def api_profiles(call: Call) -> Response:
     views = [{"name": name, "layout": spec.layout, "help": view_help(spec)} for name, spec in VIEWS.items()]
-    return _json({"profiles": call.profiles.listing(), "views": views})
+    return _json({"profiles": call.profiles.listing(), "views": views, "options": P.panel_options()})
 
 
 @endpoint

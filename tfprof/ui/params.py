@@ -19,14 +19,26 @@ from tfprof.api.options import (
     unknown_value,
 )
 from tfprof.errors import OptionError
+from tfprof.schema.metrics import KINDS, METRIC_LIST, derived
 
 # Bounds a person would never need to pass; beyond them a value is a mistake or a probe.
 MAX_DEPTH = 100_000
 MAX_THRESHOLD = 2**62
 MAX_TEXT = 4_000
-VIEW_OPTIONS = (*INT_OPTIONS, *LIST_OPTIONS, "order_by", "select", "account_displayed_op_only")
+VIEW_OPTIONS = derived(lambda: (*INT_OPTIONS, *LIST_OPTIONS, "order_by", "select", "account_displayed_op_only"))
 # Parameters that are not view options and may come with any view request.
 OTHER = ("node", "offset", "limit", "q", "metric", "open")
+
+
+def panel_options() -> dict[str, list]:
+    """What the page's option panel offers, from the registries (a registered metric included):
+    the select fields (metrics times first, then memory, counts and ratios; then the other
+    fields), the order_by values and the thresholds."""
+    metrics = sorted(METRIC_LIST, key=lambda m: KINDS.index(m.kind))
+    others = [s for s in SELECT_FIELDS if s not in {m.select for m in metrics}]
+    thresholds = [m.threshold for m in metrics if m.threshold]
+    return {"select": [m.select for m in metrics] + others, "order_by": list(ORDER_BY),
+            "thresholds": [*thresholds, "min_occurrence"]}
 
 
 class BadRequest(OptionError):
@@ -69,7 +81,7 @@ def view_options(params: Mapping[str, str]) -> Options:
         if name in OTHER:
             continue
         if name not in VIEW_OPTIONS:
-            raise BadRequest(unknown_value("parameter", _short(name), VIEW_OPTIONS + OTHER))
+            raise BadRequest(unknown_value("parameter", _short(name), (*VIEW_OPTIONS, *OTHER)))
         if len(raw) > MAX_TEXT:
             raise BadRequest(f"`{name}` is longer than {MAX_TEXT} characters")
         if name in INT_OPTIONS:

@@ -24,7 +24,7 @@ from numba import njit
 from tfprof import kernels
 from tfprof.views import lines
 from tfprof.views.fields import cells
-from tfprof.views.units import FORMATS
+from tfprof.views.units import FORMATS, from_printed, printed_ints
 
 _INDENT = lines.INDENT
 # (small-value suffix, ((divisor, suffix), ...)) per format
@@ -43,6 +43,8 @@ def format_column(values: pl.Series, kind: str) -> pl.Series:
     if kind == "time" and values.dtype.is_float():  # exact µs (a foreign profile's): from the ns, never truncated
         values, kind = (values * 1000).round(0), "time_ns"
     v = np.ascontiguousarray(values.cast(pl.Int64).fill_null(0).to_numpy())
+    if kind == "ratio":  # a quotient: two decimals, by Python (a view prints few)
+        return pl.Series(values.name, [FORMATS[kind](x or 0.0) for x in values.cast(pl.Float64)], dtype=pl.String)
     if not kernels.enabled() or kind == "time_ns":  # each value by Python (``formatted`` asks for the distinct ones only)
         return pl.Series(values.name, [FORMATS[kind](int(x)) for x in v], dtype=pl.String)
     small, ranges = _UNITS[kind]
@@ -121,9 +123,9 @@ def formatted(columns: dict[str, pl.Series], kind: str) -> dict[str, pl.Series]:
     """``format_column`` of each column, computed once per distinct value over all of them and
     mapped back by binary search: a view's columns repeat few values (a 356,000-line code view
     has under 5,000 distinct totals), so printing a large report formats little."""
-    values = {name: col.cast(pl.Int64).fill_null(0) for name, col in columns.items()}
+    values = {name: printed_ints(col, kind) for name, col in columns.items()}
     distinct = pl.concat(list(values.values())).unique().sort()
-    text = format_column(distinct, kind)
+    text = format_column(from_printed(distinct, kind), kind)
     return {name: text.gather(distinct.search_sorted(col)) for name, col in values.items()}
 
 

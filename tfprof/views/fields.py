@@ -17,13 +17,13 @@ kind)`` printing ``--`` where the row is not accounted, ``("acc", text, other)``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
 
-from tfprof.schema.metrics import BY_SELECT
+from tfprof.schema.metrics import BY_SELECT, derived, registered
 from tfprof.views.units import FORMATS
 
 Piece = tuple
@@ -94,8 +94,22 @@ def _metric(
 def _metric_of(select: str, implied_by: tuple[str, ...] = ()) -> Field:
     """The field of the metric ``select``, from its record (``tfprof.schema.metrics``)."""
     m = BY_SELECT[select]
-    return _metric(m.select, m.legend, m.column, m.kind, m.field_doc, m.rank, unit=m.cell_unit, op_unit=m.op_unit,
-                   implied_by=implied_by)
+    field = _metric(m.select, m.legend, m.column, m.kind, m.field_doc, m.rank, unit=m.cell_unit, op_unit=m.op_unit,
+                    implied_by=implied_by)
+    if m.kind == "ratio":  # a quotient has no share of a total: the op view prints it as the trees do
+        field = replace(field, op=("ratio", m.cell_unit))
+    return field
+
+
+def _registered_fields() -> tuple[Field, ...]:
+    """The fields of the metrics registered at run time, after tfprof's in every line and legend;
+    a record without text gets its select name as legend and ``name: doc`` as its doc line."""
+    out = []
+    for k, m in enumerate(registered()):
+        field = _metric_of(m.select)
+        out.append(replace(field, legend=m.legend or m.select, doc=(m.field_doc or f"{m.select}: {m.doc}",),
+                           rank=m.rank if m.rank != (0, 0) else (20 + k, 20 + k)))
+    return tuple(out)
 
 
 def _dims_text(dims: pl.Expr) -> pl.Expr:
@@ -120,7 +134,7 @@ _OP_TYPES = Row(pl.col("op_types").list.join("|").fill_null(""))
 
 # Every select field tfprof knows. The ranks give tfprof's two line orders: params first in
 # scope/graph (tfprof_show.cc), bytes first in op/code (tfprof_show_multi.cc).
-FIELDS: dict[str, Field] = {
+_BUILT_IN: dict[str, Field] = {
     f.name: f
     for f in (
         replace(
@@ -172,8 +186,38 @@ FIELDS: dict[str, Field] = {
     )
 }
 
+
+
+class _Fields(MutableMapping):
+    """The fields: tfprof's (and ours) in a dict that can be written to (a field that is not a
+    metric), then the registered metrics' (``tfprof.schema.metrics.register``), made from their
+    records when the registry changes."""
+
+    def __init__(self, own: dict[str, Field]) -> None:
+        self._own = own
+        self._registered = derived(lambda: {f.name: f for f in _registered_fields()})
+
+    def __getitem__(self, name: str) -> Field:
+        return self._own[name] if name in self._own else self._registered[name]
+
+    def __setitem__(self, name: str, field: Field) -> None:
+        self._own[name] = field
+
+    def __delitem__(self, name: str) -> None:
+        del self._own[name]
+
+    def __iter__(self):
+        yield from self._own
+        yield from (n for n in self._registered if n not in self._own)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+FIELDS: MutableMapping[str, Field] = _Fields(_BUILT_IN)
+
 # The fields with a metric column, for callers that only want numbers.
-METRICS: dict[str, Field] = {name: f for name, f in FIELDS.items() if f.column}
+METRICS: dict[str, Field] = derived(lambda: {name: f for name, f in FIELDS.items() if f.column})
 
 
 def shown(select: Sequence[str], *, multi: bool) -> list[Field]:

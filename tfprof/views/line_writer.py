@@ -26,7 +26,7 @@ OWN = 2  # VAL where the row is accounted, else literal c
 ACC_LIT = 3  # literal a where the row is accounted, else literal b
 ROW = 4  # row string column a
 
-KINDS = {"number": 0, "time": 1, "memory": 2}
+KINDS = {"number": 0, "time": 1, "memory": 2, "ratio": 3}
 _N_KINDS = len(KINDS)
 SMALL = 1024  # values in [0, SMALL) find their text by direct index, larger ones by hash
 MAX_VALUES = 24  # value columns come as a tuple of this size: one compiled signature

@@ -36,6 +36,7 @@ from tfprof.views.line_writer import (
     distinct,
     write,
 )
+from tfprof.views.units import from_printed, printed_ints
 
 INDENT = 2  # spaces a line is indented per level of its row (``level``: 0 at the root)
 
@@ -197,7 +198,7 @@ def render(
     comp = _Compiled(prog)
     value_cols = list(comp.values)
     cols = frame.select(
-        *(pl.col(c).cast(pl.Int64).fill_null(0).alias(f"_v{j}") for j, (c, _) in enumerate(value_cols)),
+        *(printed_ints(pl.col(c), kind).alias(f"_v{j}") for j, (c, kind) in enumerate(value_cols)),
         (pl.col("level").cast(pl.Int64) * INDENT).alias("_indent"),
         *([pl.col("accounted").fill_null(False).alias("_accounted")] if prog.uses_accounted else []),
         *comp.rows,
@@ -212,7 +213,7 @@ def render(
     for kind, k in KINDS.items():
         which = np.flatnonzero(found_kinds == k)
         if len(which):
-            texts = texts.scatter(which, fmt(pl.Series(found[which], dtype=pl.Int64), kind))
+            texts = texts.scatter(which, fmt(from_printed(pl.Series(found[which], dtype=pl.Int64), kind), kind))
     regions = [pl.select(pl.concat_str(pl.lit(pre), texts, pl.lit(suf))).to_series() for pre, suf in comp.regions]
     # the string table: literals, region strings, row strings, then room for 16-byte moves
     rows = [cols[e.meta.output_name()] for e in comp.rows] + ([tail] if tail is not None else [])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 
+from tfprof.schema.metrics import BY_SELECT
 from tfprof.schema.proto import pprof_pb2
 
 # select value -> (unit, comment), as tfprof's PprofProfileImpl::Build writes them
@@ -37,7 +38,8 @@ def pprof_message(data) -> pprof_pb2.Profile:
             strings.append(text)
         return index[text]
 
-    unit, comment = SAMPLE_TYPES[data.select]
+    # a registered metric's: its kind's unit and its doc
+    unit, comment = SAMPLE_TYPES.get(data.select) or (BY_SELECT[data.select].unit, BY_SELECT[data.select].doc)
     profile = pprof_pb2.Profile()
     profile.sample_type.add(type=intern("count"), unit=intern("count"))
     profile.sample_type.add(type=intern(data.select), unit=intern(unit))

@@ -18,11 +18,13 @@ from itertools import groupby
 import polars as pl
 
 from tfprof.queries.spec import ROOT
-from tfprof.schema import METRICS
+from tfprof.schema.metrics import derived, exported
 from tfprof.schema.proto import tensor_shape_pb2, tfprof_output_pb2
 
-_SELF = tuple(m for m in METRICS if m != "macs")  # ours: tfprof's protos have no such field
-_TOTAL = tuple("total_" + c for c in _SELF)
+# GraphNodeProto's self values: the metrics the proto export carries (tfprof's; the proto has no
+# field for ours, macs or a registered metric)
+_SELF = derived(lambda: tuple(m.column for m in exported("proto")))
+_TOTAL = derived(lambda: tuple("total_" + c for c in _SELF))
 
 
 def _shape(dims) -> tensor_shape_pb2.TensorShapeProto:

@@ -17,13 +17,14 @@ import polars as pl
 
 from tfprof.schema import METRICS
 from tfprof.schema import PUBLIC_NAMES as _RENAMES
-from tfprof.schema.metrics import METRIC_LIST
+from tfprof.schema.metrics import METRIC_LIST, derived, ratios
 from tfprof.views.fields import FIELDS, cells
 
 # Public columns, with their meaning. A view has those its rows carry: node_id only in the
 # scope and graph views; definition_count only in op and code; total_run_count and
-# total_definition_count not in op. Every metric column is Int64 and never null.
-_SELF: dict[str, str] = {
+# total_definition_count not in op. Every metric column is Int64 and never null, but exact
+# times (a foreign profile's µs) and ratios, which are Float64.
+_SELF: dict[str, str] = derived(lambda: {
     "name": "node name (scope, graph), op type (op) or `file:line:function` (code); the root is `_TFProfRoot`",
     "depth": "nesting level as printed, root 0 (op view: the row's position in the sorted op list, which "
     "max_depth limits)",
@@ -32,15 +33,17 @@ _SELF: dict[str, str] = {
     **{m.public_column: m.doc for m in METRIC_LIST},  # the metrics' records (schema.metrics)
     "run_count": "times run (count)",
     "definition_count": "graph nodes aggregated in the row (op, code views; count)",
-}
+})
 # Each metric is followed by its total (tfprof's total_*: in the op view a cumulative sum): the
-# schema's METRICS under their public names, then the counts.
-_PAIRED = (*(_RENAMES.get(m, m) for m in METRICS), "run_count", "definition_count")
+# schema's METRICS under their public names, the counts, then the ratios (their totals: the
+# quotient of the parts' totals).
+_PAIRED = derived(lambda: (*(_RENAMES.get(m, m) for m in METRICS), "run_count", "definition_count",
+                           *(m.column for m in ratios())))
 _TOTAL = "total of the subtree (scope, graph, code) or, in the op view, of this row and the accounted rows after it"
-COLUMNS: dict[str, str] = {
+COLUMNS: dict[str, str] = derived(lambda: {
     **{c: _SELF[c] for c in ("name", "depth", "node_id", "accounted")},
     **{k: v for m in _PAIRED for k, v in ((m, _SELF[m]), ("total_" + m, f"{_TOTAL}: {_SELF[m]}"))},
-}
+})
 
 
 def _columns_shown(select_name: str) -> tuple[str, ...]:
@@ -59,15 +62,18 @@ def _columns_shown(select_name: str) -> tuple[str, ...]:
 # The public metric columns each select field shows (with their ``total_`` pairs), read off the
 # select-field registry; select names that print no number (device, op_types, input_shapes,
 # tensor_value) add no column.
-SELECT_COLUMNS: dict[str, tuple[str, ...]] = {name: cols for name in FIELDS if (cols := _columns_shown(name))}
+SELECT_COLUMNS: dict[str, tuple[str, ...]] = derived(
+    lambda: {name: cols for name in FIELDS if (cols := _columns_shown(name))})
 
 
-def view_table(layout: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None) -> pl.DataFrame:
+def view_table(layout: str, frame: pl.DataFrame, select: tuple[str, ...] | None = None, *,
+               ours: bool = False) -> pl.DataFrame:
     """The public table of the displayed rows (``ViewResult.frame``) of a view of ``layout``
     (``ViewResult.layout``), in display order.
 
     With ``select`` (tfprof's select names), only the metric columns those fields print are kept,
-    beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric but ``macs``."""
+    beside ``name``, ``depth``, ``node_id`` and ``accounted``; without it, every metric but ours
+    (``macs``, registered ones), and with ``ours`` those too where the frame has them."""
     renamed = frame.rename({k: v for k, v in _RENAMES.items() if k in frame.columns})
     if layout == "groups":  # a list: its position
         depth = pl.col("depth")
@@ -80,7 +86,8 @@ def view_table(layout: str, frame: pl.DataFrame, select: tuple[str, ...] | None 
         *(pl.col(c).cast(pl.Float64 if renamed.schema[c].is_float() else pl.Int64).fill_null(0) for c in metrics),
         pl.col("accounted").fill_null(False),
     )
-    if select is None:  # every metric tfprof has; macs (ours) only where selected
-        return out.select(c for c in COLUMNS if c in out.columns and c not in ("macs", "total_macs"))
+    if select is None:  # every metric tfprof has; ours (macs, registered ones) only where asked for
+        left_out = set() if ours else {c for m in METRIC_LIST if m.ours for c in (m.public_column, "total_" + m.public_column)}
+        return out.select(c for c in COLUMNS if c in out.columns and c not in left_out)
     shown = {c for f in select for m in SELECT_COLUMNS.get(f, ()) for c in (m, "total_" + m)}
     return out.select(c for c in COLUMNS if c in out.columns and (c in list(COLUMNS)[:4] or c in shown))

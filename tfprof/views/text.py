@@ -108,6 +108,8 @@ def _op_cell(cell: tuple, column: str | None, kind: str | None, row: dict, root:
         return "|".join(row[cell[1]] or ())
     if cell[0] == "runs":
         return "%*s" % (cell[1], f"{row['runs']}|{row['definitions']}")
+    if cell[0] == "ratio":  # own/cumulative, as the trees print own/total
+        return "%.2f/%.2f%s" % (row[column] or 0, row["total_" + column] or 0, cell[1])
     _, guard, unit = cell
     own, total = row[column], row["total_" + column]
     text = f"{fmt_number(own)} {unit}" if unit else FORMATS["time_ns" if ns and kind == "time" else kind](own)

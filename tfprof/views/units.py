@@ -58,5 +58,28 @@ def fmt_shape(dims: Sequence[int]) -> str:
     return "x".join(str(d) for d in dims)
 
 
+RATIO_SCALE = 100  # a ratio's cells print two decimals: the writers carry it in hundredths
+
+
+def fmt_ratio(value: float) -> str:
+    """A ratio metric's value (ours; ``tfprof.schema.metrics``), two decimals: ``12.3456`` -> ``12.35``."""
+    return "%.2f" % value
+
+
+def printed_ints(values, kind: str):
+    """The integers the writers key a column of ``kind`` by (``values``: a polars Series or
+    expression; null: 0): the value itself, a ratio in hundredths (``from_printed`` undoes it)."""
+    import polars as pl
+
+    if kind == "ratio":
+        values = (values.cast(pl.Float64) * RATIO_SCALE).round(0)
+    return values.cast(pl.Int64).fill_null(0)
+
+
+def from_printed(values, kind: str):
+    """The values ``printed_ints`` keyed, again: a ratio's hundredths as a float."""
+    return values / RATIO_SCALE if kind == "ratio" else values
+
+
 FORMATS: dict[str, Callable[[float], str]] = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory,
-                                              "time_ns": fmt_time_ns}
+                                              "time_ns": fmt_time_ns, "ratio": fmt_ratio}

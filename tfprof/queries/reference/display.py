@@ -13,24 +13,30 @@ from __future__ import annotations
 
 import polars as pl
 
-from tfprof.queries.reference.layouts import COUNTED, Forest, full_match
+from tfprof.queries.reference.layouts import Forest, counted, full_match
 from tfprof.queries.reference.sql import Sql, long, wide, width
 from tfprof.queries.spec import TreeSpec
+from tfprof.queries.tree import with_ratios, with_root_ratios
+from tfprof.schema.metrics import by_column
 
-TOTALED = (*COUNTED, "definition_count")  # the node count rides along as a metric of 1 a node
+
+def _totaled() -> list[str]:
+    """What the subtree totals add: the forest's counted columns, and the node count as a
+    metric of 1 a node."""
+    return [*counted(), "definition_count"]
 
 
 def _totals(sql: Sql, closure: pl.DataFrame, frame: pl.DataFrame, counted: pl.DataFrame) -> pl.DataFrame:
     """Per node ``id``, the ``total_*`` columns over the nodes of its subtree that are in ``counted``."""
-    values = long(frame.with_columns(pl.lit(1).alias("definition_count")), list(TOTALED))
+    values = long(frame.with_columns(pl.lit(1).alias("definition_count")), _totaled())
     sums = sql.run("subtree_totals", _closure=closure.select("anc", "id"), _values=values,
                    _counted=counted.select("id"))
-    return wide(sums, list(TOTALED), "total", prefix="total_")
+    return wide(sums, _totaled(), "total", prefix="total_")
 
 
 def _root(frame: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
-    sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in COUNTED)).row(0, named=True)
-    root = {"total_" + c: int(sums[c] or 0) for c in COUNTED}
+    sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in counted())).row(0, named=True)
+    root = {"total_" + c: int(sums[c] or 0) for c in counted()}
     root["total_definition_count"] = frame.height + extra_count
     return root
 
@@ -46,9 +52,15 @@ def _passes(spec: TreeSpec) -> pl.Expr:
 def _sort_columns(spec: TreeSpec) -> list[pl.Expr]:
     metric = spec.order[0] if spec.order and spec.order[0] != "name" else None
     return [
-        (pl.col(metric) if metric else pl.lit(0)).cast(pl.Int64).alias("sort_metric"),
+        (pl.col(metric) if metric else pl.lit(0)).cast(_sort_type(metric)).alias("sort_metric"),
         (pl.col("name").cast(pl.String) if spec.order == ("name",) else pl.lit("")).alias("sort_name"),
     ]
+
+
+def _sort_type(column: str | None) -> pl.DataType:
+    """A ratio sorts as the float it is; every other metric as an integer."""
+    metric = by_column().get(column.removeprefix("total_")) if column else None
+    return pl.Float64 if metric is not None and metric.kind == "ratio" else pl.Int64
 
 
 def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -60,8 +72,8 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
         kept = sql.run("account", _closure=closure, _accounted=frame.select("id", "accounted"))
         frame, keys = frame.join(kept, on="id", how="semi"), keys.join(kept, on="id", how="semi")
         closure = closure.join(kept, on="id", how="semi").join(kept.rename({"id": "anc"}), on="anc", how="semi")
-    root = _root(frame)
-    frame = frame.join(_totals(sql, closure, frame, frame), on="id", how="left")
+    root = with_root_ratios(_root(frame), spec.time_scale)
+    frame = with_ratios(frame.join(_totals(sql, closure, frame, frame), on="id", how="left"), spec.time_scale)
 
     match_all = spec.start is None
     flags = frame.select(
@@ -75,9 +87,10 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
     shown = sql.run("display", params, _forest=flags, _closure=closure)
     rows = frame.join(shown, on="id")
     if spec.displayed_only:
-        rows = rows.drop(*("total_" + c for c in TOTALED)).join(
+        rows = rows.drop(*("total_" + c for c in _totaled())).join(
             _totals(sql, closure, rows, shown), on="id", how="left")
-        root = _root(rows, extra_count=1)  # tfprof's root counts itself here
+        rows = with_ratios(rows, spec.time_scale)
+        root = with_root_ratios(_root(rows, extra_count=1), spec.time_scale)  # tfprof's root counts itself here
 
     ranked = sql.run("display_order", _shown=rows.join(keys, on="id").select(
         "id", "dparent", *_sort_columns(spec), "key"))

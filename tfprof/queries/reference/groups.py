@@ -16,21 +16,20 @@ from tfprof.profile import Profile
 from tfprof.queries.reference.layouts import accounted_nodes, full_match
 from tfprof.queries.reference.sql import Sql, long, wide
 from tfprof.queries.spec import TreeSpec
-from tfprof.schema import METRICS
-
-SUMMED = (*METRICS, "run_count", "definitions")
+from tfprof.queries.tree import with_ratios, with_root_ratios
+from tfprof.schema.metrics import summed
 
 
 def _cumulate(sql: Sql, rows: pl.DataFrame) -> pl.DataFrame:
     """``rows`` (with ``pos``) with ``total_*``: each row plus every row after it."""
-    values = long(rows, list(METRICS), "name").rename({"id": "name"}).join(rows.select("name", "pos"), on="name")
-    totals = wide(sql.run("cumulate", _values=values), list(METRICS), "total", prefix="total_", key="name")
-    return rows.drop(*("total_" + m for m in METRICS), strict=False).join(totals, on="name", how="left")
+    values = long(rows, list(summed()), "name").rename({"id": "name"}).join(rows.select("name", "pos"), on="name")
+    totals = wide(sql.run("cumulate", _values=values), list(summed()), "total", prefix="total_", key="name")
+    return rows.drop(*("total_" + m for m in summed()), strict=False).join(totals, on="name", how="left")
 
 
 def _first_totals(rows: pl.DataFrame) -> dict[str, int]:
     first = rows.sort("pos").head(1)
-    return {"total_" + m: int(first["total_" + m][0]) if first.height else 0 for m in METRICS}
+    return {"total_" + m: int(first["total_" + m][0]) if first.height else 0 for m in summed()}
 
 
 def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -41,14 +40,16 @@ def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) ->
                          on="node_id")
     members = grouped.join(accounted_nodes(prof, spec).filter("accounted"), on="node_id").select(
         pl.col("node_id").alias("id"), "grp")
-    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), list(SUMMED), "node_id")
+    every = [*summed(), "run_count", "definitions"]
+    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), every, "node_id")
     sums = sql.run("groups", _members=members, _values=values)
-    rows = wide(sums, list(SUMMED), "value", key="grp").rename({"grp": "name", "run_count": "runs"})
+    rows = wide(sums, every, "value", key="grp").rename({"grp": "name", "run_count": "runs"})
+    rows = with_ratios(rows, spec.time_scale)
     order = [c for c in spec.order if c != "name"]
     rows = rows.sort("name").sort(order, descending=True, maintain_order=True) if order else rows.sort("name")
     rows = rows.with_row_index("pos").with_columns(pl.col("pos").cast(pl.Int64), pl.lit(True).alias("accounted"))
-    rows = _cumulate(sql, rows)
-    root = _first_totals(rows)
+    rows = with_ratios(_cumulate(sql, rows), spec.time_scale)
+    root = with_root_ratios(_first_totals(rows), spec.time_scale)
 
     flags = rows.select(
         "name", "pos",
@@ -62,6 +63,6 @@ def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) ->
         cond = cond & (pl.col(column) >= minimum)
     shown = shown.filter(cond & full_match("name", spec.show) & ~full_match("name", spec.hide))
     if spec.displayed_only:
-        shown = _cumulate(sql, shown)
-        root = _first_totals(shown)
+        shown = with_ratios(_cumulate(sql, shown), spec.time_scale)
+        root = with_root_ratios(_first_totals(shown), spec.time_scale)
     return shown.sort("pos").drop("pos"), root

@@ -10,7 +10,7 @@ pre-order keys (``path_keys.sql``), self values and an ``accounted`` flag.
   member's stack ends at), with the accounted members' values summed per trie node
   (``groups.sql``).
 
-Every forest frame has ``id``, ``name``, the self columns of ``COUNTED``, ``accounted`` and
+Every forest frame has ``id``, ``name``, the self columns of ``counted()``, ``accounted`` and
 a ``keys`` frame (``id``, ``key``).
 """
 
@@ -25,9 +25,13 @@ from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.options import full_match_any
 from tfprof.queries.reference.sql import Sql, long, wide, width
 from tfprof.queries.spec import SCOPE_PARENT, TreeSpec
-from tfprof.schema import METRICS
+from tfprof.schema.metrics import summed
 
-COUNTED = (*METRICS, "run_count")
+
+def counted() -> tuple[str, ...]:
+    """The self columns a forest carries and the display pass totals: the additive metrics now
+    registered, and runs."""
+    return (*summed(), "run_count")
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,10 @@ def scope(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> Fores
     acc = accounted_nodes(prof, spec)
     parent_counts = pl.select(full_match(pl.lit(SCOPE_PARENT), spec.account)).item()
     frame = (
-        tree.join(nodes.select("node_id", *COUNTED), on="node_id", how="left")
+        tree.join(nodes.select("node_id", *counted()), on="node_id", how="left")
         .join(acc, on="node_id", how="left")
         .with_columns(
-            *(pl.col(c).fill_null(0) for c in COUNTED),
+            *(pl.col(c).fill_null(0) for c in counted()),
             pl.when(pl.col("node_id").is_null()).then(pl.lit(parent_counts))
             .otherwise(pl.col("accounted").fill_null(False)).alias("accounted"),
         )
@@ -100,7 +104,7 @@ def graph(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> Fores
         keys = pl.concat([keys.join(frontier, on="id", how="anti"), frontier])
     acc = accounted_nodes(prof, spec).filter("accounted")
     frame = (
-        nodes.select("node_id", "name", *COUNTED)
+        nodes.select("node_id", "name", *counted())
         .join(acc, on="node_id")
         .join(keys.rename({"id": "node_id"}), on="node_id")
         .with_columns(pl.col("node_id").alias("id"))
@@ -124,11 +128,11 @@ def code(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> Forest
         .join(acc.select(pl.col("node_id").alias("id")), on="id")
         .join(nodes.select(pl.col("node_id").alias("id")), on="id")
     )
-    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), [*COUNTED, "definitions"], "node_id")
+    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), [*counted(), "definitions"], "node_id")
     sums = wide(sql.run("groups", _members=members, _values=values).rename({"grp": "id"}),
-                [*COUNTED, "definitions"], "value")
+                [*counted(), "definitions"], "value")
     frame = trie.join(sums, on="id", how="left").with_columns(
-        *(pl.col(c).fill_null(0) for c in (*COUNTED, "definitions")),
+        *(pl.col(c).fill_null(0) for c in (*counted(), "definitions")),
     ).with_columns(((pl.col("definitions") > 0) | pl.lit(spec.account is None)).alias("accounted"))
     return Forest(frame.drop("parent", "sib"), _keys(sql, trie), keep_accounted=True)
 

@@ -2,18 +2,13 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const SELECT = ["micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes",
-  "params", "float_ops", "occurrence", "device", "op_types", "input_shapes", "tensor_value",
-  "kernels"];
-const ORDER = ["name", "depth", "micros", "accelerator_micros", "cpu_micros", "bytes", "peak_bytes", "residual_bytes",
-  "output_bytes", "params", "float_ops", "occurrence"];
-const MINS = ["min_micros", "min_accelerator_micros", "min_cpu_micros", "min_bytes", "min_peak_bytes", "min_residual_bytes",
-  "min_output_bytes", "min_params", "min_float_ops", "min_occurrence"];
+// the option panel's select fields, order_by values and thresholds: the server's registries
+// (/api/profiles `options`), a metric registered there included
+let SELECT = [], ORDER = [], MINS = [];
 const REGEXES = ["account_type_regexes", "start_name_regexes", "trim_name_regexes", "show_name_regexes", "hide_name_regexes"];
 // the command line's defaults: only options that differ are sent (and shown in the command)
 const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", select: "micros", account_displayed_op_only: false,
   account_type_regexes: ".*", start_name_regexes: ".*", trim_name_regexes: "", show_name_regexes: ".*", hide_name_regexes: "" };
-for (const m of MINS) DEFAULTS[m] = 0;
 
 const state = { profiles: [], views: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "tree", metric: "micros", loaded: {} };
 
@@ -314,6 +309,10 @@ function sortBy(order) { state.opts.order_by = order; fillPanel(); refresh(); }
 const ui = {};
 
 async function init() {
+  const { profiles, views, options } = await getJSON("/api/profiles");
+  ({ select: SELECT, order_by: ORDER, thresholds: MINS } = options);
+  for (const m of MINS) DEFAULTS[m] = 0;
+  state.opts = { ...DEFAULTS };
   buildPanel();
   ui.tree = new TreeTable($("tree"), { onSort: sortBy, onSelect: (r) => { $("line").textContent = r.line || r.name; } });
   ui.left = new TreeTable($("cmp-left"), { onSort: sortBy });
@@ -321,7 +320,6 @@ async function init() {
   ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
   $("flame-search").addEventListener("input", () => ui.flame.highlight($("flame-search").value.trim()));
   ui.timeline = new Timeline($("timeline"), $("tl-tip"));
-  const { profiles, views } = await getJSON("/api/profiles");
   state.profiles = profiles;
   state.views = views;  // the server's registry: tfprof's four views and any registered there
   for (const v of views) { const b = el("button", null, v.name); b.dataset.cmd = v.name; b.title = v.help; $("views").appendChild(b); }

@@ -7,6 +7,7 @@ const Fmt = {
   time(us) { const w = Number.isInteger(us) ? us : Math.round(us); return w < 1e3 ? `${w}us` : w < 1e6 ? `${(us / 1e3).toFixed(2)}ms` : `${(us / 1e6).toFixed(2)}sec`; },
   memory(b) { return b < 1e3 ? `${Math.trunc(b)}B` : b < 1e6 ? `${(b / 1e3).toFixed(2)}KB` : `${(b / 1e6).toFixed(2)}MB`; },
   number(n) { return n < 1e3 ? `${Math.trunc(n)}` : n < 1e6 ? `${(n / 1e3).toFixed(2)}k` : n < 1e9 ? `${(n / 1e6).toFixed(2)}m` : `${(n / 1e9).toFixed(2)}b`; },
+  ratio(r) { return Number(r).toFixed(2); },  // a ratio metric (ours): two decimals, as the report prints it
   value(kind, v) { return (Fmt[kind] || Fmt.number)(v); },
 };
 
