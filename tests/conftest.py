@@ -45,6 +45,7 @@ SLOW_MODULES = {
     "test_cli.py": "the CLI as a user runs it: every test starts `python -m tfprof`",
     "test_interactive.py": "drives the interactive shell in child processes, on a pty",
     "test_notebooks.py": "executes the notebooks in a Jupyter kernel (nbclient), ~30 s",
+    "test_plugins.py": "runs `python -m tfprof` with plugins, in its own process and through the server",
     "test_server.py": "starts the resident server and runs commands through it",
     "test_server_trust.py": "the resident server under limits: a server and commands in processes",
     "test_signals.py": "sends SIGINT/SIGTERM to running tfprof processes",

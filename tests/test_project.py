@@ -54,6 +54,7 @@ BASE = {
     "samples": {"errors"},
     "kernels": {"errors"},
     "tf_names": set(),
+    "plugins": {"errors"},
     "schema": {"errors"},
     "output": {"errors", "stopping"},
     "manifest": {"errors", "schema"},

@@ -372,11 +372,22 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
 
 
 
+# What importing the plugins raised (``tfprof.plugins``): ``main`` says it and exits with 2.
+PLUGIN_ERRORS: list[str] = []
+
+
 def _register_views() -> None:
     """A command per view of the registry (``tfprof.api.options.VIEWS``: those registered before
-    this module is imported included)."""
+    this module is imported included, and by the plugins, imported first)."""
+    from tfprof import plugins
     from tfprof.api.options import VIEWS, view_help
     from tfprof.cli.viewopts import options_help
+    from tfprof.errors import TfprofError
+
+    try:
+        plugins.load()
+    except TfprofError as exc:
+        PLUGIN_ERRORS.append(str(exc))
 
     epilog = _VIEW_EPILOG.format(options=options_help())
     for cmd, spec in VIEWS.items():

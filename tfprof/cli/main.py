@@ -27,6 +27,7 @@ import tfprof.cli.steps_command  # noqa: F401 - and `tfprof steps`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
 from tfprof import stopping
 from tfprof.cli.app import STORES, app
+from tfprof.cli.commands import PLUGIN_ERRORS
 from tfprof.cli.streams import StdoutError, drop_stdout, guarded_streams
 from tfprof.errors import TfprofError, printable
 
@@ -106,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if problem := cwd_error():  # relative paths, and temporaries beside outputs, would fail later
         print(printable(problem), file=sys.stderr)
+        return 2
+    if PLUGIN_ERRORS:  # TFPROF_PLUGINS names a module that does not import: nothing runs without it
+        print(f"Error: {printable(PLUGIN_ERRORS[0])}", file=sys.stderr)
         return 2
     STORES.clear()
     from tfprof.store import tune_malloc

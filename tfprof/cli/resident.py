@@ -17,12 +17,16 @@ from pathlib import Path
 # The commands a server runs: one-shot, reading their inputs and writing their outputs.
 # Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
 SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff", "steps"})
+# The commands that never go to a server. With plugins (``TFPROF_PLUGINS``), a command in neither
+# set may be a view a plugin registers: the server, which imported them, lists its commands.
+LOCAL = frozenset({"demo", "ingest", "runs", "server", "ui"})
+PLUGINS_ENV = "TFPROF_PLUGINS"
 # The environment read once in a process: when modules are imported (numba, polars, thread pools),
 # by Python as it starts (PYTHON*, the locale) and the temporary folder, which native libraries
 # cache (polars' spill folder). A server serves only commands whose values match; tfprof's own
 # TFPROF_* are read per call.
 _IMPORT_ENV = ("NUMBA_", "POLARS_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "RAYON_", "TMP", "TEMP", "LANG",
-               "LC_ALL", "LC_CTYPE")
+               "LC_ALL", "LC_CTYPE", PLUGINS_ENV)
 # Limits on what a process uses over its life or in all (CPU seconds, address space, data): a
 # server's use is not a fresh process's, so a client with a finite one runs its command itself.
 _WHOLE_PROCESS_LIMITS = ("RLIMIT_CPU", "RLIMIT_RTTIME", "RLIMIT_AS", "RLIMIT_VMEM", "RLIMIT_DATA")
@@ -45,7 +49,9 @@ def enabled() -> bool:
 
 def served(args: list[str]) -> bool:
     """Whether ``tfprof ARGS`` goes to the server: a one-shot command, no help, no --debug."""
-    if not args or args[0] not in SERVED or not enabled() or not hasattr(socket, "AF_UNIX"):
+    if not args or not enabled() or not hasattr(socket, "AF_UNIX"):
+        return False
+    if args[0] not in SERVED and not _plugin_command(args[0]):
         return False
     if any(a in {"--help", "-h", "-help", "--debug", "-debug"} for a in args):
         return False
@@ -53,6 +59,16 @@ def served(args: list[str]) -> bool:
 
     return all(resource.getrlimit(getattr(resource, name))[0] == resource.RLIM_INFINITY
                for name in _WHOLE_PROCESS_LIMITS if hasattr(resource, name))
+
+
+def _plugin_command(name: str) -> bool:
+    """Whether ``name`` may be a command a plugin added (a view): asked only with plugins, for a
+    word that is no command of tfprof's own and no option. The running server lists its
+    commands; with none running, the command runs here and then starts one (``served``)."""
+    if not os.environ.get(PLUGINS_ENV, "").strip() or name in LOCAL or not name.isidentifier():
+        return False
+    facts = status()
+    return facts is None or name in facts.get("commands", ())
 
 
 def cwd_error() -> str | None:
@@ -85,7 +101,7 @@ def server_key() -> str:
     h.update(f"{os.path.realpath(sys.executable)}\0{sys.version}\0{_PACKAGE}\0".encode())
     for name in sorted(k for k in os.environ if k.startswith(_IMPORT_ENV)):
         h.update(f"{name}={os.environ[name]}\0".encode())
-    for line in (*_libraries(), *_process()):
+    for line in (*_libraries(), *_process(), *_plugin_files()):
         h.update(f"{line}\0".encode())
     stack = [_PACKAGE]
     entries = []
@@ -101,6 +117,27 @@ def server_key() -> str:
     for line in sorted(entries):
         h.update(line.encode())
     return h.hexdigest()[:16]
+
+
+def _plugin_files() -> list[str]:
+    """The plugins' files (``TFPROF_PLUGINS``; each module's file, or its package's ``.py``
+    files) with their sizes and modification times: an edited plugin names a fresh server.
+    Found on ``sys.path`` by name, nothing imported."""
+    lines = []
+    for name in (n.strip() for n in os.environ.get(PLUGINS_ENV, "").split(",") if n.strip()):
+        rel = Path(*name.split("."))
+        for folder in (Path(p or ".") for p in sys.path):
+            hits = [folder / rel.with_suffix(".py"), folder / rel]
+            found = next((h for h in hits if h.exists()), None)
+            if found is None:
+                continue
+            files = sorted(found.rglob("*.py")) if found.is_dir() else [found]
+            for f in files:
+                with contextlib.suppress(OSError):
+                    st = f.stat()
+                    lines.append(f"{name} {f} {st.st_size} {st.st_mtime_ns}")
+            break
+    return lines
 
 
 def _libraries() -> list[str]:

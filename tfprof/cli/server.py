@@ -85,7 +85,8 @@ def serve(path: Path) -> int:
     listener.bind(str(path))
     listener.listen(8)
     listener.settimeout(min(_TICK_S, max(idle_s, 0.1)))
-    facts = {"pid": os.getpid(), "socket": str(path), "started": time.time(), "served": 0, "idle_s": idle_s}
+    facts = {"pid": os.getpid(), "socket": str(path), "started": time.time(), "served": 0, "idle_s": idle_s,
+             "commands": _commands()}
     last = time.monotonic()
     try:
         while True:
@@ -114,6 +115,15 @@ def serve(path: Path) -> int:
                 log.unlink()
         with contextlib.suppress(OSError):
             path.with_suffix(".lock").unlink()
+
+
+def _commands() -> list[str]:
+    """The commands this server runs: tfprof's own one-shot commands and the views of its
+    registry (a plugin's included)."""
+    from tfprof.api.options import VIEWS
+    from tfprof.cli.resident import SERVED
+
+    return sorted(SERVED | set(VIEWS))
 
 
 def _warm() -> None:
