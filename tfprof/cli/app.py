@@ -209,3 +209,19 @@ def warn_if_invalid(prof, inputs: dict) -> None:
     line = warning_line(report(prof.table("validation"), label), f"tfprof check {label}")
     if line:
         print(line, file=sys.stderr)
+
+
+# What importing the plugins raised (``tfprof.plugins``): ``main`` says it and exits with 2.
+PLUGIN_ERRORS: list[str] = []
+
+
+def load_plugins() -> None:
+    """Import the plugins (``TFPROF_PLUGINS``) before the commands are built from the registries;
+    a failure is kept for ``main`` to say, so that importing the command line never raises."""
+    from tfprof import plugins
+    from tfprof.errors import TfprofError
+
+    try:
+        plugins.load()
+    except TfprofError as exc:
+        PLUGIN_ERRORS.append(str(exc))

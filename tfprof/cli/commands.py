@@ -17,6 +17,7 @@ from tfprof.cli.app import (
     app,
     cli_inputs,
     emit,
+    load_plugins,
     load_profile,
     progress_bar,
     protected,
@@ -372,22 +373,13 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
 
 
 
-# What importing the plugins raised (``tfprof.plugins``): ``main`` says it and exits with 2.
-PLUGIN_ERRORS: list[str] = []
-
-
 def _register_views() -> None:
     """A command per view of the registry (``tfprof.api.options.VIEWS``: those registered before
     this module is imported included, and by the plugins, imported first)."""
-    from tfprof import plugins
     from tfprof.api.options import VIEWS, view_help
     from tfprof.cli.viewopts import options_help
-    from tfprof.errors import TfprofError
 
-    try:
-        plugins.load()
-    except TfprofError as exc:
-        PLUGIN_ERRORS.append(str(exc))
+    load_plugins()
 
     epilog = _VIEW_EPILOG.format(options=options_help())
     for cmd, spec in VIEWS.items():

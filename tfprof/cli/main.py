@@ -26,8 +26,7 @@ import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.steps_command  # noqa: F401 - and `tfprof steps`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`
 from tfprof import stopping
-from tfprof.cli.app import STORES, app
-from tfprof.cli.commands import PLUGIN_ERRORS
+from tfprof.cli.app import PLUGIN_ERRORS, STORES, app
 from tfprof.cli.streams import StdoutError, drop_stdout, guarded_streams
 from tfprof.errors import TfprofError, printable
 
