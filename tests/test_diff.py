@@ -17,7 +17,7 @@ import tfprof
 from tfprof.api.diff import run_diff
 from tfprof.queries import noise
 from tfprof.queries.diff import diff_tables, with_paths
-from tfprof.queries.paths import code_paths
+from tfprof.queries.paths import code_paths, path_parents
 
 PAIRS = Path(__file__).parent / "fixtures" / "diff"
 SCHEMAS = Path(__file__).parent.parent / "docs" / "schemas"
@@ -116,8 +116,12 @@ def test_matching_rule_on_hand_made_tables():
 
 def test_code_paths_follow_the_displayed_tree():
     names = pl.Series(["_TFProfRoot", "a", "b", "c", "b", "d"])
-    depth = np.array([0, 1, 2, 3, 1, 2])
-    assert code_paths(names, depth).to_list() == ["_TFProfRoot", "a", "a/b", "a/b/c", "b", "b/d"]
+    parent_row = [-1, 0, 1, 2, 0, 4]  # as the engines return it
+    assert code_paths(names, path_parents(parent_row)).to_list() == ["_TFProfRoot", "a", "a/b", "a/b/c", "b", "b/d"]
+    table = pl.DataFrame({"name": names, "depth": [0, 1, 2, 3, 1, 2]})
+    assert with_paths(table, "code", pl.Series(parent_row))["path"].to_list()[-1] == "b/d"
+    with pytest.raises(ValueError, match="parent_row"):
+        with_paths(table, "code")
     dup = with_paths(pl.DataFrame({"name": ["n", "n"], "depth": [1, 1]}), "graph")
     assert dup["occurrence"].to_list() == [0, 1]
 

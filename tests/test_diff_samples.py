@@ -127,17 +127,20 @@ def _random_tree(rng, n: int) -> tuple[pl.Series, np.ndarray]:
 
 
 def test_code_paths_and_keys_follow_the_tree():
-    from tfprof.queries.paths import code_paths, display_parents, path_keys
+    from tfprof.queries.paths import code_paths, path_keys, path_parents
 
     rng = np.random.default_rng(3)
     names, depth = _random_tree(rng, 3000)
-    want, stack = [], []
-    for name, d in zip(names.to_list(), depth):
+    want, stack, rows, parent_row = [], [], [], []
+    for i, (name, d) in enumerate(zip(names.to_list(), depth)):
         stack[d:] = [name]
+        rows[d:] = [i]
+        parent_row.append(rows[d - 1] if d else -1)
         want.append(name if d == 0 else "/".join(stack[1:d + 1]))
-    got = code_paths(names, depth)
+    parent = path_parents(parent_row)
+    got = code_paths(names, parent)
     assert got.to_list() == want
-    keys = path_keys(names, display_parents(depth), depth)
+    keys = path_keys(names, parent, depth)
     # equal paths have equal keys, and (here) different paths different ones
     assert pl.DataFrame({"p": got, "k": keys}).group_by("p").agg(pl.col("k").n_unique())["k"].max() == 1
     assert len(set(keys.tolist())) == got.n_unique()
@@ -152,8 +155,8 @@ def test_colliding_keys_fall_back_to_exact_paths(cmd, monkeypatch):
     honest = run_diff(prof, prof, cmd, opts, against=3)
     real = rules_module.with_paths
 
-    def colliding(table, layout, *, keys=False):  # every row gets the same key
-        out = real(table, layout, keys=keys)
+    def colliding(table, layout, parent_row=None, *, keys=False):  # every row gets the same key
+        out = real(table, layout, parent_row, keys=keys)
         return out.with_columns(pl.lit(7, pl.UInt64).alias("_key")) if keys else out
 
     monkeypatch.setattr(rules_module, "with_paths", colliding)

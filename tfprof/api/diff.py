@@ -238,7 +238,7 @@ def _rows(prof: Profile, cmd: str, opts: Options, sampled: tuple[str, ...] = (),
         elif frame.height != table.height:  # pragma: no cover - the rows depend on the main values only
             raise RuntimeError("diff: a sample pass gave other rows than the first")
         sums.append(_sample_sums(frame, spec.layout, sampled, chunk))
-    table = rules.with_paths(table, spec.layout, keys=True)
+    table = rules.with_paths(table, spec.layout, frame["parent_row"] if spec.layout == "code" else None, keys=True)
     if sampled:
         total = pl.DataFrame({n: sum(part[n] for part in sums) for n in sums[0].columns})
         value_of = {f: _value_column(f, spec.layout) for f in sampled}

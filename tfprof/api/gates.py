@@ -53,7 +53,8 @@ def _resolve(gate: Gate, cmd: str, available: list[str]) -> tuple[str, str]:
 
 def view_failures(cmd: str, result: ViewResult, gates: list[Gate]) -> list[str]:
     """The report lines of the gates that trip on a view's displayed rows (none: all passed)."""
-    table = rules.with_paths(view_table(result.layout, result.frame, ours=True), result.layout)
+    table = rules.with_paths(view_table(result.layout, result.frame, ours=True), result.layout,
+                             result.frame["parent_row"] if "parent_row" in result.frame.columns else None)
     numeric = [c for c in table.columns if c.removeprefix("total_") in _KINDS]
     lines: list[str] = []
     for gate in gates:

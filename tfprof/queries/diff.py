@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from tfprof.queries.paths import CHECK_SEED, code_paths, display_parents, path_keys
+from tfprof.queries.paths import CHECK_SEED, code_paths, path_keys, path_parents
 from tfprof.schema import PUBLIC_NAMES
 
 KEYS = ("path", "occurrence")
@@ -34,15 +34,19 @@ ORDERS = ("delta", "delta_pct", "name", "tree")
 STATUSES = ("both", "added", "removed")
 
 
-def with_paths(table: pl.DataFrame, layout: str, *, keys: bool = False) -> pl.DataFrame:
+def with_paths(table: pl.DataFrame, layout: str, parent_row: pl.Series | None = None, *,
+               keys: bool = False) -> pl.DataFrame:
     """``table`` (a view's rows in display order) with ``path`` and ``occurrence`` (0 for the
     first row of a path, 1 for the second, ...) and ``pos`` (the display position); with
     ``keys``, also ``_key`` and ``_check`` (``tfprof.queries.paths``), by which ``diff_tables``
-    matches rows."""
+    matches rows. A code tree's paths follow its displayed parents: ``parent_row``, the
+    engine's column of the same rows."""
     depth = table["depth"].to_numpy()
     if layout == "code":
-        parent = display_parents(depth)
-        path = code_paths(table["name"], depth, parent)
+        if parent_row is None or len(parent_row) != table.height:
+            raise ValueError("a code tree's paths need the displayed parents of its rows (parent_row)")
+        parent = path_parents(parent_row.to_numpy())
+        path = code_paths(table["name"], parent)
         key = [pl.Series("_key", path_keys(table["name"], parent, depth)),
                pl.Series("_check", path_keys(table["name"], parent, depth, CHECK_SEED))]
     else:

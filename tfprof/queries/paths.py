@@ -22,22 +22,12 @@ SEP = "/"
 _SEED = np.uint64(0x9E3779B97F4A7C15)
 
 
-def display_parents(depth: np.ndarray) -> np.ndarray:
-    """Per row of a pre-order tree given by ``depth`` (root 0), the row of the displayed parent
-    its path continues (-1 for the root and the rows at depth 1: their path is their name)."""
-    return kernels.compiled(_parents_py)(np.ascontiguousarray(depth, dtype=np.int64))
-
-
-def _parents_py(depth):  # compiled by kernels.compiled
-    n = depth.shape[0]
-    parent = np.full(n, -1, np.int64)
-    last = np.full((depth.max() + 2) if n else 1, -1, np.int64)
-    for i in range(n):
-        d = depth[i]
-        if d >= 2:
-            parent[i] = last[d - 1]
-        last[d] = i
-    return parent
+def path_parents(parent_row) -> np.ndarray:
+    """Per displayed row, the row whose path its own continues: its displayed parent
+    (``parent_row``, as the engines return it), or -1 for the root (row 0) and the rows right
+    under it, whose path is their name."""
+    up = np.asarray(parent_row, dtype=np.int64)
+    return np.where(up > 0, up, -1)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -52,7 +42,7 @@ CHECK_SEED = 0x5BD1E995  # the seed of the second, independent key that checks a
 
 def path_keys(names: pl.Series, parent: np.ndarray, depth: np.ndarray, seed: int = 0) -> np.ndarray:
     """Each row's key: its name's hash (under ``seed``) mixed into its path parent's key
-    (``display_parents``), one tree level at a time."""
+    (``path_parents``), one tree level at a time."""
     own = names.cast(pl.String).hash(seed=seed).to_numpy().astype(np.uint64)
     keys = np.empty(len(own), np.uint64)
     top = parent < 0
@@ -77,15 +67,13 @@ def _buffers(text: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     return data, offsets
 
 
-def code_paths(names: pl.Series, depth: np.ndarray, parent: np.ndarray | None = None) -> pl.Series:
-    """Each row's frame path in a pre-order tree given by ``depth`` (the root at depth 0 keeps its
-    name; a frame's path is its displayed ancestors' names below the root and its own), written
-    byte by byte from the names' buffer; ``parent``: ``display_parents(depth)`` when the caller
-    has it."""
+def code_paths(names: pl.Series, parent: np.ndarray) -> pl.Series:
+    """Each row's frame path in a displayed tree in pre-order, ``parent`` its ``path_parents``
+    (the root keeps its name; a frame's path is its displayed ancestors' names below the root
+    and its own), written byte by byte from the names' buffer."""
     if len(names) == 0:
         return names.cast(pl.String)
     data, offsets = _buffers(names)
-    parent = display_parents(depth) if parent is None else parent
     out, out_offsets = kernels.compiled(_join_py)(parent, data, offsets, np.uint8(ord(SEP)))
     joined = pa.LargeStringArray.from_buffers(len(names), pa.py_buffer(out_offsets), pa.py_buffer(out))
     return pl.Series(names.name, joined, dtype=pl.String)
