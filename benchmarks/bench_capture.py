@@ -90,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.blocks, args.steps = 4, 8
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-capture-") as tmp:  # the profiles written go with it
+        return _run(args, Path(tmp))
+
+
+def _run(args: argparse.Namespace, work: Path) -> int:
     tf = tensorflow("benchmarks/bench_capture.py")
     v1 = tf.compat.v1
     from tensorflow.python.profiler import model_analyzer
@@ -101,7 +106,6 @@ def main(argv: list[str] | None = None) -> int:
             graphs.append((g, build(tf, args.blocks)))
     n = args.steps
     rows: dict[str, float] = {}
-    work = Path(tempfile.mkdtemp(prefix="tfprof-bench-capture-"))
 
     # ours: every step of the context traced
     (g, t) = graphs[0]

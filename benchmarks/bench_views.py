@@ -55,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.nodes, args.steps = 2_000, 3
-    work = Path(tempfile.mkdtemp(prefix="tfprof-bench-views-"))
+    with tempfile.TemporaryDirectory(prefix="tfprof-bench-views-") as tmp:  # the generated store goes with it
+        _run(args, Path(tmp))
+    return 0
+
+
+def _run(args: argparse.Namespace, work: Path) -> None:
     store = args.store
     if store is None:
         pb = work / f"synth_{args.nodes}_{args.steps}.pb"
@@ -79,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         lines = result.text.count("\n")
         rows.append((cmd, first, again, report, lines))
     counts = Profile.open(store).row_counts()
-    print(f"\nViews on {counts['nodes']:,} nodes x {counts['steps']} steps ({counts['execs']:,} exec records), store {store}\n")
+    print(f"\nViews on {counts['nodes']:,} nodes x {counts['steps']} steps ({counts['execs']:,} exec records)\n")
     print(f"numba start (once per process): {numba_start:.3f} s\n")
     print("| view | query, fresh store (s) | query again (s) | query + text report (s) | report lines |")
     print("|---|---|---|---|---|")
     for cmd, first, again, report, lines in rows:
         print(f"| {cmd} | {first:.3f} | {again:.3f} | {report:.3f} | {lines:,} |")
-    return 0
 
 
 if __name__ == "__main__":
