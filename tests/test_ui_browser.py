@@ -48,7 +48,7 @@ def open_page(browser, server):
     pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(str(server))
+    pg.goto(f"{server}#tree")  # the views: most tests start there (the Overview's own test opens the page bare)
     pg.wait_for_function("window.tfprofReady === true")
     return pg, errors
 
@@ -462,3 +462,40 @@ def test_a_registered_metric_is_offered_and_drawn(browser):
     finally:
         unregister("flops_per_byte")
         unregister("kflops")
+
+
+def test_the_overview_is_the_landing_page_and_leads_on(browser, capsysbinary):
+    """A bare address lands on the Overview: the op types by time are the op view's (ordered by
+    time), the steps and the advisor's findings follow, and an op type opens the op view."""
+    running = tfprof.ui([SAMPLE])
+    try:
+        pg = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(str(running))
+        pg.wait_for_function("window.tfprofReady === true")
+        settle(pg)
+        assert pg.get_attribute("#tabs button[data-tab=overview]", "class") == "on"
+        assert not pg.is_visible("#panel")  # the view options belong to the views
+        expected = cli_rows(capsysbinary, f"tfprof op {SAMPLE} --order_by micros --max_depth 9 --select micros")
+        names = pg.eval_on_selector_all("#overview .card:nth-child(2) .oprow .nm", "els => els.map(e => e.textContent)")
+        assert names == [e["name"] for e in expected]
+        total = expected[0]["total_exec_micros"]
+        shares = pg.eval_on_selector_all("#overview .card:nth-child(2) .oprow .val:last-child",
+                                         "els => els.map(e => e.textContent)")
+        assert shares == [f"{100 * e['exec_micros'] / total:.1f}%" for e in expected]
+        from tfprof.api.advice import advise
+
+        advice = advise(tfprof.load(SAMPLE))
+        findings = pg.eval_on_selector_all("#overview .finding b", "els => els.map(e => e.textContent)")
+        assert findings == [f"{name}: " for name, reports in advice.reports.items() if reports]
+        shot(pg, "overview")
+        pg.click("#overview .oprow >> nth=0")
+        settle(pg)
+        assert pg.get_attribute("#tabs button[data-tab=tree]", "class") == "on"
+        assert pg.inner_text("#command code").startswith(f"tfprof op {SAMPLE}")
+        assert shown(pg)[0]["name"] == expected[0]["name"]  # the op view opens by time
+        pg.close()
+        assert not errors, errors
+    finally:
+        running.stop()

@@ -40,6 +40,7 @@ __all__ = [
     "TfprofError",
     "diff",
     "load",
+    "overview",
     "sample_path",
     "save",
     "steps",
@@ -151,6 +152,15 @@ def summarize(prof: Profile):
     """``prof`` at a glance: model facts, per-step totals, table sizes; a notebook shows it as a
     card (``tfprof.api.summary.summarize``)."""
     from tfprof.api.summary import summarize as run
+
+    return run(prof)
+
+
+def overview(prof: Profile):
+    """What to look at first: the profile's facts, the op types that take the time (share of the
+    total) and each step's time and accelerator utilization, as a dict (``tfprof.api.overview``;
+    the UI's landing page)."""
+    from tfprof.api.overview import overview as run
 
     return run(prof)
 

@@ -21,6 +21,7 @@ body; a query is stopped when its client goes away or it passes the time limit
 ``GET /api/search/{id}/{cmd}``         rows whose name contains ``q``, with their ancestors
 ``GET /api/flame/{id}/{cmd}``          ``metric`` boxes of ``node``'s subtree (-1: all)
 ``GET /api/advice/{id}``               each checker's reports and evidence, the nodes they name
+``GET /api/overview/{id}``             the landing page: facts, the op types by time, each step
 ``POST /api/sql/{id}``                 ``q`` through the SQL sandbox, at most ``limit`` rows
 ``POST /api/sql/{id}/csv``             the same result as a CSV download
 ``GET /api/timeline/{id}``             ``step``'s op bars and memory counters as columns
@@ -207,6 +208,12 @@ def api_steps(call: Call) -> Response:
 
 
 @endpoint
+def api_overview(call: Call) -> Response:  # the landing page: facts, op types by time, steps
+    from tfprof.api.overview import overview
+    return _json(overview(call.profiles.get(call.path["pid"]).profile))
+
+
+@endpoint
 def api_search(call: Call) -> Response:
     _, tree = _tree(call)
     q = P.text(call.params, "q")
@@ -375,6 +382,7 @@ def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[s
         Route("/api/children/{pid}/{cmd}", api_children),
         Route("/api/subtree/{pid}/{cmd}", api_subtree),
         Route("/api/steps/{pid}", api_steps),
+        Route("/api/overview/{pid}", api_overview),
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),

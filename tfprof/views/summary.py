@@ -11,10 +11,18 @@ def render_facts(facts: dict[str, int]) -> str:
     return "\n".join(f"{k:<{width}}  {v:>14,}" for k, v in facts.items())
 
 
+def _cell(value) -> str:
+    """A number with thousands separators; an exact time (a foreign profile's µs, a float) to
+    the ns, without trailing zeros."""
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
 def render_frame(frame: pl.DataFrame) -> str:
     """A plain aligned table of a small frame: a header line, then one line per row."""
     cols = frame.columns
-    cells = [[f"{v:,}" if isinstance(v, int) else str(v) for v in row] for row in frame.iter_rows()]
+    cells = [[_cell(v) for v in row] for row in frame.iter_rows()]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]

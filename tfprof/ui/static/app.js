@@ -10,7 +10,7 @@ const REGEXES = ["account_type_regexes", "start_name_regexes", "trim_name_regexe
 const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", select: "micros", account_displayed_op_only: false,
   account_type_regexes: ".*", start_name_regexes: ".*", trim_name_regexes: "", show_name_regexes: ".*", hide_name_regexes: "" };
 
-const state = { profiles: [], views: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "tree", metric: "micros", loaded: {} };
+const state = { profiles: [], views: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "overview", metric: "micros", loaded: {} };
 
 function showError(e) { const b = $("error"); b.textContent = e ? String(e.message || e) : ""; b.classList.toggle("on", !!e); }
 
@@ -64,13 +64,14 @@ function readPanel() {
 
 function current() { return state.profiles.find((p) => p.id === state.pid); }
 
-function setTab(tab) {
+function showTab(tab) {
   state.tab = tab;
   for (const b of document.querySelectorAll("#tabs button")) b.classList.toggle("on", b.dataset.tab === tab);
   for (const s of document.querySelectorAll(".tab")) s.classList.toggle("on", s.id === `tab-${tab}`);
   $("panel").classList.toggle("hidden", !["tree", "flame", "compare"].includes(tab));
-  refresh();
 }
+
+function setTab(tab) { showTab(tab); refresh(); }
 
 function refresh() {
   // one at a time, in order: a refresh asked for while one runs starts when it ends
@@ -82,6 +83,7 @@ async function doRefresh() {
   showError(null);
   const key = `${state.pid}|${state.cmd}|${query()}|${state.metric}`;
   try {
+    if (state.tab === "overview" && state.loaded.overview !== state.pid) { await loadOverview(); state.loaded.overview = state.pid; }
     if (state.tab === "tree" && state.loaded.tree !== key) { await loadTree(); state.loaded.tree = key; }
     if (state.tab === "flame" && state.loaded.flame !== key) { await ui.flame.load(base(), state.metric); state.loaded.flame = key; }
     if (state.tab === "timeline" && state.loaded.timeline !== state.pid) { await loadTimeline(); state.loaded.timeline = state.pid; }
@@ -239,6 +241,74 @@ async function loadChanges(a, b) {
   box.replaceChildren(caption, t);
 }
 
+// The landing page: the profile's facts, the op types that take the time (each opens the op
+// view), each step's time, and the advisor's findings (loaded after the rest has painted).
+async function loadOverview() {
+  const pid = state.pid;
+  const o = await getJSON(`/api/overview/${pid}`);
+  const link = (text, go) => { const a = el("a", null, text); a.addEventListener("click", go); const d = el("div", "more"); d.appendChild(a); return d; };
+  const facts = el("div", "card");
+  facts.appendChild(el("h3", null, `At a glance`));
+  const grid = el("div", "facts");
+  const fact = (value, label) => { const d = el("div"); d.append(el("b", null, value), el("span", null, label)); grid.appendChild(d); };
+  fact(o.source, "source");
+  fact(Fmt.time(o.total_micros), "execution time per step (all ops)");
+  for (const [k, v] of Object.entries(o.facts)) fact(typeof v === "number" ? v.toLocaleString() : String(v), k);
+  facts.appendChild(grid);
+
+  const ops = el("div", "card");
+  ops.appendChild(el("h3", null, "Where the time goes: op types by execution time"));
+  const most = Math.max(...o.top_ops.map((r) => r.micros), 0) || 1;
+  for (const r of o.top_ops) {
+    const row = el("div", "oprow");
+    const bar = el("div", "bar"); bar.style.width = `${(100 * r.micros) / most}%`;
+    const nm = el("span", "nm", r.name); nm.title = `${r.name}: ${r.count} node${r.count === 1 ? "" : "s"}`;
+    row.append(nm, bar, el("span", "val", Fmt.time(r.micros)), el("span", "val", `${(100 * r.share).toFixed(1)}%`));
+    row.dataset.op = r.name;
+    row.addEventListener("click", () => openOp());
+    ops.appendChild(row);
+  }
+  if (!o.top_ops.length) ops.appendChild(el("div", "none", "No op ran."));
+  ops.appendChild(link("Open the op view →", () => openOp()));
+
+  const steps = el("div", "card");
+  steps.appendChild(el("h3", null, "Steps"));
+  const longest = Math.max(...o.steps.map((r) => r.window_ns), 0) || 1;
+  for (const r of o.steps) {
+    const row = el("div", "oprow");
+    const bar = el("div", "bar"); bar.style.width = `${(100 * r.window_ns) / longest}%`; bar.style.background = "#3a8fd6";
+    const busy = r.utilization === null ? "" : `${(100 * r.utilization).toFixed(0)}% busy`;
+    row.append(el("span", "nm", `step ${r.step}${r.device !== null ? ` · gpu:${r.device}` : ""}`), bar,
+      el("span", "val", Fmt.time(r.window_ns / 1000)), el("span", "val", busy));
+    row.addEventListener("click", () => setTab("steps"));
+    steps.appendChild(row);
+  }
+  steps.appendChild(link("Where each step's time goes →", () => setTab("steps")));
+
+  const findings = el("div", "card");
+  findings.appendChild(el("h3", null, "Advisor"));
+  const waiting = el("div", "none", "Checking…");
+  findings.appendChild(waiting);
+  $("overview").replaceChildren(facts, ops, steps, findings);
+  // the advisor takes longest: it fills its card when done, while the page stays usable
+  state.extra = getJSON(`/api/advice/${pid}`).then((advice) => {
+    const said = advice.checkers.filter((c) => c.reports.length);
+    waiting.remove();
+    for (const c of said) {
+      const f = el("div", "finding");
+      f.append(el("b", null, `${c.name}: `), document.createTextNode(c.reports[0]));
+      findings.appendChild(f);
+    }
+    if (!said.length) findings.appendChild(el("div", "none", "No findings."));
+    findings.appendChild(link("All of the advisor's evidence →", () => setTab("advisor")));
+  }).catch((e) => { waiting.textContent = String(e.message || e); });
+}
+
+function openOp() {
+  const op = state.views.find((v) => v.layout === "groups");
+  if (op) { switchView(op.name); setTab("tree"); }
+}
+
 async function loadAdvice() {
   const advice = await getJSON(`/api/advice/${state.pid}`);
   const cards = advice.checkers.map((c) => {
@@ -309,6 +379,9 @@ function sortBy(order) { state.opts.order_by = order; fillPanel(); refresh(); }
 const ui = {};
 
 async function init() {
+  // the landing tab: the Overview, or the one the address names (`#tree`, `#timeline`, ...)
+  const asked = location.hash.slice(1);
+  showTab(document.querySelector(`#tabs button[data-tab="${CSS.escape(asked)}"]`) ? asked : state.tab);
   const { profiles, views, options } = await getJSON("/api/profiles");
   ({ select: SELECT, order_by: ORDER, thresholds: MINS } = options);
   for (const m of MINS) DEFAULTS[m] = 0;
@@ -363,5 +436,5 @@ async function init() {
   requestAnimationFrame(() => { window.tfprofFirstPaint = performance.now(); });
 }
 
-window.tfprofUI = { state, ui, reveal, refresh, setTab, idle: () => state.pending };
+window.tfprofUI = { state, ui, reveal, refresh, setTab, idle: () => Promise.all([state.pending, state.extra]) };
 init().catch(showError);

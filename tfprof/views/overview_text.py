@@ -1,0 +1,52 @@
+"""``tfprof overview``'s text: the profile's facts, the op types by execution time with their
+share, each step's time and utilization, and the advisor's first finding of each checker
+(``tfprof.api.overview``).
+
+>>> print(render_overview({"source": "profile", "facts": {"nodes": 3}, "total_micros": 30.0,
+...     "top_ops": [{"name": "MatMul", "micros": 20.0, "share": 2 / 3, "count": 2}],
+...     "steps": [{"step": 0, "device": None, "window_ns": 31_000, "utilization": None}]},
+...     ["ExpensiveOperationChecker: top 1 operation type: MatMul"]), end="")
+profile, 30us of op execution per step
+<BLANKLINE>
+nodes               3
+<BLANKLINE>
+op types by execution time (share of all ops):
+MatMul  20us  66.7%  2 nodes
+<BLANKLINE>
+steps:
+step 0  31us
+<BLANKLINE>
+advisor:
+ExpensiveOperationChecker: top 1 operation type: MatMul
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfprof.views.summary import render_facts
+from tfprof.views.units import fmt_time, fmt_time_ns
+
+
+def _aligned(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return "".join("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+                   + "\n" for r in rows)
+
+
+def render_overview(o: dict[str, Any], findings: list[str]) -> str:
+    """The text (module docstring): ``o`` from ``overview``, ``findings`` one line per checker."""
+    head = f"{o['source']}, {fmt_time(o['total_micros'])} of op execution per step\n\n"
+    facts = render_facts(o["facts"]) + "\n" if o["facts"] else ""
+    ops = _aligned([(r["name"], fmt_time(r["micros"]), f"{100 * r['share']:.1f}%",
+                     f"{r['count']} node{'s' if r['count'] != 1 else ''}") for r in o["top_ops"]], right=(1, 2))
+    steps = _aligned([(f"step {r['step']}" + (f" gpu:{r['device']}" if r["device"] is not None else ""),
+                       fmt_time_ns(r["window_ns"]),
+                       f"{100 * r['utilization']:.1f}% busy" if r["utilization"] is not None else "")
+                      for r in o["steps"]], right=(1,))
+    return "".join([
+        head, facts,
+        "\nop types by execution time (share of all ops):\n", ops or "no op ran\n",
+        "\nsteps:\n", steps or "no steps\n",
+        "\nadvisor:\n", "".join(f + "\n" for f in findings) or "no findings\n",
+    ])
