@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import FIXTURES, assert_tables_equal
+from conftest import FIXTURES, assert_tables_equal, proto_comparable
 from google.protobuf import text_format
 
 import tfprof
@@ -64,7 +64,7 @@ def assert_same_tables(a: dict[str, pa.Table], b: dict[str, pa.Table]) -> None:
         if name in NOT_WRITTEN:
             assert b[name].num_rows == 0, name
         else:
-            assert_tables_equal(a[name], b[name], name)
+            assert_tables_equal(proto_comparable(a[name], name), proto_comparable(b[name], name), name)
 
 
 # ------------------------------------------------------------------------------ golden bytes

@@ -499,3 +499,42 @@ def test_the_overview_is_the_landing_page_and_leads_on(browser, capsysbinary):
         assert not errors, errors
     finally:
         running.stop()
+
+
+def _fmt_memory(b: int) -> str:
+    """The page's Fmt.memory (tfprof's FormatMemory)."""
+    from tfprof.views.units import fmt_memory
+
+    return fmt_memory(b)
+
+
+def test_memory_page_draws_the_peak_and_its_ops(browser):
+    """The Memory page of a trace with allocation events: the highest peak is shown first, its
+    ops are ``tfprof memory``'s, another step can be picked, and an op opens its node."""
+    from tfprof.api.memory import memory, peak_ops, pick
+
+    path = str(FIXTURES / "foreign" / "tf2_keras_memory.xplane.pb")
+    prof = tfprof.load(path)
+    rows = memory(prof)
+    first = pick(rows, None, None)
+    with page_on(browser, path) as pg:
+        pg.click("#tabs button[data-tab=memory]")
+        settle(pg)
+        assert pg.inner_text("#memory h3 >> nth=0") == f"Memory in use: step {first['step']} on {first['allocator']}"
+        want = peak_ops(prof, first["step"], first["allocator"]).to_dicts()
+        names = pg.eval_on_selector_all("#memory .oprow .nm", "els => els.map(e => e.textContent)")
+        assert names == [r["name"] for r in want]
+        assert pg.eval_on_selector_all("#memory svg path.line", "els => els.length") == 1
+        texts = pg.eval_on_selector_all("#memory svg text", "els => els.map(e => e.textContent)")
+        assert f"peak {_fmt_memory(first['peak_bytes'])}" in texts
+        shot(pg, "memory")
+        other = next(r for r in rows.iter_rows(named=True) if r["step"] != first["step"])
+        pg.select_option("#memory select", f"step={other['step']}&allocator={other['allocator']}")
+        settle(pg)
+        assert pg.inner_text("#memory h3 >> nth=0") == f"Memory in use: step {other['step']} on {other['allocator']}"
+        pg.click("#memory .oprow >> nth=0")
+        pg.wait_for_selector(".tt-row.sel")
+        top = peak_ops(prof, other["step"], other["allocator"])["name"][0]
+        assert pg.get_attribute("#tabs button[data-tab=tree]", "class") == "on"
+        assert pg.inner_text(".tt-row.sel .nm") == top
+        assert pg.inner_text("#command code").startswith("tfprof scope ")

@@ -120,7 +120,8 @@ POST_ONLY = {"/api/sql/{pid}", "/api/sql/{pid}/csv", "/api/diff/{a}/{b}/{cmd}"}
 # reading the profiles: a view, its pieces, the advisor's fixed checks, one step's timeline
 GET = {"/api/profiles", "/api/view/{pid}/{cmd}", "/api/children/{pid}/{cmd}", "/api/subtree/{pid}/{cmd}", "/api/steps/{pid}",
        "/api/search/{pid}/{cmd}",
-       "/api/flame/{pid}/{cmd}", "/api/advice/{pid}", "/api/timeline/{pid}", "/api/trace/{pid}", "/api/overview/{pid}"}
+       "/api/flame/{pid}/{cmd}", "/api/advice/{pid}", "/api/timeline/{pid}", "/api/trace/{pid}", "/api/overview/{pid}",
+       "/api/memory/{pid}"}
 
 
 @pytest.fixture(scope="module")

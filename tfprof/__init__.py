@@ -40,6 +40,7 @@ __all__ = [
     "TfprofError",
     "diff",
     "load",
+    "memory",
     "overview",
     "sample_path",
     "save",
@@ -152,6 +153,15 @@ def summarize(prof: Profile):
     """``prof`` at a glance: model facts, per-step totals, table sizes; a notebook shows it as a
     card (``tfprof.api.summary.summarize``)."""
     from tfprof.api.summary import summarize as run
+
+    return run(prof)
+
+
+def memory(prof: Profile):
+    """Memory in use over time: one row per allocator and step with the bytes in use before,
+    at the peak (and when) and after, what was allocated and freed (``tfprof.api.memory``;
+    ``tfprof.api.memory.peak_ops`` and ``curve`` give the ops at a peak and the whole curve)."""
+    from tfprof.api.memory import memory as run
 
     return run(prof)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 # The commands a server runs: one-shot, reading their inputs and writing their outputs.
 # Anything else (the interactive shell, help, --debug tracebacks) runs in the client's process.
-SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff", "steps", "overview"})
+SERVED = frozenset({"scope", "graph", "op", "code", "advise", "sql", "check", "tables", "diff", "steps", "overview", "memory"})
 # The commands that never go to a server. With plugins (``TFPROF_PLUGINS``), a command in neither
 # set may be a view a plugin registers: the server, which imported them, lists its commands.
 LOCAL = frozenset({"demo", "ingest", "runs", "server", "ui"})

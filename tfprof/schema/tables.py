@@ -213,11 +213,16 @@ ALLOCATOR_MEMORY = _table(
 
 ALLOCATIONS = _table(
     "allocations", "one allocation record of a node in one step", ("node_id", "step"),
-    "Allocation and deallocation events of the GPU allocators (negative bytes = deallocation).",
+    "Allocation and deallocation events of the GPU allocators (negative bytes = deallocation), in the order "
+    "recorded.",
     NODE_ID,
     STEP,
     _f("alloc_micros", pa.int64(), "time of the event", unit="us since epoch"),
     _f("alloc_bytes", pa.int64(), "bytes allocated (negative: freed)", unit="bytes"),
+    _f("allocator", DICT, "the allocator (a RunMetadata's `allocator_name`, Kineto's device `cpu` or `cuda:0`, "
+       "XSpace's `allocator_name`); null where the source names none (a ProfileProto)", nullable=True),
+    _f("bytes_in_use", pa.int64(), "what the allocator held after the event, where the source records it "
+       "(Kineto's `Total Allocated`, XSpace's `bytes_allocated`); null elsewhere", unit="bytes", nullable=True),
 )
 
 CODE_FRAMES = _table(

@@ -22,6 +22,7 @@ body; a query is stopped when its client goes away or it passes the time limit
 ``GET /api/flame/{id}/{cmd}``          ``metric`` boxes of ``node``'s subtree (-1: all)
 ``GET /api/advice/{id}``               each checker's reports and evidence, the nodes they name
 ``GET /api/overview/{id}``             the landing page: facts, the op types by time, each step
+``GET /api/memory/{id}``               memory in use over ``step`` on ``allocator``, the ops at its peak
 ``POST /api/sql/{id}``                 ``q`` through the SQL sandbox, at most ``limit`` rows
 ``POST /api/sql/{id}/csv``             the same result as a CSV download
 ``GET /api/timeline/{id}``             ``step``'s op bars and memory counters as columns
@@ -36,13 +37,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any
 
 from starlette.applications import Starlette
-from starlette.datastructures import QueryParams
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -50,10 +47,11 @@ from starlette.routing import Route
 
 from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, command_line
 from tfprof.api.options import VIEWS, view_help
-from tfprof.errors import TfprofError
 from tfprof.schema.metrics import kind_of
-from tfprof.ui import guard, jobs
+from tfprof.ui import guard
 from tfprof.ui import params as P
+from tfprof.ui.endpoints import Call, endpoint, error_response, export_rows, json_response
+from tfprof.ui.pages import api_advice, api_memory, api_overview, api_steps
 from tfprof.ui.profiles import Profiles, check_view
 
 # The page's files: request name -> (package file, media type).
@@ -69,64 +67,7 @@ EXPAND_LIMIT = 20_000  # the rows one Expand all brings (a view's first levels b
 SQL_LIMIT = 10_000
 SQL_CSV_LIMIT = 1_000_000
 MAX_SQL = 20_000
-MAX_BODY = 256 * 1024  # a form body: MAX_SQL characters, each up to 4 bytes of UTF-8 percent-encoded
 DIFF_LIMIT = 2_000
-
-
-def _json(data: Any, status: int = 200) -> Response:
-    body = json.dumps(data, separators=(",", ":"), allow_nan=False, default=str)
-    return Response(body, status_code=status, media_type="application/json")
-
-
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message.splitlines()[0] if message else "error"}, status)
-
-
-@dataclass
-class Call:
-    """One API request as an endpoint sees it: its path parameters, its parameters (a GET's query
-    string, a POST's form body), the server's profiles, and the job its queries run in."""
-
-    path: Mapping[str, str]
-    params: Mapping[str, str]
-    profiles: Profiles
-    job: jobs.Job
-
-
-def endpoint(fn: Callable[[Call], Response]):
-    """An API endpoint: the token checked, then ``fn(call)`` run in a worker thread with the
-    profiles' lock (``jobs.run``); what it raises is mapped to a one-line answer."""
-
-    async def handler(request: Request) -> Response:
-        state = request.app.state
-        if not guard.token_ok(request, state.token):
-            return _error(403, f"the API answers only the page this server serves (its {guard.TOKEN_HEADER} header)")
-        params: Mapping[str, str] = request.query_params
-        if request.method == "POST":
-            if request.query_params:
-                return _error(400, "a POST takes its parameters in its body (a form), not in the URL")
-            body = b""
-            async for chunk in request.stream():
-                body += chunk
-                if len(body) > MAX_BODY:
-                    return _error(413, f"the request's body is larger than {MAX_BODY} bytes")
-            params = QueryParams(body.decode("utf-8", "replace"))
-
-        def work(job: jobs.Job) -> Response:
-            try:
-                with state.profiles.lock:
-                    job.check()  # the client left while the request waited for the lock
-                    return fn(Call(request.path_params, params, state.profiles, job))
-            except LookupError as exc:
-                return _error(404, str(exc.args[0]) if exc.args else "not found")
-            except TfprofError as exc:  # BadRequest, a bad option, a refused or stopped query
-                return _error(400, str(exc))
-            except Exception as exc:  # noqa: BLE001 - a bug: said in one line, never a traceback
-                return _error(500, f"internal error: {type(exc).__name__}: {exc}")
-
-        return await jobs.run(request.receive, work, state.query_timeout)
-
-    return handler
 
 
 def _tree(call: Call):
@@ -151,7 +92,7 @@ def _node(call: Call, tree) -> int:
 @endpoint
 def api_profiles(call: Call) -> Response:
     views = [{"name": name, "layout": spec.layout, "help": view_help(spec)} for name, spec in VIEWS.items()]
-    return _json({"profiles": call.profiles.listing(), "views": views, "options": P.panel_options()})
+    return json_response({"profiles": call.profiles.listing(), "views": views, "options": P.panel_options()})
 
 
 @endpoint
@@ -170,7 +111,7 @@ def api_view(call: Call) -> Response:
         frontier = below
     columns = [{"name": c, "kind": kind_of(c), "order_by": ORDER_OF_COLUMN.get(c.removeprefix("total_"))}
                for c in tree.metrics]
-    return _json({
+    return json_response({
         "profile": entry.id, "cmd": tree.cmd, "layout": tree.layout, "label": _row_label(VIEWS[tree.cmd]),
         "options": P.option_values(tree.options),
         "command": command_line(tree.cmd, entry.path, tree.options), "notes": tree.notes,
@@ -186,7 +127,7 @@ def api_children(call: Call) -> Response:
     offset = P.integer(call.params, "offset", 0, 0, 2**31)
     limit = P.integer(call.params, "limit", 200, 1, ROW_LIMIT)
     total = len(tree.children(node))
-    return _json({"node": node, "offset": offset, "total": total, "rows": tree.rows_of(node, offset, limit)})
+    return json_response({"node": node, "offset": offset, "total": total, "rows": tree.rows_of(node, offset, limit)})
 
 
 @endpoint
@@ -195,22 +136,7 @@ def api_subtree(call: Call) -> Response:
     node = _node(call, tree)
     limit = P.integer(call.params, "limit", 5000, 1, EXPAND_LIMIT)
     below = (len(tree.level) if node < 0 else int(tree.end[node]) - node - 1)
-    return _json({"node": node, "total": below, "rows": tree.subtree(node, limit)})
-
-
-@endpoint
-def api_steps(call: Call) -> Response:
-    """Each step's time per GPU in parts (``tfprof steps``): the rows in ns, and the report's text."""
-    from tfprof.api.breakdown import steps, steps_report
-
-    rows = steps(call.profiles.get(call.path["pid"]).profile)
-    return _json({"rows": json.loads(_export(rows, "json")), "text": steps_report(rows)})
-
-
-@endpoint
-def api_overview(call: Call) -> Response:  # the landing page: facts, op types by time, steps
-    from tfprof.api.overview import overview
-    return _json(overview(call.profiles.get(call.path["pid"]).profile))
+    return json_response({"node": node, "total": below, "rows": tree.subtree(node, limit)})
 
 
 @endpoint
@@ -221,7 +147,7 @@ def api_search(call: Call) -> Response:
         raise P.BadRequest("`q` is empty: give part of a name")
     limit = P.integer(call.params, "limit", 50, 1, 500)
     hits, total = tree.search(q, limit)
-    return _json({"q": q, "total": total, "hits": [{"i": i, "path": tree.ancestors(i)} for i in hits],
+    return json_response({"q": q, "total": total, "hits": [{"i": i, "path": tree.ancestors(i)} for i in hits],
                   "rows": tree.rows(hits)})
 
 
@@ -231,40 +157,7 @@ def api_flame(call: Call) -> Response:
     metric = P.choice(call.params, "metric", tuple(FLAME_METRICS), "micros")
     node = _node(call, tree)
     path = tree.ancestors(node) if node >= 0 else []
-    return _json({**tree.flame(metric, node), "path": path, "path_names": [tree.table["name"][i] for i in path]})
-
-
-@endpoint
-def api_advice(call: Call) -> Response:
-    from tfprof.api.advice import advise, evidence_table
-
-    entry = call.profiles.get(call.path["pid"])
-    result = advise(entry.profile)
-    checkers = []
-    for name, rows in result.evidence.items():
-        evidence = json.loads(_export(rows, "json"))
-        columns, cells = evidence_table(rows)  # as the reports write them; the raw rows are in `tfprof advise --format json`
-        labels = [c.removesuffix("_ns").removesuffix("_micros").replace("_", " ") for c in columns]
-        lines = [line for report in result.reports.get(name, ()) for line in report.split("\n") if line]
-        checkers.append({"name": name, "reports": lines, "columns": columns,
-                         "labels": labels, "rows": cells, "links": [_link(r) for r in evidence]})
-    return _json({"text": result.text, "notes": result.notes, "checkers": checkers})
-
-
-def _link(row: dict) -> dict | None:
-    """The node an evidence row is about, and the view that shows it (the row's ``section``
-    where it names one: op types in the op view, code paths in the code view)."""
-    name = row.get("name") or row.get("example") or row.get("node")
-    if not isinstance(name, str) or not name:
-        return None
-    view = row.get("section") if row.get("section") in VIEWS else "scope"
-    return {"name": name, "view": "scope" if VIEWS[view].layout == "graph" else view}
-
-
-def _export(frame, fmt: str) -> bytes:
-    from tfprof.api.shell import export
-
-    return export(frame, fmt)
+    return json_response({**tree.flame(metric, node), "path": path, "path_names": [tree.table["name"][i] for i in path]})
 
 
 def _sql(call: Call):
@@ -282,14 +175,14 @@ def api_sql(call: Call) -> Response:
     limit = P.integer(call.params, "limit", 1000, 1, SQL_LIMIT)
     frame = _sql(call)
     shown = frame.head(limit)
-    return _json({"columns": shown.columns, "rows": json.loads(_export(shown, "json")) if shown.width else [],
+    return json_response({"columns": shown.columns, "rows": json.loads(export_rows(shown, "json")) if shown.width else [],
                   "total": frame.height, "truncated": frame.height > limit})
 
 
 @endpoint
 def api_sql_csv(call: Call) -> Response:
     frame = _sql(call)
-    body = _export(frame.head(SQL_CSV_LIMIT), "csv") if frame.width else b""
+    body = export_rows(frame.head(SQL_CSV_LIMIT), "csv") if frame.width else b""
     return Response(body, media_type="text/csv",
                     headers={"Content-Disposition": 'attachment; filename="tfprof-query.csv"'})
 
@@ -306,7 +199,7 @@ def api_timeline(call: Call) -> Response:
     from tfprof.api.steps import step_timeline
 
     entry = call.profiles.get(call.path["pid"])
-    return _json(step_timeline(entry.profile, _step(call, entry)))
+    return json_response(step_timeline(entry.profile, _step(call, entry)))
 
 
 @endpoint
@@ -334,7 +227,7 @@ def api_diff(call: Call) -> Response:
     result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))
     doc = dataclasses.replace(result, frame=result.frame.head(limit)).document()
     flags = command_line(cmd, "-", options)[len(f"tfprof {cmd} -"):]
-    return _json({**doc, "total_rows": result.frame.height,
+    return json_response({**doc, "total_rows": result.frame.height,
                   "command": f"tfprof diff {shlex.quote(a.path)} {shlex.quote(b.path)} {cmd}{flags}"})
 
 
@@ -348,17 +241,17 @@ def page(request: Request) -> Response:
 def static(request: Request) -> Response:
     name = request.path_params["name"]
     if name not in STATIC:
-        return _error(404, f"no static file `{name[:40]}`")
+        return error_response(404, f"no static file `{name[:40]}`")
     return Response(_read(name), media_type=STATIC[name], headers={"Cache-Control": "no-cache"})
 
 
 def not_found(request: Request, exc: Exception) -> Response:
-    return _error(getattr(exc, "status_code", 404), "no such page: the UI's pages are / and /api/...")
+    return error_response(getattr(exc, "status_code", 404), "no such page: the UI's pages are / and /api/...")
 
 
 def wrong_method(request: Request, exc: Exception) -> Response:
     allow = (getattr(exc, "headers", None) or {}).get("Allow", "GET")
-    answer = _error(405, f"`{request.method[:10]}` is not allowed here; this endpoint takes {allow}"
+    answer = error_response(405, f"`{request.method[:10]}` is not allowed here; this endpoint takes {allow}"
                     + (" with the page's token" if "POST" in allow else ""))
     answer.headers["Allow"] = allow
     return answer
@@ -383,6 +276,7 @@ def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[s
         Route("/api/subtree/{pid}/{cmd}", api_subtree),
         Route("/api/steps/{pid}", api_steps),
         Route("/api/overview/{pid}", api_overview),
+        Route("/api/memory/{pid}", api_memory),
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),

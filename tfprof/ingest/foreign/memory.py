@@ -74,7 +74,8 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
         # one memory record per op execution, and one per step for the instants outside ops
         pl.when(pl.col("owner") >= 0).then(pl.col("owner")).otherwise(-1 - pl.col("step")).alias("_record"),
         pl.col("allocator").fill_null(""))
-    allocations = mem.select("node_id", "step", alloc_micros=us(pl.col("start_ns")), alloc_bytes="mem_bytes")
+    allocations = mem.select("node_id", "step", alloc_micros=us(pl.col("start_ns")), alloc_bytes="mem_bytes",
+                             allocator=pl.col("allocator").replace("", None), bytes_in_use="in_use")
     record = ["_record", "node_id", "step"]
     per_allocator = _per_allocator(mem)
     accelerator = pl.col("allocator").str.contains(ACCELERATOR_ALLOCATOR)

@@ -89,6 +89,9 @@ async function doRefresh() {
     if (state.tab === "timeline" && state.loaded.timeline !== state.pid) { await loadTimeline(); state.loaded.timeline = state.pid; }
     if (state.tab === "advisor" && state.loaded.advisor !== state.pid) { await loadAdvice(); state.loaded.advisor = state.pid; }
     if (state.tab === "steps" && state.loaded.steps !== state.pid) { await loadSteps(); state.loaded.steps = state.pid; }
+    if (state.tab === "memory" && state.loaded.memory !== state.pid + (state.memoryPick || "")) {
+      await loadMemory(); state.loaded.memory = state.pid + (state.memoryPick || "");
+    }
     if (state.tab === "compare" && state.loaded.compare !== key + $("cmp-a").value + $("cmp-b").value) {
       await Promise.all([ui.left.load($("cmp-a").value, state.cmd, query()), ui.right.load($("cmp-b").value, state.cmd, query()),
         loadChanges($("cmp-a").value, $("cmp-b").value)]);
@@ -359,6 +362,64 @@ async function loadSteps() {
   }
   card.appendChild(el("div", "reports", answer.text));
   $("steps").replaceChildren(card);
+}
+
+// Memory in use over one step on one allocator (tfprof memory): the curve with its peak, every
+// allocator's steps to pick from, and the ops at the peak (each opens its node in the scope view).
+async function loadMemory() {
+  const q = state.memoryPick ? `?${state.memoryPick}` : "";
+  const m = await getJSON(`/api/memory/${state.pid}${q}`);
+  if (!m.shown) { $("memory").replaceChildren(el("div", "card none", "This profile records no allocation events: no memory over time.")); return; }
+  const s = m.shown, card = el("div", "card");
+  card.appendChild(el("h3", null, `Memory in use: step ${s.step} on ${s.allocator}`));
+  const pick = el("div", "pick"), sel = el("select");
+  sel.name = "memory-pick";
+  for (const r of m.rows) {
+    const o = new Option(`${r.allocator} · step ${r.step} · peak ${Fmt.memory(r.peak_bytes)}`, `step=${r.step}&allocator=${encodeURIComponent(r.allocator)}`);
+    o.selected = r.step === s.step && r.allocator === s.allocator;
+    sel.appendChild(o);
+  }
+  sel.addEventListener("change", () => { state.memoryPick = sel.value; refresh(); });
+  pick.append(el("span", null, "show"), sel);
+  if (!s.exact) pick.appendChild(el("small", null, "the trace does not record this allocator's level: a running sum of its events from the capture's first"));
+  card.appendChild(pick);
+  card.appendChild(memoryChart(m.curve, s));
+  const ops = el("div", "card");
+  ops.appendChild(el("h3", null, `Allocated when the peak came (${Fmt.memory(s.peak_bytes)}, +${Fmt.time(s.peak_micros)}), net of what each op freed by then`));
+  const most = Math.max(...m.ops.map((r) => r.bytes), 0) || 1;
+  for (const r of m.ops) {
+    const row = el("div", "oprow"), bar = el("div", "bar");
+    bar.style.width = `${(100 * r.bytes) / most}%`; bar.style.background = "#3a8fd6";
+    const nm = el("span", "nm", r.name); nm.title = r.name;
+    row.append(nm, bar, el("span", "val", Fmt.memory(r.bytes)), el("span", "val", `${r.events} ev`));
+    row.addEventListener("click", () => reveal("scope", r.name).catch(showError));
+    ops.appendChild(row);
+  }
+  if (!m.ops.length) ops.appendChild(el("div", "none", "Every op had freed as much as it allocated."));
+  $("memory").replaceChildren(card, ops);
+}
+
+function memoryChart(points, s) {
+  const NS = "http://www.w3.org/2000/svg", W = 1000, H = 240, L = 70, B = 20;
+  const svg = document.createElementNS(NS, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("preserveAspectRatio", "none"); svg.classList.add("memchart");
+  const tmax = Math.max(...points.map((p) => p[0]), 1), lo = Math.min(0, ...points.map((p) => p[1]));
+  const hi = Math.max(...points.map((p) => p[1]), 1);
+  const x = (t) => L + ((W - L - 10) * t) / tmax, y = (v) => H - B - ((H - B - 10) * (v - lo)) / (hi - lo || 1);
+  let d = `M${x(0)},${y(lo)}`, prev = lo;
+  for (const [t, v] of points) { d += ` L${x(t)},${y(prev)} L${x(t)},${y(v)}`; prev = v; }
+  d += ` L${x(tmax)},${y(prev)} L${x(tmax)},${y(lo)} Z`;
+  const path = document.createElementNS(NS, "path"); path.setAttribute("d", d); path.classList.add("line");
+  const axis = document.createElementNS(NS, "line");
+  axis.setAttribute("x1", L); axis.setAttribute("x2", W); axis.setAttribute("y1", H - B); axis.setAttribute("y2", H - B); axis.classList.add("axis");
+  const label = (tx, ty, text, anchor = "start") => { const e = document.createElementNS(NS, "text"); e.setAttribute("x", tx); e.setAttribute("y", ty); e.setAttribute("text-anchor", anchor); e.textContent = text; return e; };
+  const peak = document.createElementNS(NS, "circle");
+  peak.setAttribute("cx", x(s.peak_micros)); peak.setAttribute("cy", y(s.peak_bytes)); peak.setAttribute("r", 4); peak.classList.add("peak");
+  const tip = document.createElementNS(NS, "title"); tip.textContent = `peak ${Fmt.memory(s.peak_bytes)} at +${Fmt.time(s.peak_micros)}`; peak.appendChild(tip);
+  svg.append(path, axis, peak, label(4, y(hi) + 4, Fmt.memory(hi)), label(4, y(lo), Fmt.memory(lo)),
+    label(L, H - 4, "0"), label(W - 4, H - 4, `+${Fmt.time(tmax)}`, "end"),
+    label(Math.min(x(s.peak_micros) + 8, W - 150), Math.max(y(s.peak_bytes) + 4, 12), `peak ${Fmt.memory(s.peak_bytes)}`));
+  return svg;
 }
 
 async function runSQL() {

@@ -1,0 +1,94 @@
+"""Memory over time, per allocator: the bytes in use after each allocation event, each step's
+peak, and what the ops had allocated when it came (``tfprof memory``, the UI's Memory page).
+
+The events are the ``allocations`` table's. Where the source records what the allocator held
+after each event (Kineto's ``Total Allocated``, XSpace's ``bytes_allocated``), that is the
+curve: ``exact``. Elsewhere (a RunMetadata's or a ProfileProto's records) the curve is the
+running sum of the events' bytes from the capture's first event: memory allocated before the
+capture is not in it (``exact`` false). Events of one allocator at the same µs are one point
+(their bytes summed, the largest recorded level kept). An event without an allocator (a
+ProfileProto) counts on its node's device.
+
+An op's bytes *at the peak* are what its events of that step on that allocator allocated, net of
+what they freed, up to the peak's time: a trace records sizes, not which allocation a free
+returns, so this is what each op added to the level the peak reached.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tfprof.profile import Profile
+
+POINT = ("allocator", "step", "time_micros")
+
+
+def _events(prof: Profile) -> pl.DataFrame:
+    """The allocation events with their allocator (the node's device where none is recorded),
+    the recorded level (null where none) and the node's name."""
+    alloc = prof.lazy("allocations")
+    names = alloc.collect_schema().names()  # a store written before allocators were kept has neither column
+    alloc = alloc.with_columns(
+        *(() if "allocator" in names else (pl.lit(None, pl.String).alias("allocator"),)),
+        *(() if "bytes_in_use" in names else (pl.lit(None, pl.Int64).alias("bytes_in_use"),)))
+    nodes = prof.lazy("nodes").select("node_id", pl.col("name").cast(pl.String),
+                                      pl.col("canonical_device").cast(pl.String).alias("_device"))
+    return (alloc.join(nodes, on="node_id", how="left")
+            .select(pl.coalesce(pl.col("allocator").cast(pl.String), "_device", pl.lit("")).alias("allocator"),
+                    "step", pl.col("alloc_micros").alias("time_micros"), pl.col("alloc_bytes").alias("bytes"),
+                    "bytes_in_use", "node_id", "name")
+            .collect())
+
+
+def memory_points(prof: Profile) -> pl.DataFrame:
+    """One row per (allocator, step, µs) in time order: ``bytes`` (the events' sum), ``in_use``
+    (the allocator's level after them), ``events`` and ``exact`` (module docstring)."""
+    ev = _events(prof)
+    points = (ev.group_by(POINT).agg(pl.col("bytes").sum(), pl.col("bytes_in_use").max(), pl.len().alias("events"))
+              .sort("allocator", "time_micros", "step"))
+    exact = points.group_by("allocator").agg(pl.col("bytes_in_use").is_not_null().all().alias("exact"))
+    return (points.join(exact, on="allocator", how="left")
+            .with_columns(pl.when("exact").then(pl.col("bytes_in_use"))
+                          .otherwise(pl.col("bytes").cum_sum().over("allocator")).alias("in_use"))
+            .select(*POINT, "bytes", "in_use", "events", "exact"))
+
+
+def memory_steps(prof: Profile) -> pl.DataFrame:
+    """Per allocator and step: ``events``; the step's first and last event (µs); the level
+    before the first (``start_bytes``), at the peak (``peak_bytes``, first reached at
+    ``peak_micros`` after the step's first event) and after the last (``end_bytes``); the bytes
+    ``allocated`` and ``freed``; ``exact`` (module docstring). Sorted by allocator, then step."""
+    points = memory_points(prof)
+    return (points.group_by("allocator", "step").agg(
+        pl.col("events").sum(),
+        pl.col("time_micros").min().alias("start_micros"),
+        pl.col("time_micros").max().alias("end_micros"),
+        (pl.col("in_use") - pl.col("bytes")).first().alias("start_bytes"),
+        pl.col("in_use").max().alias("peak_bytes"),
+        (pl.col("time_micros").filter(pl.col("in_use") == pl.col("in_use").max()).first()
+         - pl.col("time_micros").min()).alias("peak_micros"),
+        pl.col("in_use").last().alias("end_bytes"),
+        pl.col("bytes").filter(pl.col("bytes") > 0).sum().alias("allocated"),
+        (-pl.col("bytes").filter(pl.col("bytes") < 0).sum()).alias("freed"),
+        pl.col("exact").first(),
+    ).sort("allocator", "step"))
+
+
+def memory_curve(prof: Profile, step: int, allocator: str) -> pl.DataFrame:
+    """The points of one step on one allocator: ``time_micros`` (since the step's first event),
+    ``bytes``, ``in_use``."""
+    points = memory_points(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator))
+    return points.select((pl.col("time_micros") - pl.col("time_micros").min()).alias("time_micros"), "bytes", "in_use")
+
+
+def at_peak(prof: Profile, step: int, allocator: str, top: int = 10) -> pl.DataFrame:
+    """The ops with the most bytes allocated (net of frees) on ``allocator`` in ``step`` up to
+    that step's peak: ``node_id``, ``name``, ``bytes``, ``events``; largest first, ``top`` rows."""
+    steps = memory_steps(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator))
+    if steps.height == 0:
+        return pl.DataFrame(schema={"node_id": pl.Int64, "name": pl.String, "bytes": pl.Int64, "events": pl.UInt32})
+    peak_at = steps["start_micros"][0] + steps["peak_micros"][0]
+    ev = _events(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator)
+                              & (pl.col("time_micros") <= peak_at))
+    return (ev.group_by("node_id", "name").agg(pl.col("bytes").sum(), pl.len().alias("events"))
+            .filter(pl.col("bytes") > 0).sort(["bytes", "name"], descending=[True, False]).head(top))
