@@ -400,7 +400,7 @@ async function loadMemory() {
 }
 
 function memoryChart(points, s) {
-  const NS = "http://www.w3.org/2000/svg", W = 1000, H = 240, L = 70, B = 20;
+  const NS = $("svg-ns").content.firstElementChild.namespaceURI, W = 1000, H = 240, L = 70, B = 20;  // SVG's, from the page
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("preserveAspectRatio", "none"); svg.classList.add("memchart");
   const tmax = Math.max(...points.map((p) => p[0]), 1), lo = Math.min(0, ...points.map((p) => p[1]));
