@@ -9,6 +9,7 @@ import json
 import shlex
 from pathlib import Path
 
+import polars as pl
 import pytest
 from conftest import FIXTURES
 
@@ -538,3 +539,32 @@ def test_memory_page_draws_the_peak_and_its_ops(browser):
         assert pg.get_attribute("#tabs button[data-tab=tree]", "class") == "on"
         assert pg.inner_text(".tt-row.sel .nm") == top
         assert pg.inner_text("#command code").startswith("tfprof scope ")
+
+
+def test_bottom_up_flame_graph(browser):
+    """The flame graph's bottom-up view of the code view: the bottom row is each function's own
+    time summed over its places (the report's self values), widest first; a click highlights
+    the function's other places."""
+    path = str(tfprof.sample_path("torch"))
+    table = tfprof.view(tfprof.load(path), "code", select=["micros"], max_depth=10)
+    own = (table.filter(pl.col("accounted")).group_by("name").agg(pl.col("exec_micros").sum())
+           .filter(pl.col("exec_micros") > 0).sort(["exec_micros", "name"], descending=[True, False]))
+    with page_on(browser, path) as pg:
+        pg.click("#views button[data-cmd=code]")
+        settle(pg)
+        pg.click("#tabs button[data-tab=flame]")
+        settle(pg)
+        pg.click("#flame-invert")
+        settle(pg)
+        data = pg.evaluate("tfprofUI.ui.flame.data")
+        assert data["inverted"] and data["total"] == pytest.approx(own["exec_micros"].sum())
+        bottom = [(n, w) for n, w, lv in zip(data["name"], data["w"], data["level"]) if lv == 0]
+        assert [n for n, _ in bottom] == own["name"].head(len(bottom)).to_list()
+        assert [w for _, w in bottom] == pytest.approx(own["exec_micros"].head(len(bottom)).to_list())
+        assert "bottom-up" in pg.inner_text("#crumbs")
+        assert "_TFProfRoot" not in data["name"]  # the root is no caller
+        shot(pg, "flame-bottom-up")
+        box = pg.evaluate("tfprofUI.ui.flame.boxes[0]")
+        pg.mouse.click(box[0] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().left"),
+                       box[1] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().top"))
+        assert "match" in pg.inner_text("#crumbs")

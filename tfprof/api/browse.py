@@ -30,6 +30,7 @@ from tfprof.api.run import run_view
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
+from tfprof.queries.spec import ROOT
 from tfprof.schema.metrics import BY_SELECT, METRIC_LIST, derived, kind_of
 from tfprof.views.table import view_table
 
@@ -151,6 +152,23 @@ class Tree:
             "name": names, "dropped": int(len(span) - len(kept)),
             "small": self._small_runs(keep, parent, level, x, width, lo, flat),
         }
+
+    def inverted(self, metric: str, fraction: float = 1 / 4000, limit: int = 20000) -> dict[str, Any]:
+        """The view as an inverted (bottom-up) flame graph (``tfprof.queries.flame.inverted``):
+        each row's own ``metric`` (where it is accounted) under the rows above it, frames of the
+        same name merged; the same keys as ``flame`` (no row ``i``: a box is many rows), with
+        ``inverted`` true."""
+        from tfprof.queries.flame import inverted
+
+        column = FLAME_METRICS[metric]
+        own = self.full[column].to_numpy().astype(np.float64) * self.full["accounted"].to_numpy()
+        # a stack ends below the tree's root row: `_TFProfRoot` is no caller
+        roots = np.flatnonzero((self.level == 0) & (self.table["name"] == ROOT).to_numpy())
+        parent = np.where(np.isin(self.parent, roots), -1, self.parent)
+        boxes = inverted(self.table["name"], parent, own, fraction, limit)
+        return {"metric": metric, "kind": kind_of(column), "total": boxes["total"], "root": -1,
+                "i": [-1] * len(boxes["level"]), "level": boxes["level"], "x": boxes["x"], "w": boxes["w"],
+                "name": boxes["name"], "dropped": int(boxes["dropped"] > 0), "small": {"level": []}, "inverted": True}
 
     def _small_runs(self, keep: np.ndarray, parent: np.ndarray, level: np.ndarray, x: np.ndarray, width: np.ndarray,
                     lo: int, flat: bool) -> dict[str, list]:

@@ -453,6 +453,11 @@ async function init() {
   ui.right = new TreeTable($("cmp-right"), { onSort: sortBy });
   ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
   $("flame-search").addEventListener("input", () => ui.flame.highlight($("flame-search").value.trim()));
+  $("flame-invert").addEventListener("click", () => {
+    ui.flame.inverted = !ui.flame.inverted;
+    $("flame-invert").classList.toggle("on", ui.flame.inverted);
+    state.loaded.flame = null; refresh();
+  });
   ui.timeline = new Timeline($("timeline"), $("tl-tip"));
   state.profiles = profiles;
   state.views = views;  // the server's registry: tfprof's four views and any registered there

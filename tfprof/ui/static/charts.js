@@ -30,7 +30,8 @@ class Flame {
   async load(base, metric, node = -1) {
     this.base = base; this.metric = metric;
     const { pid, cmd, query } = base;
-    this.data = await getJSON(`/api/flame/${pid}/${cmd}?${query}${query ? "&" : ""}metric=${metric}&node=${node}`);
+    const how = this.inverted ? "&inverted=1" : `&node=${node}`;  // bottom-up: the whole view, no zoom
+    this.data = await getJSON(`/api/flame/${pid}/${cmd}?${query}${query ? "&" : ""}metric=${metric}${how}`);
     this.draw();
     this.crumb();
     return this.data;
@@ -70,7 +71,8 @@ class Flame {
       parts.push(document.createTextNode(" › "), a);
     });
     if (d.root >= 0) parts.push(document.createTextNode(" › "), el("b", null, d.name[0]));
-    parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped ? ` · ${d.dropped} rows under 1/4000 of it drawn as grey runs` : ""}`));
+    if (d.inverted) parts.push(el("span", "muted", "   bottom-up: each frame by its own value, its callers above it;"));
+    parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped && !d.inverted ? ` · ${d.dropped} rows under 1/4000 of it drawn as grey runs` : ""}`));
     const found = this.matched();
     if (found) {
       parts.push(el("span", "found", ` · ${found.hits.size} match${found.hits.size === 1 ? "" : "es"}: ${Fmt.value(d.kind, found.total)}` +
@@ -154,6 +156,7 @@ class Flame {
     if (!hit) return;
     const k = hit[0], d = this.data;
     if (k < 0) return;  // a run of small frames: its parent's box zooms to them
+    if (d.inverted) { this.highlight(d.name[k].toLowerCase()); return; }  // bottom-up: a frame's other places
     const i = d.i[k];
     if (this.onPick) this.onPick(d.name[k], i);
     if (k === 0 && d.root === i) { // the zoomed box itself: one level out
