@@ -135,6 +135,9 @@ def test_tree_equals_the_cli_for_the_same_options(page, capsysbinary):
 def test_order_by_a_column_and_other_views(page, capsysbinary):
     page.click("#views button[data-cmd=op]")
     settle(page)
+    page.click(".tt-head .tt-name")  # order by name (the list opens by time)
+    settle(page)
+    assert "--order_by" not in page.inner_text("#command code")  # name: the default
     page.click(".tt-head .num.total >> nth=0")  # order by the time column
     settle(page)
     command = page.inner_text("#command code")
@@ -568,3 +571,33 @@ def test_bottom_up_flame_graph(browser):
         pg.mouse.click(box[0] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().left"),
                        box[1] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().top"))
         assert "match" in pg.inner_text("#crumbs")
+
+
+def test_two_way_sort_and_resizable_columns(page, capsysbinary):
+    """A second click on the ordering column turns the siblings' order round (the page's own:
+    tfprof sorts one way); dragging a column's edge widens that column in every row."""
+    page.click("#views button[data-cmd=op]")  # a list opens ordered by time, tfprof's way
+    settle(page)
+    command = page.inner_text("#command code")
+    assert "--order_by micros" in command
+    expected = [e["name"] for e in cli_rows(capsysbinary, command)]
+    assert [r["name"] for r in shown(page)] == expected
+    assert page.inner_text(".tt-head .num.sorted").startswith("time ▼")
+    page.click(".tt-head .num.total >> nth=0")  # again: the other way round
+    settle(page)
+    assert [r["name"] for r in shown(page)] == expected[::-1]
+    assert page.inner_text(".tt-head .num.sorted").startswith("time ▲")
+    assert page.inner_text("#command code").startswith(command) and "other way round" in page.inner_text("#command code")
+    # resize the first number column by 80 px: the header and the rows' cells follow
+    grip = page.query_selector(".tt-head .num >> nth=0").query_selector(".grip").bounding_box()
+    before = page.eval_on_selector(".tt-row[data-i] .num", "c => c.getBoundingClientRect().width")
+    page.mouse.move(grip["x"] + 3, grip["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(grip["x"] + 83, grip["y"] + 5, steps=4)
+    page.mouse.up()
+    after = page.eval_on_selector(".tt-row[data-i] .num", "c => c.getBoundingClientRect().width")
+    assert after == pytest.approx(before + 80, abs=2)
+    # the order stays a page setting: another view starts from its own
+    page.click("#views button[data-cmd=scope]")
+    settle(page)
+    assert "other way round" not in page.inner_text("#command code")

@@ -62,7 +62,18 @@ class Tree:
     order: np.ndarray  # rows grouped by parent (-1 first), display order within a parent
     first: np.ndarray  # order[first[p + 1]:first[p + 2]] are the children of row p (p = -1: top level)
     kernels: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # -select kernels: row -> its GPU work
+    is_reversed: bool = False  # siblings in the opposite of the view's order (``reversed``)
     _before: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _flipped: Tree | None = field(default=None, repr=False)
+
+    def reversed(self) -> Tree:
+        """The same rows with every row's children in the opposite order (the page's two-way
+        sort: tfprof sorts one way only); made once per tree."""
+        if self._flipped is None:
+            n = len(self.parent)
+            order = np.lexsort((-np.arange(n), self.parent))  # grouped by parent, last row first
+            self._flipped = replace(self, order=order, is_reversed=not self.is_reversed, _before={}, _flipped=self)
+        return self._flipped
 
     @property
     def metrics(self) -> list[str]:

@@ -75,7 +75,10 @@ def _tree(call: Call):
     call.profiles.get(pid)
     check_view(cmd)
     options = P.view_options(call.params)
-    return call.profiles.get(pid), call.profiles.tree(pid, cmd, options)
+    tree = call.profiles.tree(pid, cmd, options)
+    # ours, the page's two-way sort: siblings in the opposite of the view's order
+    reverse = P.choice(call.params, "reverse", ("0", "1"), "0") == "1"
+    return call.profiles.get(pid), tree.reversed() if reverse else tree
 
 
 def _row_label(spec) -> str:
@@ -113,7 +116,7 @@ def api_view(call: Call) -> Response:
                for c in tree.metrics]
     return json_response({
         "profile": entry.id, "cmd": tree.cmd, "layout": tree.layout, "label": _row_label(VIEWS[tree.cmd]),
-        "options": P.option_values(tree.options),
+        "options": P.option_values(tree.options), "reverse": tree.is_reversed,
         "command": command_line(tree.cmd, entry.path, tree.options), "notes": tree.notes,
         "columns": columns, "total_rows": tree.table.height, "top": int(tree.first[1] - tree.first[0]),
         "rows": rows, "open": levels,

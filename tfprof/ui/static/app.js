@@ -7,7 +7,8 @@ const $ = (id) => document.getElementById(id);
 let SELECT = [], ORDER = [], MINS = [];
 const REGEXES = ["account_type_regexes", "start_name_regexes", "trim_name_regexes", "show_name_regexes", "hide_name_regexes"];
 // the command line's defaults: only options that differ are sent (and shown in the command)
-const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", select: "micros", account_displayed_op_only: false,
+// reverse (ours): the page's two-way sort, siblings in the opposite of tfprof's order (1)
+const DEFAULTS = { max_depth: 10, step: -1, order_by: "name", reverse: 0, select: "micros", account_displayed_op_only: false,
   account_type_regexes: ".*", start_name_regexes: ".*", trim_name_regexes: "", show_name_regexes: ".*", hide_name_regexes: "" };
 
 const state = { profiles: [], views: [], pid: "0", cmd: "scope", opts: { ...DEFAULTS }, tab: "overview", metric: "micros", loaded: {} };
@@ -102,7 +103,7 @@ async function doRefresh() {
 
 async function loadTree() {
   const view = await ui.tree.load(state.pid, state.cmd, query());
-  $("command").querySelector("code").textContent = view.command;
+  $("command").querySelector("code").textContent = view.command + (view.reverse ? "   # the page shows it the other way round" : "");
   $("line").textContent = "";
   $("hits").classList.remove("on");
 }
@@ -130,7 +131,7 @@ async function search(text) {
 // a list of groups (the op view) opens on its most expensive rows, a tree in its own order
 const LAYOUT_DEFAULTS = { groups: { order_by: "micros" } };
 const viewDefaults = (view) => LAYOUT_DEFAULTS[(state.views.find((v) => v.name === view) || {}).layout] || {};
-const VIEW_OPTIONS = ["order_by", "max_depth"];
+const VIEW_OPTIONS = ["order_by", "reverse", "max_depth"];
 
 function switchView(view) {
   if (view === state.cmd) return;
@@ -435,7 +436,11 @@ async function runSQL() {
 
 function markViews() { for (const b of document.querySelectorAll("#views button")) b.classList.toggle("on", b.dataset.cmd === state.cmd); }
 
-function sortBy(order) { state.opts.order_by = order; fillPanel(); refresh(); }
+function sortBy(order) {
+  // a second click on the column the view is ordered by turns the order round
+  state.opts.reverse = order === state.opts.order_by ? 1 - (state.opts.reverse || 0) : 0;
+  state.opts.order_by = order; fillPanel(); refresh();
+}
 
 const ui = {};
 

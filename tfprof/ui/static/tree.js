@@ -100,19 +100,52 @@ class TreeTable {
       const base = c.name.replace(/^total_/, "");
       const d = el("div", "num" + (total ? " total" : ""), LABELS[base] || base);
       d.appendChild(el("small", null, total ? (list ? "cumulative" : "total") : "self"));
-      d.title = `${c.name} — click to order by ${c.order_by}`;
-      if (c.order_by && c.order_by === this.view.options.order_by) d.classList.add("sorted");
+      d.title = `${c.name} — click to order by ${c.order_by}, again to turn the order round; drag its right edge to resize`;
+      if (c.order_by && c.order_by === this.view.options.order_by) {
+        d.classList.add("sorted");
+        d.firstChild.textContent += this.view.reverse ? " ▲" : " ▼";
+      }
+      d.style.width = `var(--w${cells.length - 1}, 96px)`;
+      d.appendChild(this.grip(cells.length - 1));
       if (c.order_by) d.addEventListener("click", () => this.onSort && this.onSort(c.order_by));
       cells.push(d);
     }
-    if (this.view.options.order_by === "name") name.classList.add("sorted");
+    if (this.view.options.order_by === "name") {
+      name.classList.add("sorted");
+      name.firstChild.textContent += this.view.reverse ? " ▼" : " ▲";
+    }
     this.head.replaceChildren(...cells);
-    const wide = `${260 + 112 * cols.length}px`;  // the name column's least width and every number column's
-    this.head.style.minWidth = wide; this.rowsEl.style.minWidth = wide;
+    this.fitWidth();
     // bars behind the first total column, relative to the largest top-level value
     this.barCol = list ? -1 : cols.findIndex((c) => c.name.startsWith("total_"));
     this.barMax = 0;
     if (this.barCol >= 0) for (const n of this.root.kids) this.barMax = Math.max(this.barMax, n.row.values[this.barCol]);
+  }
+
+  fitWidth() {
+    // the name column's least width and every number column's (its own where it was resized)
+    this.widths = this.widths || {};
+    const numbers = this.cols.reduce((s, c, j) => s + (this.widths[j] || 96) + 16, 0);
+    const wide = `${260 + numbers}px`;
+    this.head.style.minWidth = wide; this.rowsEl.style.minWidth = wide;
+  }
+
+  grip(j) {
+    // drag a number column's right edge to resize it: every row's cell of that column follows
+    const g = el("span", "grip");
+    g.addEventListener("click", (e) => e.stopPropagation());
+    g.addEventListener("mousedown", (e) => {
+      e.preventDefault(); e.stopPropagation();
+      const start = e.clientX, from = this.widths[j] || 96;
+      const move = (m) => {
+        this.widths[j] = Math.max(40, from + m.clientX - start);
+        this.host.style.setProperty(`--w${j}`, `${this.widths[j]}px`);
+        this.fitWidth();
+      };
+      const up = () => { window.removeEventListener("mousemove", move); window.removeEventListener("mouseup", up); };
+      window.addEventListener("mousemove", move); window.addEventListener("mouseup", up);
+    });
+    return g;
   }
 
   flatten() {
@@ -161,10 +194,12 @@ class TreeTable {
       name.append(nm, el("span", "n", `${k.runs}×`));
       d.appendChild(name);
       // its time goes in the self accelerator-time column, where its op's own time is
-      for (const c of this.cols) {
-        d.appendChild(el("div", "num" + (c.name.startsWith("total_") ? " total" : ""),
-          c.name === "accelerator_exec_micros" ? Fmt.time(k.micros) : ""));
-      }
+      this.cols.forEach((c, j) => {
+        const cell = el("div", "num" + (c.name.startsWith("total_") ? " total" : ""),
+          c.name === "accelerator_exec_micros" ? Fmt.time(k.micros) : "");
+        cell.style.width = `var(--w${j}, 96px)`;
+        d.appendChild(cell);
+      });
       return d;
     }
     const r = item.row;
@@ -184,6 +219,7 @@ class TreeTable {
       const total = c.name.startsWith("total_");
       const v = r.values[j];
       const cell = el("div", "num" + (total ? " total" : "") + (!total && !r.accounted ? " dim" : ""));
+      cell.style.width = `var(--w${j}, 96px)`;
       if (j === this.barCol && this.barMax > 0 && v > 0) {
         const fill = el("div", "fill");
         fill.style.width = `${Math.min(100, (100 * v) / this.barMax)}%`;
