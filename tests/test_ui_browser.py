@@ -601,3 +601,40 @@ def test_two_way_sort_and_resizable_columns(page, capsysbinary):
     page.click("#views button[data-cmd=scope]")
     settle(page)
     assert "other way round" not in page.inner_text("#command code")
+
+
+def test_compare_two_steps_and_the_differential_flame(browser, capsysbinary):
+    """Compare with one profile on both sides compares two of its steps (tfprof diff --step S
+    --against T), and the differential flame graph lays out that diff's merged tree: each box
+    as wide as its value in B, red where it grew and blue where it shrank."""
+    with page_on(browser, MULTISTEP) as pg:
+        pg.click("#tabs button[data-tab=compare]")
+        pg.select_option("#cmp-b", "0")
+        settle(pg)
+        assert pg.is_visible("#cmp-steps")
+        steps = pg.eval_on_selector_all("#cmp-step-a option", "os => os.map(o => o.value)")
+        pg.select_option("#cmp-step-b", steps[-1])
+        settle(pg)
+        command = pg.inner_text("#changes .cmdline")
+        assert f"--step {steps[0]} --against {steps[-1]}" in command
+        from tfprof.api.diff import run_diff
+
+        prof = tfprof.load(MULTISTEP)
+        want = run_diff(prof, None, "scope", {"step": int(steps[0])}, against=int(steps[-1]))
+        names = pg.eval_on_selector_all("#changes tbody tr td:nth-child(2)", "tds => tds.map(t => t.textContent)")
+        assert names == want.frame["name"].head(len(names)).to_list()
+        pg.click("#cmp-mode button[data-mode=flame]")
+        settle(pg)
+        assert pg.is_visible("#cmp-flame") and not pg.is_visible("#cmp-left")
+        data = pg.evaluate("tfprofUI.ui.diffFlame.data")
+        tree = run_diff(prof, None, "scope", {"step": int(steps[0])}, against=int(steps[-1]), order_by="tree")
+        column = tree.value_columns[0]
+        top = tree.frame.filter(pl.col("depth") == 0)
+        assert data["total"] == pytest.approx(top[f"{column}_b"].fill_null(0).sum())
+        shown_rows = [r for r in data["rows"] if r["level"] == 1]
+        children = tree.frame.filter((pl.col("depth") == 1) & (pl.col(f"{column}_b").fill_null(0) > 0))
+        assert [r["name"] for r in shown_rows] == children["name"].to_list()[:len(shown_rows)]
+        # siblings lie side by side from their parent's start
+        xs = [r["x"] for r in shown_rows]
+        assert xs == pytest.approx([sum(r["w"] for r in shown_rows[:k]) for k in range(len(shown_rows))])
+        shot(pg, "compare-flame")

@@ -40,6 +40,7 @@ from tfprof.schema.metrics import METRIC_LIST, derived
 from tfprof.views.fields import METRICS
 from tfprof.views.table import view_table
 
+ORDERS = rules.ORDERS  # the orders of the rows: delta, delta_pct, name, tree (the merged tree)
 _THRESHOLDS = derived(lambda: (*(m.threshold for m in METRIC_LIST if m.threshold), "min_occurrence"))
 
 

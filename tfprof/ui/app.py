@@ -46,6 +46,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tfprof.api.browse import FLAME_METRICS, ORDER_OF_COLUMN, command_line
+from tfprof.api.diff import ORDERS
 from tfprof.api.options import VIEWS, view_help
 from tfprof.schema.metrics import kind_of
 from tfprof.ui import guard
@@ -229,9 +230,17 @@ def api_diff(call: Call) -> Response:
     check_view(cmd)
     options = P.view_options(call.params)
     limit = P.integer(call.params, "limit", 50, 1, DIFF_LIMIT)
-    result = run_diff(a.profile, b.profile, cmd, options, labels=(a.label, b.label))
+    order = P.choice(call.params, "order", ORDERS, "delta")  # tree: the merged tree, in display order
+    against = P.integer(call.params, "against", -1, -1, 2**62)  # step vs step: b's step `against`, a's `step`
+    if against >= 0:
+        result = run_diff(a.profile, b.profile, cmd, options, against=against, order_by=order,
+                          labels=(f"{a.label} step {options.step}", f"{b.label} step {against}"))
+    else:
+        result = run_diff(a.profile, b.profile, cmd, options, order_by=order, labels=(a.label, b.label))
     doc = dataclasses.replace(result, frame=result.frame.head(limit)).document()
     flags = command_line(cmd, "-", options)[len(f"tfprof {cmd} -"):]
+    flags += f" --against {against}" if against >= 0 else ""
+    flags += f" --order_by {order}" if order != "delta" else ""
     return json_response({**doc, "total_rows": result.frame.height,
                   "command": f"tfprof diff {shlex.quote(a.path)} {shlex.quote(b.path)} {cmd}{flags}"})
 

@@ -93,10 +93,14 @@ async function doRefresh() {
     if (state.tab === "memory" && state.loaded.memory !== state.pid + (state.memoryPick || "")) {
       await loadMemory(); state.loaded.memory = state.pid + (state.memoryPick || "");
     }
-    if (state.tab === "compare" && state.loaded.compare !== key + $("cmp-a").value + $("cmp-b").value) {
-      await Promise.all([ui.left.load($("cmp-a").value, state.cmd, query()), ui.right.load($("cmp-b").value, state.cmd, query()),
-        loadChanges($("cmp-a").value, $("cmp-b").value)]);
-      state.loaded.compare = key + $("cmp-a").value + $("cmp-b").value;
+    if (state.tab === "compare") {
+      const a = $("cmp-a").value, b = $("cmp-b").value, steps = compareSteps(a, b);
+      const ckey = `${key}|${a}|${b}|${steps}|${state.cmpMode}`;
+      if (state.loaded.compare !== ckey) {
+        const both = [ui.left.load(a, state.cmd, compareQuery(steps && steps[0])), ui.right.load(b, state.cmd, compareQuery(steps && steps[1]))];
+        await Promise.all([...(state.cmpMode === "flame" ? [] : both), loadChanges(a, b, steps)]);
+        state.loaded.compare = ckey;
+      }
     }
   } catch (e) { showError(e); }
 }
@@ -211,11 +215,36 @@ async function revealIn(table, name) {
   if (k >= 0) await table.reveal(found.rows[k].i, found.hits[k].path);
 }
 
-async function loadChanges(a, b) {
-  // tfprof diff of the right profile against the left: the largest changes of the first field
+// Compare: two profiles, or two steps of one (shown when both sides name the same profile)
+function compareSteps(a, b) {
+  const box = $("cmp-steps"), prof = state.profiles.find((p) => p.id === a);
+  const many = a === b && prof && prof.steps.length > 1;
+  box.hidden = !many;
+  if (!many) return null;
+  for (const [sel, k] of [[$("cmp-step-a"), 0], [$("cmp-step-b"), 1]]) {
+    if (sel.dataset.pid !== a) {
+      sel.replaceChildren(...prof.steps.map((s) => new Option(`${s}`, s)));
+      sel.value = String(prof.steps[Math.min(k, prof.steps.length - 1)]); sel.dataset.pid = a;
+    }
+  }
+  return [$("cmp-step-a").value, $("cmp-step-b").value];
+}
+
+function compareQuery(step) {
+  const q = new URLSearchParams(query());
+  if (step !== null && step !== undefined) q.set("step", step);
+  return q.toString();
+}
+
+async function loadChanges(a, b, steps) {
+  // tfprof diff of the right profile against the left (or of two steps): the largest changes of
+  // the first field, and in flame mode the merged tree as a differential flame graph
   const box = $("changes");
-  if (a === b) { box.replaceChildren(el("div", "muted", "Pick two different profiles to see what changed.")); return; }
-  const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${query()}&limit=12`);
+  $("cmp-trees").hidden = state.cmpMode === "flame"; $("cmp-flame-box").hidden = state.cmpMode !== "flame";
+  if (a === b && !steps) { box.replaceChildren(el("div", "muted", "Pick two different profiles, or a profile with several steps and two of its steps, to see what changed.")); return; }
+  const extra = steps ? `&against=${steps[1]}` : "";
+  if (state.cmpMode === "flame") ui.diffFlame.set(await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&order=tree&limit=2000${extra}`));
+  const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&limit=12${extra}`);
   const column = d.value_columns[0], field = d.fields[0];
   const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
   const fmt = (v) => (v === null || v === undefined ? "–" : Fmt.value(kind, Math.abs(v)));
@@ -499,7 +528,14 @@ async function init() {
     download(`/api/trace/${state.pid}?step=${step}`, `tfprof-step${step}.trace.json`).catch(showError);
   });
   $("sql").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); runSQL(); } });
-  for (const s of [$("cmp-a"), $("cmp-b")]) s.addEventListener("change", refresh);
+  for (const s of [$("cmp-a"), $("cmp-b"), $("cmp-step-a"), $("cmp-step-b")]) s.addEventListener("change", refresh);
+  ui.diffFlame = new DiffFlame($("cmp-flame"), $("cmp-tip"));
+  state.cmpMode = "trees";
+  for (const b of document.querySelectorAll("#cmp-mode button")) b.addEventListener("click", () => {
+    state.cmpMode = b.dataset.mode;
+    for (const x of document.querySelectorAll("#cmp-mode button")) x.classList.toggle("on", x === b);
+    refresh();
+  });
   facts(); fillPanel();
   await refresh();
   window.tfprofReady = true;

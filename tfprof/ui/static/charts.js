@@ -167,4 +167,78 @@ class Flame {
   }
 }
 
+// A differential flame graph (pprof's -diff_base): the merged tree of a diff in tree order, each
+// box as wide as its value in B (its subtree), red where B grew and blue where it shrank, deeper
+// for larger changes; a box only in B is full red. The rows come from /api/diff?order=tree.
+class DiffFlame {
+  constructor(canvas, tip) {
+    this.canvas = canvas; this.tip = tip; this.H = 18; this.boxes = []; this.data = null;
+    canvas.addEventListener("mousemove", (e) => this.hover(e));
+    canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
+    new ResizeObserver(() => this.draw()).observe(canvas);
+  }
+
+  set(diff) {
+    // lay the rows out: a row starts where its parent's next child goes (pre-order, by depth)
+    const column = diff.value_columns[0], kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
+    const cursor = [0], rows = [];
+    let total = 0;
+    for (const r of diff.rows) {
+      const v = r.values[column], w = v.b || 0, d = r.depth;
+      const x = d === 0 ? 0 : (cursor[d] ?? 0);
+      cursor[d] = x + w; cursor[d + 1] = x;
+      cursor.length = d + 2;
+      if (d === 0) total += w;
+      if (w > 0) rows.push({ name: r.name, path: r.path, level: d, x, w, a: v.a, b: v.b, delta: v.delta, pct: v.delta_pct, status: r.status });
+    }
+    this.data = { rows, total, kind, field: diff.fields[0], shown: diff.rows.length, of: diff.total_rows };
+    this.draw();
+  }
+
+  colour(r) {
+    if (r.status === "added" || r.pct === null) return "hsl(0, 75%, 55%)";
+    const t = Math.min(Math.abs(r.pct), 100) / 100;
+    if (Math.abs(r.pct) < 0.05) return "hsl(220, 8%, 82%)";
+    return r.delta > 0 ? `hsl(0, ${30 + 50 * t}%, ${82 - 28 * t}%)` : `hsl(215, ${30 + 50 * t}%, ${82 - 28 * t}%)`;
+  }
+
+  draw() {
+    const { ctx, w, h } = fitCanvas(this.canvas);
+    ctx.clearRect(0, 0, w, h);
+    this.boxes = [];
+    const d = this.data;
+    if (!d) return;
+    if (!d.total) { ctx.fillStyle = "#6b7383"; ctx.font = "13px system-ui"; ctx.fillText(`no ${d.field} in B`, 16, 28); return; }
+    const scale = (w - 2) / d.total, H = this.H;
+    ctx.font = "11px system-ui, sans-serif"; ctx.textBaseline = "middle";
+    for (let k = 0; k < d.rows.length; k++) {
+      const r = d.rows[k], x = 1 + r.x * scale, bw = r.w * scale, y = 4 + r.level * H;
+      if (bw < 0.5 || y > h) continue;
+      ctx.fillStyle = this.colour(r);
+      ctx.fillRect(x, y, Math.max(bw - 1, 0.5), H - 1);
+      this.boxes.push([x, y, bw, k]);
+      if (bw > 40) {
+        ctx.save(); ctx.beginPath(); ctx.rect(x, y, bw - 2, H); ctx.clip();
+        ctx.fillStyle = "#1d1d1f";
+        ctx.fillText(r.name.split("/").pop() || r.name, x + 4, y + H / 2);
+        ctx.restore();
+      }
+    }
+  }
+
+  hover(e) {
+    const rect = this.canvas.getBoundingClientRect(), mx = e.clientX - rect.left, my = e.clientY - rect.top;
+    const hit = this.boxes.find(([x, y, w]) => mx >= x && mx < x + w && my >= y && my < y + this.H);
+    if (!hit) { this.tip.style.display = "none"; return; }
+    const r = this.data.rows[hit[3]], f = (v) => (v === null || v === undefined ? "–" : Fmt.value(this.data.kind, Math.abs(v)));
+    const pct = r.pct === null ? "new" : `${r.pct > 0 ? "+" : ""}${r.pct.toFixed(1)}%`;
+    this.tip.replaceChildren(el("b", null, r.name), el("br"),
+      document.createTextNode(`A ${f(r.a)} → B ${f(r.b)} · Δ ${r.delta > 0 ? "+" : r.delta < 0 ? "−" : ""}${f(r.delta)} (${pct})`));
+    this.tip.style.display = "block";
+    this.tip.style.left = `${Math.min(mx + 14, this.canvas.clientWidth - 320)}px`;
+    this.tip.style.top = `${my + 14}px`;
+  }
+}
+
+window.DiffFlame = DiffFlame;
 window.Flame = Flame; window.hue = hue; window.fitCanvas = fitCanvas;
