@@ -12,6 +12,7 @@ import gzip
 import json
 import re
 from collections import defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 DEVICE = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
@@ -33,7 +34,9 @@ def load(path: str | Path) -> list[dict]:
 
 
 def _ns(us) -> int:
-    return round(float(us) * 1000)
+    """Kineto's µs as written (the shortest text of the parsed number) in whole ns, in decimal:
+    an epoch time in µs times 1000 is beyond a double's exact integers."""
+    return round(Decimal(repr(float(us))) * 1000)
 
 
 def device_ops(events: list[dict]) -> list[dict]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter, defaultdict
+from decimal import Decimal
 from pathlib import Path
 
 from tfprof.schema.proto import xplane_pb2
@@ -39,8 +40,9 @@ def load_trace_events(path: str | Path) -> tuple[dict, list[dict]]:
 
 
 def _ns(dur_us) -> int:
-    """Kineto writes microseconds with three decimals; round to whole nanoseconds so sums are exact."""
-    return round(float(dur_us) * 1000)
+    """Kineto writes microseconds with three decimals; whole nanoseconds, in decimal (an epoch
+    time in µs times 1000 is beyond a double's exact integers), so sums are exact."""
+    return round(Decimal(repr(float(dur_us))) * 1000)
 
 
 def kineto_expect(path: str | Path) -> dict:

@@ -379,7 +379,8 @@ def test_advice_cells_read_as_the_reports_write_them():
     assert idle["labels"][idle["columns"].index("idle_share")] == "idle share"
     raw = advise(tfprof.load(trace)).evidence["GpuIdleChecker"].row(0, named=True)
     row = idle["rows"][0]
-    assert row["idle_share"] == f"{100 * raw['idle_share']:.2f}%" and row["window_ns"] == "186.95ms"
+    assert row["idle_share"] == f"{100 * raw['idle_share']:.2f}%" and row["window_ns"] == "186.96ms"
+    assert raw["window_ns"] == 186_955_000  # the step's whole µs: Kineto's integer timestamps, exact
     assert row["gap_after_event"] == "--" and row["gap_before_event"] == str(raw["gap_before_event"])
     expensive = checkers["ExpensiveOperationChecker"]
     shares = [r["share"] for r in expensive["rows"]]

@@ -121,9 +121,10 @@ def _write_files(files: dict[Path, Any], force: bool, inputs: Inputs) -> list[Pa
 
 def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inputs) -> Written:
     """Chrome trace JSON, one file ``<outfile>_<step>`` (docs/TFPROF_BEHAVIOUR.md, 'Timeline file'); the graph view
-    with no
-    step writes one per step, as tfprof (tfprof_stats.cc ShowGraphNode). Each step's trace is
-    made when the previous one is on disk (in its temporary file), so only one is in memory."""
+    with no step writes one per step, as tfprof (tfprof_stats.cc ShowGraphNode), of a foreign
+    trace each step's own events (``tfprof.queries.raw_trace``). Each step's trace is made when
+    the previous one is on disk (in its temporary file), so only one is in memory."""
+    from tfprof.queries.raw_trace import has_events, raw_trace
     from tfprof.queries.timeline import graph_events, tree_events
     from tfprof.views.timeline import LARGE_TRACE_BYTES, LARGE_TRACE_WARNING, peak_lines, render_trace, written_message
 
@@ -134,7 +135,10 @@ def _write_timeline(prof: Profile, result: ViewResult, force: bool, inputs: Inpu
 
     def trace(step: int, path: Path) -> Callable[[], bytes]:
         def make() -> bytes:
-            if result.layout == "graph":
+            if result.layout == "graph" and has_events(prof):  # a foreign trace: its own events
+                data = raw_trace(prof, step)
+                messages.append(f"the trace's own events of step {step}.\n" + written_message(path))
+            elif result.layout == "graph":
                 timeline = graph_events(prof, opts.with_(step=step))
                 data = render_trace(timeline.events)
                 messages.append("generating trace file.\n" + peak_lines(timeline.peaks) + written_message(path))

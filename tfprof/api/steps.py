@@ -75,5 +75,11 @@ def step_timeline(prof: Profile, step: int, options: Options | None = None) -> d
 
 
 def chrome_trace(prof: Profile, step: int, options: Options | None = None) -> bytes:
-    """Step ``step``'s Chrome trace JSON, the bytes the graph view's ``-output timeline`` writes."""
+    """Step ``step``'s Chrome trace JSON, the bytes the graph view's ``-output timeline`` writes
+    (a foreign trace's: the step's own events, ``tfprof.queries.raw_trace``)."""
+    from tfprof.queries.raw_trace import has_events, raw_trace
+
+    if has_events(prof):
+        check_step(prof, step)
+        return raw_trace(prof, step)
     return render_trace(_events(prof, step, options))

@@ -52,8 +52,10 @@ _FRAME = r"^(.*)\((\d+)\): (.*)$"  # Kineto's python_function name: `file.py(LIN
 
 
 def _us(ns: pl.Expr) -> pl.Expr:
-    """Nanoseconds to tfprof's whole microseconds, rounded to the nearest (halves to even)."""
-    return (ns.cast(pl.Float64) / 1000).round(0, mode="half_to_even").cast(pl.Int64)
+    """Nanoseconds to tfprof's whole microseconds, rounded to the nearest (halves to even), in
+    integers: an epoch time in ns is beyond a double's exact integers."""
+    q, r = ns // 1000, ns % 1000  # floor division: r in [0, 1000) for negative times too
+    return q + ((r > 500) | ((r == 500) & (q % 2 != 0))).cast(pl.Int64)
 
 
 def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:

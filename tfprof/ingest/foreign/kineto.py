@@ -84,6 +84,14 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
 
+def exact_ns(us: pl.Expr) -> pl.Expr:
+    """A time in µs (a float: Chrome trace's unit) in whole ns, the µs and their fraction apart:
+    an epoch time in µs times 1000 is beyond a double's exact integers (2^53 ns is 104 days), so
+    multiplying first would move it by up to 128 ns."""
+    whole = us.floor()
+    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round(0).cast(pl.Int64)
+
+
 def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> None:
     """A ``ts`` (or an ``X`` span's ``dur``) that is not finite, or whose time in ns (the start,
     the length, the end) lies beyond ``MAX_NS``, is an error naming the event: cast to int64 it
@@ -165,7 +173,7 @@ def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
                          .otherwise(pl.col("_depth").shift(1, fill_value=0).over(thread)).alias("_level"))
     be = be.filter(pl.col("_level") > 0).with_columns(
         pl.int_range(pl.len()).over([*thread, "_level", "ph"]).alias("_k"))
-    ns = (pl.col("ts") * 1000).round(0)
+    ns = exact_ns(pl.col("ts"))
     ends = be.filter(pl.col("ph") == "E").select(*thread, "_level", "_k", ns.alias("_end"))
     spans = be.filter(pl.col("ph") == "B").join(ends, on=[*thread, "_level", "_k"], nulls_equal=True).with_columns(
         pl.lit("X").alias("ph"), ((pl.col("_end") - ns) / 1000).alias("dur"))
@@ -199,7 +207,7 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     own = pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
     frame = (cat == "python_function") & ~name.str.starts_with(MODULE_PREFIX)
     ev = ev.filter(ph.is_in(["X", "i", "I", "s", "f", "t"])).with_columns(
-        (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("start_ns"),
+        (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("start_ns"),
         pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
         pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).alias("phase"),
         pl.col("cat").alias("category"),
@@ -242,7 +250,7 @@ def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.
                                      f"numbers each ({one_line(str(exc))})") from None
         decoded = counters.select(
             pl.col("pid").fill_null("").alias("process"), "name",
-            (pl.lit(base, pl.Int64) + (pl.col("ts") * 1000).round(0).cast(pl.Int64)).alias("time_ns"),
+            (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("time_ns"),
         ).with_columns(values.alias("_a"))
         if isinstance(decoded.schema["_a"], pl.Struct):
             # a series is a number (a quoted NaN or Infinity makes its field one of strings)
