@@ -638,3 +638,25 @@ def test_compare_two_steps_and_the_differential_flame(browser, capsysbinary):
         xs = [r["x"] for r in shown_rows]
         assert xs == pytest.approx([sum(r["w"] for r in shown_rows[:k]) for k in range(len(shown_rows))])
         shot(pg, "compare-flame")
+
+
+def test_timeline_search_and_click_through(page):
+    """The timeline highlights the bars whose name matches and counts them; a click on a bar
+    opens its op in the views."""
+    from tfprof.api.steps import step_timeline
+
+    page.click("#tabs button[data-tab=timeline]")
+    page.wait_for_function("tfprofUI.ui.timeline.data !== null")
+    data = step_timeline(tfprof.load(SAMPLE), 0)
+    want = sum("conv2d" in data["names"][k].lower() for k in data["name"])
+    page.fill("#tl-search", "Conv2D")
+    page.dispatch_event("#tl-search", "input")
+    assert page.inner_text("#tl-info").startswith(f"{want:,} of {len(data['ts']):,} ops match")
+    # the longest bar, clicked at its middle
+    k = max(range(len(data["dur"])), key=lambda i: data["dur"][i])
+    x, y = page.evaluate(f"""(() => {{ const t = tfprofUI.ui.timeline, {{ x0, w }} = t.span();
+        const s = w / (t.t1 - t.t0), r = t.canvas.getBoundingClientRect();
+        return [r.left + x0 + (t.ts[{k}] + t.dur[{k}] / 2 - t.t0) * s, r.top + t.TOP + {data['lane'][k]} * t.LANE + t.LANE / 2]; }})()""")
+    page.mouse.click(x, y)
+    page.wait_for_selector(".tt-row.sel")
+    assert page.inner_text(".tt-row.sel .nm") == data["names"][data["name"][k]]

@@ -492,7 +492,13 @@ async function init() {
     $("flame-invert").classList.toggle("on", ui.flame.inverted);
     state.loaded.flame = null; refresh();
   });
-  ui.timeline = new Timeline($("timeline"), $("tl-tip"));
+  ui.timeline = new Timeline($("timeline"), $("tl-tip"), { onPick: (name) => reveal("scope", name).catch(showError) });
+  $("tl-search").addEventListener("input", () => {
+    const found = ui.timeline.highlight($("tl-search").value.trim());
+    const d = ui.timeline.data;
+    $("tl-info").textContent = found ? `${found.count.toLocaleString()} of ${d.ts.length.toLocaleString()} ops match · ${Fmt.time(found.time)} in all`
+      : `${d.ts.length.toLocaleString()} ops on ${d.lanes.length} lanes`;
+  });
   state.profiles = profiles;
   state.views = views;  // the server's registry: tfprof's four views and any registered there
   for (const v of views) { const b = el("button", null, v.name); b.dataset.cmd = v.name; b.title = v.help; $("views").appendChild(b); }

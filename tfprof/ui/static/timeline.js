@@ -4,12 +4,16 @@
 "use strict";
 
 class Timeline {
-  constructor(canvas, tip) {
-    this.canvas = canvas; this.tip = tip; this.data = null;
+  constructor(canvas, tip, { onPick } = {}) {
+    this.canvas = canvas; this.tip = tip; this.data = null; this.onPick = onPick; this.query = ""; this.hits = null;
     this.LANE = 18; this.TOP = 26; this.LABEL = 230; this.COUNTER = 44; this.frames = [];
     canvas.addEventListener("wheel", (e) => { e.preventDefault(); this.zoom(e); }, { passive: false });
     canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, t0: this.t0, t1: this.t1 }; });
-    window.addEventListener("mouseup", () => { this.drag = null; });
+    window.addEventListener("mouseup", (e) => {
+      // a press that did not move is a click: the bar under it opens its op in the views
+      if (this.drag && Math.abs(e.clientX - this.drag.x) < 3 && e.target === this.canvas) this.click(e);
+      this.drag = null;
+    });
     canvas.addEventListener("mousemove", (e) => this.move(e));
     canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; });
     canvas.addEventListener("dblclick", () => this.reset());
@@ -24,11 +28,44 @@ class Timeline {
     this.start = start; // lane k's bars are start[k]..start[k+1] (the server sorts by lane, then ts)
     this.ts = Float64Array.from(data.ts); this.dur = Float64Array.from(data.dur);
     this.colors = data.names.map((nm) => { const t = hue(nm); return `hsl(${Math.round(t * 360)}, 52%, ${Math.round(58 + t * 14)}%)`; });
+    this.hits = this.query ? data.names.map((n) => n.toLowerCase().includes(this.query)) : null;
     let end = 1;
     for (let k = 0; k < this.ts.length; k++) end = Math.max(end, this.ts[k] + this.dur[k]);
     for (const c of data.counters) for (const t of c.ts) end = Math.max(end, t);
     this.end = end;
     this.reset();
+  }
+
+  highlight(text) {
+    // bars whose name contains `text` (any case) stand out, the rest fade; returns how many and
+    // how long they run together
+    this.query = text.toLowerCase();
+    this.hits = this.query && this.data ? this.data.names.map((n) => n.toLowerCase().includes(this.query)) : null;
+    this.draw();
+    if (!this.hits) return null;
+    let count = 0, time = 0;
+    for (let k = 0; k < this.data.name.length; k++) if (this.hits[this.data.name[k]]) { count++; time += this.dur[k]; }
+    return { count, time };
+  }
+
+  at(e) {
+    // the bar under the pointer: [k, lane] or null
+    const r = this.canvas.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
+    const lane = Math.floor((my - this.TOP) / this.LANE), { x0, w } = this.span();
+    if (!this.data || lane < 0 || lane >= this.data.lanes.length || mx < x0) return null;
+    const t = this.t0 + ((mx - x0) / w) * (this.t1 - this.t0), slack = (3 / w) * (this.t1 - this.t0);
+    let k = this.first(this.start[lane], this.start[lane + 1], t - slack);
+    if (k >= this.start[lane + 1] || this.ts[k] > t + slack) return null;
+    // within the few pixels' slack, the bar the pointer is on wins over a neighbour's edge
+    for (let j = k; j < this.start[lane + 1] && this.ts[j] <= t + slack; j++) {
+      if (this.ts[j] <= t && t <= this.ts[j] + this.dur[j]) { k = j; break; }
+    }
+    return [k, lane, mx, my];
+  }
+
+  click(e) {
+    const hit = this.at(e);
+    if (hit && this.onPick) this.onPick(this.data.names[this.data.name[hit[0]]]);
   }
 
   reset() { this.t0 = 0; this.t1 = this.end ? this.end * 1.02 : 1; this.draw(); }
@@ -87,7 +124,7 @@ class Timeline {
         const a = x0 + (ts - this.t0) * scale, b = a + this.dur[k] * scale;
         if (b - a < 1 && runColor !== null && a <= runEnd + 1) { runEnd = Math.max(runEnd, b); continue; }
         if (runColor !== null) { ctx.fillStyle = runColor; ctx.fillRect(runX, y + 2, Math.max(1, runEnd - runX), L - 4); drawn++; }
-        runX = a; runEnd = b; runColor = this.colors[d.name[k]];
+        runX = a; runEnd = b; runColor = this.hits ? (this.hits[d.name[k]] ? "#c2185b" : "#e3e6ec") : this.colors[d.name[k]];
         if (b - a >= 1) {
           ctx.fillStyle = runColor; ctx.fillRect(a, y + 2, Math.max(1, b - a - 0.5), L - 4); drawn++;
           if (b - a > 48) { ctx.fillStyle = "#17202e"; ctx.fillText(this.short(d.names[d.name[k]]), Math.max(a, x0) + 3, y + L / 2, b - Math.max(a, x0) - 6); }
@@ -141,13 +178,9 @@ class Timeline {
   short(s) { return s.length > 60 ? "…" + s.slice(-58) : s; }
 
   hover(e) {
-    const r = this.canvas.getBoundingClientRect(), mx = e.clientX - r.left, my = e.clientY - r.top;
-    const lane = Math.floor((my - this.TOP) / this.LANE), { x0, w } = this.span();
-    if (!this.data || lane < 0 || lane >= this.data.lanes.length || mx < x0) { this.tip.style.display = "none"; return; }
-    const t = this.t0 + ((mx - x0) / w) * (this.t1 - this.t0), slack = (3 / w) * (this.t1 - this.t0);
-    const k = this.first(this.start[lane], this.start[lane + 1], t - slack);
-    if (k >= this.start[lane + 1] || this.ts[k] > t + slack) { this.tip.style.display = "none"; return; }
-    const d = this.data;
+    const hit = this.at(e);
+    if (!hit) { this.tip.style.display = "none"; return; }
+    const [k, lane, mx, my] = hit, d = this.data;
     this.tip.replaceChildren(el("b", null, d.names[d.name[k]]), el("br"),
       document.createTextNode(`start ${Fmt.time(this.ts[k])} · duration ${Fmt.time(this.dur[k])}`), el("br"),
       document.createTextNode(d.lanes[lane].label));
