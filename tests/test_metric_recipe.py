@@ -203,3 +203,50 @@ def test_taken_back_and_bad_records(prof):
             tfprof.view(prof, "scope", select=["broken"], max_depth=1)
     finally:
         unregister("broken")
+
+
+LARGEST = Metric("largest_peak", "largest_peak", "memory", "the largest peak of one node (bytes)", aggregate="max",
+                 order_by="largest_peak", threshold="min_largest_peak", compute=pl.col("peak_bytes"),
+                 legend="largest peak")
+
+
+@pytest.fixture
+def largest():
+    register_metric(LARGEST)
+    yield
+    unregister("largest_peak")
+
+
+def test_a_largest_of_metric_takes_the_subtrees_largest(prof, largest):
+    scope = tfprof.view(prof, "scope", select=["largest_peak", "peak_bytes"], max_depth=1000)
+    names = scope["name"].to_list()
+    own = dict(zip(names, scope["largest_peak"].to_list()))
+    assert (scope.filter(pl.col("node_id").is_not_null())["largest_peak"]
+            == scope.filter(pl.col("node_id").is_not_null())["peak_bytes"]).all()  # computed per node
+    for row in scope.iter_rows(named=True):
+        name = row["name"]
+        below = [v for n, v in own.items() if name == "_TFProfRoot" or n == name or n.startswith(name + "/")]
+        assert row["total_largest_peak"] == max(below), name
+    # an op type holds its largest member's; the list's totals are the largest from the row down
+    ops = tfprof.view(prof, "op", select=["largest_peak"], order_by="largest_peak", max_depth=1000)
+    members = scope.filter(pl.col("node_id").is_not_null()).join(
+        prof.frame("nodes").select("node_id", pl.col("op").cast(pl.String)), on="node_id")
+    want = dict(members.group_by("op").agg(pl.col("largest_peak").max()).rows())
+    assert dict(zip(ops["name"], ops["largest_peak"])) == {k: v for k, v in want.items() if k in set(ops["name"])}
+    values = ops["largest_peak"].to_list()
+    assert values == sorted(values, reverse=True) and ops["total_largest_peak"].to_list() == values  # sorted: equal
+    assert "largest_peak" not in PPROF_METRICS  # a largest-of value does not add up along stacks
+    cut = tfprof.view(prof, "scope", select=["largest_peak"], min_largest_peak=10**6, max_depth=1000)
+    assert cut.height > 1 and (cut["total_largest_peak"].tail(-1) >= 10**6).all()
+
+
+def test_both_engines_agree_on_a_largest_of_metric(prof, largest):
+    for cmd in ("scope", "graph", "code"):
+        for extra in ({}, {"account_displayed_op_only": True, "hide_name_regexes": [".*Adam.*"]}):
+            opts = Options.from_tfprof({"select": ["largest_peak", "bytes"], "max_depth": 100,
+                                        "order_by": "largest_peak", **extra})
+            kernel = run_view(prof, cmd, opts).text
+            with kernels.using(False):
+                reference = run_view(prof, cmd, opts).text
+            assert kernel == reference, (cmd, extra)
+            assert "largest peak" in kernel

@@ -20,6 +20,7 @@ from tfprof.queries.metrics import attach, extras_for, node_frame, node_numbers,
 from tfprof.queries.op import member_sets, picked_members
 from tfprof.queries.scope import counted_columns, divided
 from tfprof.queries.spec import ROOT, TreeSpec, as_spec, sample_names
+from tfprof.schema.metrics import maxed
 
 
 def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -50,12 +51,20 @@ def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
     picked = picked_members(members, spec)
     del members
     n = trie.height
+    largest = [c for c in counted if c in maxed()]  # a line holds its largest member's
+    counted = [c for c in counted if c not in largest]
     values = np.zeros((len(counted) + 1, n), np.int64)  # + the member count, "definitions"
     member_values = np.empty((len(counted) + 1, picked.height), np.int64)
     for i, c in enumerate(counted):
         member_values[i] = picked[c].to_numpy()
     member_values[len(counted)] = 1
-    _scatter_add(picked["tid"].to_numpy().astype(np.int64), member_values, values)
+    at = picked["tid"].to_numpy().astype(np.int64)
+    _scatter_add(at, member_values, values)
+    most = np.zeros((len(largest), n), np.int64)
+    if largest:
+        _scatter_max(at, np.array([picked[c].to_numpy() for c in largest], dtype=np.int64), most)
+    counted += largest
+    values = np.concatenate([values[:-1], most, values[-1:]])
     label = trie["label"].to_numpy()
     pos = np.arange(n, dtype=np.int64)
     frame = pl.DataFrame(
@@ -91,6 +100,15 @@ def _scatter_add(at, values, out):  # pragma: no cover - numba
     for j in range(values.shape[0]):
         for i in range(at.shape[0]):
             out[j, at[i]] += values[j, i]
+
+
+@njit(cache=True, nogil=True)
+def _scatter_max(at, values, out):  # pragma: no cover - numba
+    """``out[:, at[i]] = max(out[:, at[i]], values[:, i])`` for every i."""
+    for j in range(values.shape[0]):
+        for i in range(at.shape[0]):
+            if values[j, i] > out[j, at[i]]:
+                out[j, at[i]] = values[j, i]
 
 
 def code(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> tuple[pl.DataFrame, int, pl.DataFrame]:

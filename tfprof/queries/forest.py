@@ -18,12 +18,13 @@ from numba import njit
 from tfprof.queries.arrays import tree_order
 from tfprof.queries.spec import TreeSpec, is_sample
 from tfprof.queries.tree import matches, should_show, sort_key, with_ratios, with_root_ratios
-from tfprof.schema.metrics import summed
+from tfprof.schema.metrics import maxed, summed
 
 
 def counted() -> tuple[str, ...]:
-    """The self columns a forest's totals add up: the additive metrics now registered, and runs."""
-    return (*summed(), "run_count")
+    """The self columns a forest carries: the additive metrics now registered, and runs (their
+    totals add up), then the largest-of ones (their totals are the subtree's largest)."""
+    return (*summed(), "run_count", *maxed())
 
 # Displayed rows up to this many cells are gathered in one call; larger ones column by column,
 # each source column let go once copied (a multi-million-line report holds one copy, not two).
@@ -47,6 +48,41 @@ def accumulate_subtrees(parent: np.ndarray, values: np.ndarray) -> None:  # prag
         if p >= 0:
             for j in range(k):
                 values[j, p] += values[j, v]
+
+
+@njit(cache=True, nogil=True)
+def accumulate_max(parent: np.ndarray, values: np.ndarray) -> None:  # pragma: no cover - numba
+    """``accumulate_subtrees`` with the largest value in place of the sum."""
+    k = values.shape[0]
+    for v in range(parent.shape[0] - 1, -1, -1):
+        p = parent[v]
+        if p >= 0:
+            for j in range(k):
+                if values[j, v] > values[j, p]:
+                    values[j, p] = values[j, v]
+
+
+@njit(cache=True, nogil=True)
+def _displayed_max(shown, dparent, values):  # pragma: no cover - numba
+    """``_displayed_sums`` with the largest value in place of the sum (values one row a node)."""
+    n = shown.shape[0]
+    totals = values.copy()
+    root = np.full(values.shape[1], np.iinfo(np.int64).min, values.dtype)
+    any_shown = False
+    for v in range(n - 1, -1, -1):
+        if not shown[v]:
+            continue
+        any_shown = True
+        d = dparent[v]
+        for j in range(values.shape[1]):
+            if d >= 0:
+                if totals[v, j] > totals[d, j]:
+                    totals[d, j] = totals[v, j]
+            elif totals[v, j] > root[j]:
+                root[j] = totals[v, j]
+    if not any_shown:
+        root[:] = 0
+    return totals, root
 
 
 @njit(cache=True, nogil=True)
@@ -132,7 +168,8 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
     """
     code_mode = spec.layout == "code"
     n = forest.height
-    summing = [c for c in counted() if c in forest.columns]  # a lean forest has only what is shown
+    maxing = [c for c in maxed() if c in forest.columns]
+    summing = [c for c in counted() if c in forest.columns and c not in maxing]  # a lean forest has only what is shown
     summing += [c for c in forest.columns if is_sample(c)]  # summed like the metrics
     parent = forest["parent"].to_numpy().astype(np.int64)
     values = np.empty((len(summing) + 1, n), np.int64)  # one metric per row, + the node count
@@ -148,6 +185,11 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
         pl.Series("total_definition_count", values[len(summing)]),
     )
     del values
+    if maxing:  # the largest own value in each subtree
+        top = np.array([forest[c].to_numpy() for c in maxing], dtype=np.int64)
+        root |= {"total_" + c: int(top[i].max(initial=0)) for i, c in enumerate(maxing)}
+        accumulate_max(parent, top)
+        frame = frame.with_columns(pl.Series("total_" + c, top[i]) for i, c in enumerate(maxing))
     frame, root = with_ratios(frame, spec.time_scale), with_root_ratios(root, spec.time_scale)
 
     match_all = spec.start is None
@@ -172,6 +214,11 @@ def display(forest: pl.DataFrame, spec: TreeSpec, *, keep: Sequence[str] | None 
         )
         root = {"total_" + c: int(rroot[i]) for i, c in enumerate(summing)}
         root["total_definition_count"] = int(rroot[len(summing)]) + 1  # the root counts itself (quirk)
+        if maxing:
+            mtotals, mroot = _displayed_max(shown, dparent, np.stack([forest[c].to_numpy() for c in maxing], axis=1)
+                                            .astype(np.int64))
+            frame = frame.with_columns(pl.Series("total_" + c, mtotals[:, i]) for i, c in enumerate(maxing))
+            root |= {"total_" + c: int(mroot[i]) for i, c in enumerate(maxing)}
         frame, root = with_ratios(frame, spec.time_scale), with_root_ratios(root, spec.time_scale)
 
     # Order each displayed node's children: integer sort keys over the shown rows only, then one

@@ -18,7 +18,7 @@ from tfprof.queries.metrics import extras_for, node_frame, with_samples
 from tfprof.queries.options import Options
 from tfprof.queries.spec import TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted, matches, should_show, with_ratios, with_root_ratios
-from tfprof.schema.metrics import summed
+from tfprof.schema.metrics import maxed, summed
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
     members = picked_members(nodes, spec)
     groups = members.group_by("op").agg(
         *(pl.col(m).sum() for m in (*summed(), *sample_names(spec))),
+        *(pl.col(m).max() for m in maxed()),  # an op type holds its largest member's
         pl.col("run_count").sum().alias("runs"),
         pl.len().alias("definitions"),
         *member_sets(opts),
@@ -82,7 +83,7 @@ def op_view(prof: Profile, spec: TreeSpec) -> OpView:
         ((pl.col("definitions").fill_null(0) > 0) | pl.lit(spec.account is None)).alias("accounted"),
     )
     rows = rows.filter("accounted").rename({"op": "name"})
-    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*summed(), "runs", *sample_names(spec))))
+    rows = rows.with_columns(*(pl.col(m).fill_null(0) for m in (*summed(), "runs", *maxed(), *sample_names(spec))))
     rows = _sort(with_ratios(rows, spec.time_scale), spec.order)
     rows = with_ratios(_cumulate(rows), spec.time_scale)
     root = with_root_ratios(_totals_of_first(rows), spec.time_scale)
@@ -113,14 +114,15 @@ def _sort(rows: pl.DataFrame, order: tuple[str, ...]) -> pl.DataFrame:
 def _cumulate(rows: pl.DataFrame) -> pl.DataFrame:
     """Each row's totals: its own values plus every row below it (docs/TFPROF_BEHAVIOUR.md, 'Op view', step 4)."""
     return rows.with_columns(
-        *(pl.col(m).reverse().cum_sum().reverse().alias("total_" + m) for m in summed())
+        *(pl.col(m).reverse().cum_sum().reverse().alias("total_" + m) for m in summed()),
+        *(pl.col(m).reverse().cum_max().reverse().alias("total_" + m) for m in maxed()),
     )
 
 
 def _totals_of_first(rows: pl.DataFrame) -> dict[str, int]:
     if rows.height == 0:
-        return {"total_" + m: 0 for m in summed()}
-    return {"total_" + m: int(rows["total_" + m][0]) for m in summed()}
+        return {"total_" + m: 0 for m in (*summed(), *maxed())}
+    return {"total_" + m: int(rows["total_" + m][0]) for m in (*summed(), *maxed())}
 
 
 def _start_index(rows: pl.DataFrame, regexes: tuple[str, ...] | None) -> int:

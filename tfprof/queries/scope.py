@@ -19,7 +19,7 @@ from tfprof.queries.indexes.scope_tree import scope_layout
 from tfprof.queries.metrics import attach_details, extras_for, node_frame, node_rows, with_samples
 from tfprof.queries.spec import ROOT, SCOPE_PARENT, TreeSpec, as_spec, sample_names
 from tfprof.queries.tree import accounted
-from tfprof.schema.metrics import ratio_parts, ratios, summed, with_parts
+from tfprof.schema.metrics import maxed, ratio_parts, ratios, summed, with_parts
 
 
 def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None) -> pl.DataFrame:
@@ -57,7 +57,7 @@ def scope(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = None)
 
 def counted_columns(spec: TreeSpec, metrics: tuple[str, ...] | None) -> tuple[str, ...]:
     """The self columns a tree sums: ``metrics`` and what the spec orders and filters on, or all."""
-    every = (*summed(), "run_count")
+    every = (*summed(), "run_count", *maxed())
     if metrics is None:
         return every
     used = {c.removeprefix("total_") for c in with_parts((*metrics, *spec.order, *(c for c, _ in spec.thresholds)))}
@@ -79,7 +79,7 @@ def divided(own: tuple[str, ...]) -> tuple[str, ...]:
 
 def with_root(rows: pl.DataFrame, root: dict[str, int], op_type: str) -> pl.DataFrame:
     """The displayed rows under a `_TFProfRoot` row holding the root totals."""
-    numbers = {**root, **{m: 0 for m in (*summed(), "run_count")}, **{m.column: 0.0 for m in ratios()}}
+    numbers = {**root, **{m: 0 for m in (*summed(), "run_count", *maxed())}, **{m.column: 0.0 for m in ratios()}}
     # Series of one value each: a frame built from a dict of Python scalars infers every column's
     # type, a few milliseconds for one row.
     root_row = pl.DataFrame(

@@ -29,9 +29,10 @@ from tfprof.errors import OptionError
 
 KINDS = ("time", "memory", "number", "ratio")  # number formats: µs/ns as times, bytes, counts, quotients
 UNITS = {"time": "microseconds", "memory": "bytes", "number": "count", "ratio": "ratio"}  # pprof's sample units
-# How a row's value over its subtree is made: the engines add the subtree's own values (sum);
-# a ratio divides the subtree totals of its two additive metrics (``of``).
-AGGREGATES = ("sum", "ratio")
+# How a row's value over its subtree is made: the engines add the subtree's own values (sum) or
+# take the largest (max; a row of many nodes, an op type or a code line, holds its largest
+# member's); a ratio divides the subtree totals of its two additive metrics (``of``).
+AGGREGATES = ("sum", "max", "ratio")
 # select names that are fields but not metrics (``queries.options.SELECT_FIELDS``'s others)
 _NOT_METRICS = ("tensor_value", "device", "op_types", "occurrence", "input_shapes", "kernels")
 
@@ -153,6 +154,11 @@ def summed() -> tuple[str, ...]:
     return tuple(m.column for m in sorted((m for m in _REGISTRY.values() if m.summed), key=lambda m: KINDS.index(m.kind)))
 
 
+def maxed() -> tuple[str, ...]:
+    """The self columns whose subtree value is the largest of the subtree's own (``max``)."""
+    return tuple(m.column for m in _REGISTRY.values() if m.aggregate == "max")
+
+
 def ratios() -> tuple[Metric, ...]:
     return tuple(m for m in _REGISTRY.values() if m.aggregate == "ratio")
 
@@ -220,7 +226,8 @@ def derived(make: Callable[[], Any]) -> Any:
 def register(metric: Metric) -> Metric:
     """Add ``metric`` to every view, output, option and shell of this process; return it.
 
-    An additive metric (``aggregate="sum"``) needs ``compute``; a ratio (``aggregate="ratio"``,
+    An additive metric (``aggregate="sum"``) or a largest-of one (``"max"``) needs ``compute``;
+    a ratio (``aggregate="ratio"``,
     ``kind="ratio"``) needs ``of``, two additive metrics' select names. Its select name, column,
     ``order_by`` and threshold must be new. Raises ``OptionError`` naming what is wrong.
     """
@@ -239,9 +246,10 @@ def register(metric: Metric) -> Metric:
                                       | {"min_occurrence"}),
          f"metric `{metric.select}`: threshold `{metric.threshold}` is taken or not a min_* name"),
     ]
-    if metric.aggregate == "sum":
+    if metric.aggregate in ("sum", "max"):
         checks.append((metric.compute is not None and metric.kind != "ratio",
-                       f"metric `{metric.select}`: an additive metric needs `compute`, an expression over the node frame"))
+                       f"metric `{metric.select}`: a {metric.aggregate} metric needs `compute`, an expression over the "
+                       "node frame"))
     else:
         parts = [_REGISTRY.get(s) for s in metric.of or ()]
         checks.append((len(parts) == 2 and all(p is not None and p.summed for p in parts) and metric.kind == "ratio",
@@ -252,7 +260,7 @@ def register(metric: Metric) -> Metric:
             raise OptionError(message)
     # not tfprof's: shown only where selected; GraphNodeProto has no field for it; a ratio does
     # not add up, so no pprof or stack file carries one
-    exports = metric.exports - {"proto"} - ({"pprof", "stacks"} if metric.kind == "ratio" else set())
+    exports = metric.exports - {"proto"} - ({"pprof", "stacks"} if metric.aggregate != "sum" else set())
     metric = replace(metric, ours=True, exports=exports)
     _REGISTRY[metric.select] = metric
     _generation[0] += 1

@@ -17,7 +17,7 @@ import polars as pl
 
 from tfprof.schema import METRICS
 from tfprof.schema import PUBLIC_NAMES as _RENAMES
-from tfprof.schema.metrics import METRIC_LIST, derived, ratios
+from tfprof.schema.metrics import METRIC_LIST, derived, maxed, ratios
 from tfprof.views.fields import FIELDS, cells
 
 # Public columns, with their meaning. A view has those its rows carry: node_id only in the
@@ -35,10 +35,10 @@ _SELF: dict[str, str] = derived(lambda: {
     "definition_count": "graph nodes aggregated in the row (op, code views; count)",
 })
 # Each metric is followed by its total (tfprof's total_*: in the op view a cumulative sum): the
-# schema's METRICS under their public names, the counts, then the ratios (their totals: the
-# quotient of the parts' totals).
+# schema's METRICS under their public names, the counts, then the largest-of metrics (their
+# totals: the subtree's largest) and the ratios (their totals: the quotient of the parts' totals).
 _PAIRED = derived(lambda: (*(_RENAMES.get(m, m) for m in METRICS), "run_count", "definition_count",
-                           *(m.column for m in ratios())))
+                           *maxed(), *(m.column for m in ratios())))
 _TOTAL = "total of the subtree (scope, graph, code) or, in the op view, of this row and the accounted rows after it"
 COLUMNS: dict[str, str] = derived(lambda: {
     **{c: _SELF[c] for c in ("name", "depth", "node_id", "accounted")},

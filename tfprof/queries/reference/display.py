@@ -13,29 +13,38 @@ from __future__ import annotations
 
 import polars as pl
 
-from tfprof.queries.reference.layouts import Forest, counted, full_match
+from tfprof.queries.reference.layouts import Forest, added, counted, full_match
 from tfprof.queries.reference.sql import Sql, long, wide, width
 from tfprof.queries.spec import TreeSpec
 from tfprof.queries.tree import with_ratios, with_root_ratios
-from tfprof.schema.metrics import by_column
+from tfprof.schema.metrics import by_column, maxed
 
 
 def _totaled() -> list[str]:
-    """What the subtree totals add: the forest's counted columns, and the node count as a
+    """What the subtree totals add: the forest's added columns, and the node count as a
     metric of 1 a node."""
-    return [*counted(), "definition_count"]
+    return [*added(), "definition_count"]
 
 
 def _totals(sql: Sql, closure: pl.DataFrame, frame: pl.DataFrame, counted: pl.DataFrame) -> pl.DataFrame:
-    """Per node ``id``, the ``total_*`` columns over the nodes of its subtree that are in ``counted``."""
+    """Per node ``id``, the ``total_*`` columns over the nodes of its subtree that are in
+    ``counted``: sums, and the largest own value of the ``maxed`` columns."""
     values = long(frame.with_columns(pl.lit(1).alias("definition_count")), _totaled())
     sums = sql.run("subtree_totals", _closure=closure.select("anc", "id"), _values=values,
                    _counted=counted.select("id"))
-    return wide(sums, _totaled(), "total", prefix="total_")
+    totals = wide(sums, _totaled(), "total", prefix="total_")
+    if maxed():
+        largest = (closure.select("anc", "id").join(counted.select("id"), on="id")
+                   .join(frame.select("id", *maxed()), on="id")
+                   .group_by("anc").agg(*(pl.col(c).max().alias("total_" + c) for c in maxed()))
+                   .rename({"anc": "id"}))
+        totals = totals.join(largest, on="id", how="left")
+    return totals
 
 
 def _root(frame: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
-    sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in counted())).row(0, named=True)
+    sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in added()),
+                        *(pl.col(c).max().cast(pl.Int64) for c in maxed())).row(0, named=True)
     root = {"total_" + c: int(sums[c] or 0) for c in counted()}
     root["total_definition_count"] = frame.height + extra_count
     return root
@@ -87,7 +96,7 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
     shown = sql.run("display", params, _forest=flags, _closure=closure)
     rows = frame.join(shown, on="id")
     if spec.displayed_only:
-        rows = rows.drop(*("total_" + c for c in _totaled())).join(
+        rows = rows.drop(*("total_" + c for c in (*_totaled(), *maxed()))).join(
             _totals(sql, closure, rows, shown), on="id", how="left")
         rows = with_ratios(rows, spec.time_scale)
         root = with_root_ratios(_root(rows, extra_count=1), spec.time_scale)  # tfprof's root counts itself here

@@ -17,19 +17,24 @@ from tfprof.queries.reference.layouts import accounted_nodes, full_match
 from tfprof.queries.reference.sql import Sql, long, wide
 from tfprof.queries.spec import TreeSpec
 from tfprof.queries.tree import with_ratios, with_root_ratios
-from tfprof.schema.metrics import summed
+from tfprof.schema.metrics import maxed, summed
 
 
 def _cumulate(sql: Sql, rows: pl.DataFrame) -> pl.DataFrame:
-    """``rows`` (with ``pos``) with ``total_*``: each row plus every row after it."""
+    """``rows`` (with ``pos``) with ``total_*``: each row plus every row after it (the
+    largest-of metrics: the largest of it and every row after it)."""
     values = long(rows, list(summed()), "name").rename({"id": "name"}).join(rows.select("name", "pos"), on="name")
     totals = wide(sql.run("cumulate", _values=values), list(summed()), "total", prefix="total_", key="name")
-    return rows.drop(*("total_" + m for m in summed()), strict=False).join(totals, on="name", how="left")
+    out = rows.drop(*("total_" + m for m in (*summed(), *maxed())), strict=False).join(totals, on="name", how="left")
+    if maxed():
+        out = out.sort("pos").with_columns(
+            pl.col(m).reverse().cum_max().reverse().alias("total_" + m) for m in maxed())
+    return out
 
 
 def _first_totals(rows: pl.DataFrame) -> dict[str, int]:
     first = rows.sort("pos").head(1)
-    return {"total_" + m: int(first["total_" + m][0]) if first.height else 0 for m in summed()}
+    return {"total_" + m: int(first["total_" + m][0]) if first.height else 0 for m in (*summed(), *maxed())}
 
 
 def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -44,6 +49,10 @@ def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) ->
     values = long(nodes.with_columns(pl.lit(1).alias("definitions")), every, "node_id")
     sums = sql.run("groups", _members=members, _values=values)
     rows = wide(sums, every, "value", key="grp").rename({"grp": "name", "run_count": "runs"})
+    if maxed():  # a group holds its largest member's
+        largest = (members.join(nodes.select(pl.col("node_id").alias("id"), *maxed()), on="id")
+                   .group_by("grp").agg(*(pl.col(c).max() for c in maxed())).rename({"grp": "name"}))
+        rows = rows.join(largest, on="name", how="left").with_columns(pl.col(c).fill_null(0) for c in maxed())
     rows = with_ratios(rows, spec.time_scale)
     order = [c for c in spec.order if c != "name"]
     rows = rows.sort("name").sort(order, descending=True, maintain_order=True) if order else rows.sort("name")

@@ -25,12 +25,17 @@ from tfprof.queries.indexes.code_trie import static_trie
 from tfprof.queries.options import full_match_any
 from tfprof.queries.reference.sql import Sql, long, wide, width
 from tfprof.queries.spec import SCOPE_PARENT, TreeSpec
-from tfprof.schema.metrics import summed
+from tfprof.schema.metrics import maxed, summed
 
 
 def counted() -> tuple[str, ...]:
     """The self columns a forest carries and the display pass totals: the additive metrics now
-    registered, and runs."""
+    registered, and runs (summed), then the largest-of ones (``maxed``)."""
+    return (*summed(), "run_count", *maxed())
+
+
+def added() -> tuple[str, ...]:
+    """The ``counted`` columns whose totals add up (the others' are the subtree's largest)."""
     return (*summed(), "run_count")
 
 
@@ -128,9 +133,13 @@ def code(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) -> Forest
         .join(acc.select(pl.col("node_id").alias("id")), on="id")
         .join(nodes.select(pl.col("node_id").alias("id")), on="id")
     )
-    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), [*counted(), "definitions"], "node_id")
+    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), [*added(), "definitions"], "node_id")
     sums = wide(sql.run("groups", _members=members, _values=values).rename({"grp": "id"}),
-                [*counted(), "definitions"], "value")
+                [*added(), "definitions"], "value")
+    if maxed():  # a line holds its largest member's
+        largest = (members.join(nodes.select(pl.col("node_id").alias("id"), *maxed()), on="id")
+                   .group_by("grp").agg(*(pl.col(c).max() for c in maxed())).rename({"grp": "id"}))
+        sums = sums.join(largest, on="id", how="left")
     frame = trie.join(sums, on="id", how="left").with_columns(
         *(pl.col(c).fill_null(0) for c in (*counted(), "definitions")),
     ).with_columns(((pl.col("definitions") > 0) | pl.lit(spec.account is None)).alias("accounted"))
