@@ -660,3 +660,28 @@ def test_timeline_search_and_click_through(page):
     page.mouse.click(x, y)
     page.wait_for_selector(".tt-row.sel")
     assert page.inner_text(".tt-row.sel .nm") == data["names"][data["name"][k]]
+
+
+def test_compare_merged_tree_folds(browser):
+    """Compare's merged tree lists the diff's rows in tree order with A, B, Δ and Δ%, indented by
+    depth; a click folds what is under a row and a second unfolds it."""
+    from tfprof.api.diff import run_diff
+
+    with page_on(browser, SAMPLE, MULTISTEP) as pg:
+        pg.click("#tabs button[data-tab=compare]")
+        settle(pg)
+        pg.click("#cmp-mode button[data-mode=merged]")
+        settle(pg)
+        want = run_diff(tfprof.load(SAMPLE), tfprof.load(MULTISTEP), "scope", {}, order_by="tree")
+        names = pg.eval_on_selector_all("#cmp-merged tbody td.nm", "tds => tds.map(t => t.title)")
+        assert names == want.frame["path"].head(len(names)).to_list()
+
+        def visible() -> int:
+            return pg.eval_on_selector_all("#cmp-merged tbody tr", "trs => trs.filter(t => !t.hidden).length")
+
+        before = visible()
+        first_parent = pg.query_selector("#cmp-merged tbody tr.open")
+        first_parent.click()
+        assert visible() < before
+        first_parent.click()
+        assert visible() == before

@@ -98,7 +98,7 @@ async function doRefresh() {
       const ckey = `${key}|${a}|${b}|${steps}|${state.cmpMode}`;
       if (state.loaded.compare !== ckey) {
         const both = [ui.left.load(a, state.cmd, compareQuery(steps && steps[0])), ui.right.load(b, state.cmd, compareQuery(steps && steps[1]))];
-        await Promise.all([...(state.cmpMode === "flame" ? [] : both), loadChanges(a, b, steps)]);
+        await Promise.all([...(state.cmpMode === "trees" ? both : []), loadChanges(a, b, steps)]);
         state.loaded.compare = ckey;
       }
     }
@@ -236,14 +236,60 @@ function compareQuery(step) {
   return q.toString();
 }
 
+// Compare's merged tree: the diff's rows in tree order (order=tree), each with A, B, Δ and Δ% of
+// the first field, indented by depth; a row with rows under it folds them away on a click.
+function mergedTree(d) {
+  const column = d.value_columns[0], field = d.fields[0];
+  const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
+  const fmt = (v) => (v === null || v === undefined ? "–" : Fmt.value(kind, Math.abs(v)));
+  const t = el("table", "grid"), head = el("tr"), body = el("tbody");
+  for (const [c, r] of [["node name", 0], ["status", 0], [`${field} A`, 1], [`${field} B`, 1], ["Δ", 1], ["Δ%", 1]]) head.appendChild(el("th", r ? "r" : null, c));
+  const rows = [];
+  d.rows.forEach((row, k) => {
+    const v = row.values[column], tr = el("tr");
+    const name = el("td", "nm", row.name.split("/").pop() || row.name);
+    name.style.paddingLeft = `${10 + row.depth * 16}px`; name.title = row.path;
+    const pct = v.delta_pct === null ? "new" : `${v.delta_pct > 0 ? "+" : ""}${v.delta_pct.toFixed(1)}%`;
+    tr.append(name, el("td", null, row.status), el("td", "r", fmt(v.a)), el("td", "r", fmt(v.b)),
+      el("td", `r ${v.delta > 0 ? "up" : v.delta < 0 ? "down" : ""}`, `${v.delta > 0 ? "+" : v.delta < 0 ? "−" : ""}${fmt(v.delta)}`),
+      el("td", "r", pct));
+    const next = d.rows[k + 1];
+    if (next && next.depth > row.depth) {
+      tr.classList.add("open");
+      tr.addEventListener("click", () => {
+        const open = tr.classList.toggle("open"); tr.classList.toggle("closed", !open);
+        // fold (or unfold) every row below it, down to the next one at its depth
+        for (let j = k + 1; j < rows.length && d.rows[j].depth > row.depth; j++) {
+          rows[j].hidden = !open ? true : !visibleUnder(j, k);
+        }
+      });
+    }
+    rows.push(tr); body.appendChild(tr);
+  });
+  function visibleUnder(j, top) {
+    // a row shows when every ancestor between it and `top` is open
+    let depth = d.rows[j].depth;
+    for (let i = j - 1; i > top; i--) if (d.rows[i].depth < depth) { if (rows[i].classList.contains("closed")) return false; depth = d.rows[i].depth; }
+    return true;
+  }
+  const thead = el("thead"); thead.appendChild(head); t.append(thead, body);
+  const note = el("div", "bar");
+  note.append(el("b", null, "Merged tree"), el("span", "muted", `${d.rows.length.toLocaleString()} of ${d.total_rows.toLocaleString()} rows in tree order; click a row to fold what is under it`));
+  $("cmp-merged").replaceChildren(note, t);
+}
+
 async function loadChanges(a, b, steps) {
   // tfprof diff of the right profile against the left (or of two steps): the largest changes of
   // the first field, and in flame mode the merged tree as a differential flame graph
   const box = $("changes");
-  $("cmp-trees").hidden = state.cmpMode === "flame"; $("cmp-flame-box").hidden = state.cmpMode !== "flame";
+  $("cmp-trees").hidden = state.cmpMode !== "trees"; $("cmp-flame-box").hidden = state.cmpMode !== "flame";
+  $("cmp-merged").hidden = state.cmpMode !== "merged";
   if (a === b && !steps) { box.replaceChildren(el("div", "muted", "Pick two different profiles, or a profile with several steps and two of its steps, to see what changed.")); return; }
   const extra = steps ? `&against=${steps[1]}` : "";
-  if (state.cmpMode === "flame") ui.diffFlame.set(await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&order=tree&limit=2000${extra}`));
+  if (state.cmpMode !== "trees") {
+    const tree = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&order=tree&limit=2000${extra}`);
+    if (state.cmpMode === "flame") ui.diffFlame.set(tree); else mergedTree(tree);
+  }
   const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&limit=12${extra}`);
   const column = d.value_columns[0], field = d.fields[0];
   const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
