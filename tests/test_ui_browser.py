@@ -546,8 +546,7 @@ def test_memory_page_draws_the_peak_and_its_ops(browser):
 
 def test_bottom_up_flame_graph(browser):
     """The flame graph's bottom-up view of the code view: the bottom row is each function's own
-    time summed over its places (the report's self values), widest first; a click highlights
-    the function's other places."""
+    time summed over its places (the report's self values), widest first."""
     path = str(tfprof.sample_path("torch"))
     table = tfprof.view(tfprof.load(path), "code", select=["micros"], max_depth=10)
     own = (table.filter(pl.col("accounted")).group_by("name").agg(pl.col("exec_micros").sum())
@@ -566,11 +565,7 @@ def test_bottom_up_flame_graph(browser):
         assert [w for _, w in bottom] == pytest.approx(own["exec_micros"].head(len(bottom)).to_list())
         assert "bottom-up" in pg.inner_text("#crumbs")
         assert "_TFProfRoot" not in data["name"]  # the root is no caller
-        shot(pg, "flame-bottom-up")
-        box = pg.evaluate("tfprofUI.ui.flame.boxes[0]")
-        pg.mouse.click(box[0] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().left"),
-                       box[1] + 5 + pg.eval_on_selector("#flame", "c => c.getBoundingClientRect().top"))
-        assert "match" in pg.inner_text("#crumbs")
+        shot(pg, "flame-bottom-up")  # a click opens a frame's sandwich: test_sandwich_of_a_frame
 
 
 def test_two_way_sort_and_resizable_columns(page, capsysbinary):
@@ -685,3 +680,33 @@ def test_compare_merged_tree_folds(browser):
         assert visible() < before
         first_parent.click()
         assert visible() == before
+
+
+def test_sandwich_of_a_frame(browser):
+    """In the bottom-up flame graph a click opens the frame's sandwich: the frame once, as wide
+    as its outermost rows' subtrees in the report, its callers above and its callees below."""
+    path = str(tfprof.sample_path("torch"))
+    table = tfprof.view(tfprof.load(path), "code", select=["micros"], max_depth=10)
+    with page_on(browser, path) as pg:
+        pg.click("#views button[data-cmd=code]")
+        settle(pg)
+        pg.click("#tabs button[data-tab=flame]")
+        settle(pg)
+        pg.click("#flame-invert")
+        settle(pg)
+        box = pg.evaluate("tfprofUI.ui.flame.boxes[0]")
+        rect = pg.eval_on_selector("#flame", "c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; }")
+        pg.mouse.click(rect[0] + box[0] + 5, rect[1] + box[1] + 5)
+        settle(pg)
+        data = pg.evaluate("tfprofUI.ui.flame.data")
+        name = data["sandwich"]
+        at = data["callers"]
+        target = [w for lv, n, w in zip(data["level"], data["name"], data["w"]) if lv == at]
+        rows = table.filter(pl.col("name") == name)
+        assert len(target) == 1 and target[0] == pytest.approx(rows["total_exec_micros"].sum())  # no recursion here
+        assert all(n != name for lv, n in zip(data["level"], data["name"]) if lv < at)  # callers above
+        assert "sandwich of" in pg.inner_text("#crumbs")
+        shot(pg, "flame-sandwich")
+        pg.click("#crumbs a >> text=back to bottom-up")
+        settle(pg)
+        assert pg.evaluate("tfprofUI.ui.flame.data.inverted")

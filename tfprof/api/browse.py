@@ -27,6 +27,7 @@ import numpy as np
 import polars as pl
 
 from tfprof.api.run import run_view
+from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
 from tfprof.queries.options import Options
@@ -180,6 +181,26 @@ class Tree:
         return {"metric": metric, "kind": kind_of(column), "total": boxes["total"], "root": -1,
                 "i": [-1] * len(boxes["level"]), "level": boxes["level"], "x": boxes["x"], "w": boxes["w"],
                 "name": boxes["name"], "dropped": int(boxes["dropped"] > 0), "small": {"level": []}, "inverted": True}
+
+    def sandwich(self, metric: str, name: str, fraction: float = 1 / 4000, limit: int = 20000) -> dict[str, Any]:
+        """Frame ``name``'s sandwich (``tfprof.queries.flame.sandwich``): its callers above it,
+        its callees below, each merged by name, widths its subtree ``metric``; the keys of
+        ``flame`` with ``sandwich`` (the frame) and ``callers`` (its box's level)."""
+        from tfprof.queries.flame import sandwich
+
+        column = FLAME_METRICS[metric]
+        if self.layout == "groups":
+            raise OptionError("a sandwich needs a tree: the callers and callees of a frame (scope, graph or code view)")
+        if not (self.table["name"] == name).any():
+            raise OptionError(f"no row named `{name[:80]}` in this view")
+        roots = np.flatnonzero((self.level == 0) & (self.table["name"] == ROOT).to_numpy())
+        parent = np.where(np.isin(self.parent, roots), -1, self.parent)
+        total = self.full["total_" + column].to_numpy().astype(np.float64)
+        boxes = sandwich(self.table["name"], parent, self.level, total, name, fraction, limit)
+        return {"metric": metric, "kind": kind_of(column), "total": boxes["total"], "root": -1,
+                "i": [-1] * len(boxes["level"]), "level": boxes["level"], "x": boxes["x"], "w": boxes["w"],
+                "name": boxes["name"], "dropped": 0, "small": {"level": []}, "sandwich": name,
+                "callers": boxes["callers"]}
 
     def _small_runs(self, keep: np.ndarray, parent: np.ndarray, level: np.ndarray, x: np.ndarray, width: np.ndarray,
                     lo: int, flat: bool) -> dict[str, list]:

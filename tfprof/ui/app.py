@@ -161,6 +161,8 @@ def api_flame(call: Call) -> Response:
     metric = P.choice(call.params, "metric", tuple(FLAME_METRICS), "micros")
     if P.choice(call.params, "inverted", ("0", "1"), "0") == "1":  # bottom-up: no zoom, no path
         return json_response({**tree.inverted(metric), "path": [], "path_names": []})
+    if call.params.get("sandwich"):  # one frame's callers above it, its callees below
+        return json_response({**tree.sandwich(metric, P.text(call.params, "sandwich")), "path": [], "path_names": []})
     node = _node(call, tree)
     path = tree.ancestors(node) if node >= 0 else []
     return json_response({**tree.flame(metric, node), "path": path, "path_names": [tree.table["name"][i] for i in path]})

@@ -27,7 +27,7 @@ MAX_THRESHOLD = 2**62
 MAX_TEXT = 4_000
 VIEW_OPTIONS = derived(lambda: (*INT_OPTIONS, *LIST_OPTIONS, "order_by", "select", "account_displayed_op_only"))
 # Parameters that are not view options and may come with any view request.
-OTHER = ("node", "offset", "limit", "q", "metric", "open", "inverted", "reverse", "order", "against")
+OTHER = ("node", "offset", "limit", "q", "metric", "open", "inverted", "reverse", "order", "against", "sandwich")
 
 
 def panel_options() -> dict[str, list]:

@@ -534,7 +534,7 @@ async function init() {
   ui.flame = new Flame($("flame"), $("flame-tip"), $("crumbs"));
   $("flame-search").addEventListener("input", () => ui.flame.highlight($("flame-search").value.trim()));
   $("flame-invert").addEventListener("click", () => {
-    ui.flame.inverted = !ui.flame.inverted;
+    ui.flame.inverted = !ui.flame.inverted; ui.flame.sandwichOf = null;
     $("flame-invert").classList.toggle("on", ui.flame.inverted);
     state.loaded.flame = null; refresh();
   });

@@ -30,7 +30,8 @@ class Flame {
   async load(base, metric, node = -1) {
     this.base = base; this.metric = metric;
     const { pid, cmd, query } = base;
-    const how = this.inverted ? "&inverted=1" : `&node=${node}`;  // bottom-up: the whole view, no zoom
+    // a sandwich: one frame's callers and callees; bottom-up: the whole view, no zoom
+    const how = this.sandwichOf ? `&sandwich=${encodeURIComponent(this.sandwichOf)}` : this.inverted ? "&inverted=1" : `&node=${node}`;
     this.data = await getJSON(`/api/flame/${pid}/${cmd}?${query}${query ? "&" : ""}metric=${metric}${how}`);
     this.draw();
     this.crumb();
@@ -71,7 +72,12 @@ class Flame {
       parts.push(document.createTextNode(" › "), a);
     });
     if (d.root >= 0) parts.push(document.createTextNode(" › "), el("b", null, d.name[0]));
-    if (d.inverted) parts.push(el("span", "muted", "   bottom-up: each frame by its own value, its callers above it;"));
+    if (d.inverted) parts.push(el("span", "muted", "   bottom-up: each frame by its own value, its callers above it (click: its sandwich);"));
+    if (d.sandwich) {
+      const back = el("a", null, " back to bottom-up");
+      back.addEventListener("click", () => { this.sandwichOf = null; this.load(this.base, this.metric); });
+      parts.push(el("span", "muted", `   sandwich of `), el("b", null, d.sandwich), el("span", "muted", ": its callers above, its callees below ·"), back);
+    }
     parts.push(el("span", "muted", `   total ${Fmt.value(d.kind, d.total)}${d.dropped && !d.inverted ? ` · ${d.dropped} rows under 1/4000 of it drawn as grey runs` : ""}`));
     const found = this.matched();
     if (found) {
@@ -156,7 +162,7 @@ class Flame {
     if (!hit) return;
     const k = hit[0], d = this.data;
     if (k < 0) return;  // a run of small frames: its parent's box zooms to them
-    if (d.inverted) { this.highlight(d.name[k].toLowerCase()); return; }  // bottom-up: a frame's other places
+    if (d.inverted || d.sandwich) { this.sandwichOf = d.name[k]; this.load(this.base, this.metric); return; }  // its sandwich
     const i = d.i[k];
     if (this.onPick) this.onPick(d.name[k], i);
     if (k === 0 && d.root === i) { // the zoomed box itself: one level out
