@@ -697,7 +697,7 @@ def test_sandwich_of_a_frame(browser):
         box = pg.evaluate("tfprofUI.ui.flame.boxes[0]")
         rect = pg.eval_on_selector("#flame", "c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; }")
         pg.mouse.click(rect[0] + box[0] + 5, rect[1] + box[1] + 5)
-        settle(pg)
+        pg.wait_for_function("tfprofUI.ui.flame.data && tfprofUI.ui.flame.data.sandwich")  # a click's own request
         data = pg.evaluate("tfprofUI.ui.flame.data")
         name = data["sandwich"]
         at = data["callers"]
@@ -708,5 +708,4 @@ def test_sandwich_of_a_frame(browser):
         assert "sandwich of" in pg.inner_text("#crumbs")
         shot(pg, "flame-sandwich")
         pg.click("#crumbs a >> text=back to bottom-up")
-        settle(pg)
-        assert pg.evaluate("tfprofUI.ui.flame.data.inverted")
+        pg.wait_for_function("tfprofUI.ui.flame.data && tfprofUI.ui.flame.data.inverted")
