@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 import tfprof  # noqa: E402
 
 
-def _store(args) -> str:
+def _store(args, tmp: Path) -> str:
+    """``--store``, or a synthetic profile's store written into ``tmp``."""
     if args.store:
         return args.store
-    tmp = Path(tempfile.mkdtemp(prefix="bench_ui_"))
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "synth.py"), "--nodes", str(args.nodes), "--steps",
                     str(args.steps), "--out", str(tmp / "p.pb")], check=True)
     tfprof.save(tfprof.load(tmp / "p.pb"), tmp / "p.tfprof")
@@ -54,7 +54,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shots")
     args = ap.parse_args()
-    store = _store(args)
+    with tempfile.TemporaryDirectory(prefix="bench_ui_") as tmp:  # the generated profile and store go with it
+        _run(args, _store(args, Path(tmp)))
+
+
+def _run(args: argparse.Namespace, store: str) -> None:
     from playwright.sync_api import sync_playwright
 
     t = time.perf_counter()
