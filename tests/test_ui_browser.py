@@ -544,6 +544,16 @@ def test_memory_page_draws_the_peak_and_its_ops(browser):
         assert pg.inner_text("#command code").startswith("tfprof scope ")
 
 
+def open_bottom_up(pg) -> None:
+    """The code view's flame graph, bottom-up."""
+    pg.click("#views button[data-cmd=code]")
+    settle(pg)
+    pg.click("#tabs button[data-tab=flame]")
+    settle(pg)
+    pg.click("#flame-invert")
+    settle(pg)
+
+
 def test_bottom_up_flame_graph(browser):
     """The flame graph's bottom-up view of the code view: the bottom row is each function's own
     time summed over its places (the report's self values), widest first."""
@@ -552,12 +562,7 @@ def test_bottom_up_flame_graph(browser):
     own = (table.filter(pl.col("accounted")).group_by("name").agg(pl.col("exec_micros").sum())
            .filter(pl.col("exec_micros") > 0).sort(["exec_micros", "name"], descending=[True, False]))
     with page_on(browser, path) as pg:
-        pg.click("#views button[data-cmd=code]")
-        settle(pg)
-        pg.click("#tabs button[data-tab=flame]")
-        settle(pg)
-        pg.click("#flame-invert")
-        settle(pg)
+        open_bottom_up(pg)
         data = pg.evaluate("tfprofUI.ui.flame.data")
         assert data["inverted"] and data["total"] == pytest.approx(own["exec_micros"].sum())
         bottom = [(n, w) for n, w, lv in zip(data["name"], data["w"], data["level"]) if lv == 0]
@@ -688,12 +693,7 @@ def test_sandwich_of_a_frame(browser):
     path = str(tfprof.sample_path("torch"))
     table = tfprof.view(tfprof.load(path), "code", select=["micros"], max_depth=10)
     with page_on(browser, path) as pg:
-        pg.click("#views button[data-cmd=code]")
-        settle(pg)
-        pg.click("#tabs button[data-tab=flame]")
-        settle(pg)
-        pg.click("#flame-invert")
-        settle(pg)
+        open_bottom_up(pg)
         box = pg.evaluate("tfprofUI.ui.flame.boxes[0]")
         rect = pg.eval_on_selector("#flame", "c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; }")
         pg.mouse.click(rect[0] + box[0] + 5, rect[1] + box[1] + 5)

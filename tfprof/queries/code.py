@@ -60,11 +60,11 @@ def code_tree(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
     member_values[len(counted)] = 1
     at = picked["tid"].to_numpy().astype(np.int64)
     _scatter_add(at, member_values, values)
-    most = np.zeros((len(largest), n), np.int64)
-    if largest:
+    if largest:  # their rows go before the member count (the values' last row): no copy without them
+        most = np.zeros((len(largest), n), np.int64)
         _scatter_max(at, np.array([picked[c].to_numpy() for c in largest], dtype=np.int64), most)
-    counted += largest
-    values = np.concatenate([values[:-1], most, values[-1:]])
+        counted += largest
+        values = np.concatenate([values[:-1], most, values[-1:]])
     label = trie["label"].to_numpy()
     pos = np.arange(n, dtype=np.int64)
     frame = pl.DataFrame(

@@ -71,10 +71,10 @@ def sandwich(names: pl.Series, parent: np.ndarray, level: np.ndarray, total: np.
         rows = np.flatnonzero(level == d)
         up = parent[rows]
         inside[rows] = (up >= 0) & (inside[np.maximum(up, 0)] | is_target[np.maximum(up, 0)])
-    for_rows = np.arange(len(parent))
-    roots = for_rows[is_target & ~inside]
+    outermost = is_target & ~inside
+    roots = np.flatnonzero(outermost)
     whole = float(value[roots].sum())
-    callers = inverted(names, parent, np.where(np.isin(for_rows, roots), value, 0.0), fraction, limit)
+    callers = inverted(names, parent, np.where(outermost, value, 0.0), fraction, limit)
     up = max(callers["level"], default=0)
     out: dict[str, list] = {"level": [], "x": [], "w": [], "name": [], "parent_box": []}
     for lv, x, w, n in zip(callers["level"], callers["x"], callers["w"], callers["name"]):

@@ -25,7 +25,11 @@ POINT = ("allocator", "step", "time_micros")
 
 def _events(prof: Profile) -> pl.DataFrame:
     """The allocation events with their allocator (the node's device where none is recorded),
-    the recorded level (null where none) and the node's name."""
+    the recorded level (null where none) and the node's name; read once per profile."""
+    return prof.memo("memory_events", lambda: _read_events(prof))
+
+
+def _read_events(prof: Profile) -> pl.DataFrame:
     alloc = prof.lazy("allocations")
     names = alloc.collect_schema().names()  # a store written before allocators were kept has neither column
     alloc = alloc.with_columns(
@@ -42,7 +46,12 @@ def _events(prof: Profile) -> pl.DataFrame:
 
 def memory_points(prof: Profile) -> pl.DataFrame:
     """One row per (allocator, step, µs) in time order: ``bytes`` (the events' sum), ``in_use``
-    (the allocator's level after them), ``events`` and ``exact`` (module docstring)."""
+    (the allocator's level after them), ``events`` and ``exact`` (module docstring); made
+    once per profile (the steps, a curve and the ops at a peak all start from it)."""
+    return prof.memo("memory_points", lambda: _points(prof))
+
+
+def _points(prof: Profile) -> pl.DataFrame:
     ev = _events(prof)
     points = (ev.group_by(POINT).agg(pl.col("bytes").sum(), pl.col("bytes_in_use").max(), pl.len().alias("events"))
               .sort("allocator", "time_micros", "step"))

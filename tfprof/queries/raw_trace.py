@@ -51,15 +51,12 @@ def raw_trace(prof: Profile, step: int) -> bytes:
     ev = (prof.lazy("trace_events")
           .filter((pl.col("start_ns") < hi) & (pl.col("start_ns") + pl.col("duration_ns") >= lo)
                   | (pl.col("start_ns") == lo))
-          .sort("start_ns", "event_id").collect())
-    processes = ev["process"].cast(pl.String).fill_null("").unique(maintain_order=True)
-    threads = ev.select(pl.col("process").cast(pl.String).fill_null(""), pl.col("thread").cast(pl.String).fill_null("")) \
-        .unique(maintain_order=True)
-    pid = {p: k + 1 for k, p in enumerate(processes)}
-    threads = threads.with_columns(pl.col("process").replace_strict(pid).alias("pid"),
-                                   pl.int_range(1, pl.len() + 1).over("process").alias("tid"))
-    ev = ev.with_columns(pl.col("process").cast(pl.String).fill_null(""), pl.col("thread").cast(pl.String).fill_null("")) \
-        .join(threads, on=["process", "thread"], how="left", maintain_order="left")
+          .sort("start_ns", "event_id").collect()
+          .with_columns(pl.col("process", "thread").cast(pl.String).fill_null("")))
+    pid = {p: k + 1 for k, p in enumerate(ev["process"].unique(maintain_order=True))}
+    threads = ev.select("process", "thread").unique(maintain_order=True).with_columns(
+        pl.col("process").replace_strict(pid).alias("pid"), pl.int_range(1, pl.len() + 1).over("process").alias("tid"))
+    ev = ev.join(threads, on=["process", "thread"], how="left", maintain_order="left")
     phase = pl.col("phase").cast(pl.String)
     body = ev.select(pl.concat_str(
         pl.lit('{"ph":'), _json_text(phase), pl.lit(',"name":'), _json_text(pl.col("name")),

@@ -60,8 +60,8 @@ class Metric:
     rank: tuple[float, float] = (0, 0)
     cell_unit: str = ""
     op_unit: str | None = None
-    # a registered additive metric: a polars expression over the node frame (``queries.metrics.
-    # node_frame``: its metric columns, name, device, shape) giving each node's own value
+    # a registered additive or largest-of metric: a polars expression over the node's self values
+    # (``queries.metrics.with_computed``: the node frame's metric columns) giving its own value
     compute: Any = None
     of: tuple[str, str] | None = None  # a ratio: the select names of its numerator and denominator
 
@@ -164,7 +164,8 @@ def ratios() -> tuple[Metric, ...]:
 
 
 def computed() -> tuple[Metric, ...]:
-    """The registered additive metrics: each node's value is computed from the node frame."""
+    """The registered additive and largest-of metrics: each node's value is computed from the
+    node frame."""
     return tuple(m for m in _REGISTRY.values() if m.compute is not None)
 
 
