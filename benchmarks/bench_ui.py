@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TFPROF_ENGINE", "kernels")
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import tfprof  # noqa: E402
 
@@ -53,6 +54,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--shots")
+    ap.add_argument("--trace-events", type=int, default=0,
+                    help="also time the timeline of a synthetic Kineto trace with one step of this many slices")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_ui_") as tmp:  # the generated profile and store go with it
         _run(args, _store(args, Path(tmp)))
@@ -94,45 +97,71 @@ def _run(args: argparse.Namespace, store: str) -> None:
             return out; })()""")
         rows.append(("expand a node: request, layout, redraw (ms)", _q([e[0] for e in expand])))
         rows.append(("  children of the nodes expanded", f"{min(e[1] for e in expand):,} to {max(e[1] for e in expand):,}"))
-        t = page.evaluate("performance.now()")
-        page.click("#tabs button[data-tab=timeline]")
-        page.wait_for_function("tfprofUI.ui.timeline.data !== null")
-        page.wait_for_function("tfprofUI.ui.timeline.frames.length > 0")
-        load_ms = page.evaluate("performance.now()") - t
-        events = page.evaluate("tfprofUI.ui.timeline.data.ts.length")
-        lanes = page.evaluate("tfprofUI.ui.timeline.data.lanes.length")
-        rows.append((f"timeline: load one step ({events:,} ops, {lanes} lanes; ms)", f"{load_ms:.0f}"))
-        frames = page.evaluate("""(() => { const tl = tfprofUI.ui.timeline, out = [];
-            for (const f of [1, 0.5, 0.1, 0.01, 0.001]) {
-              const mid = tl.end / 2, w = tl.end * f;
-              tl.t0 = mid - w / 2; tl.t1 = mid + w / 2;
-              for (let k = 0; k < 10; k++) { const t = performance.now(); tl.draw(); out.push(performance.now() - t); }
-            }
-            tl.reset(); return out; })()""")
-        rows.append(("timeline: one frame, whole step to 1/1000 of it (ms)", _q(frames)))
-        if args.shots:
-            Path(args.shots).mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(Path(args.shots) / "timeline.png"))
-        box = page.locator("#timeline").bounding_box()
-        page.evaluate("tfprofUI.ui.timeline.frames.length = 0")
-        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 60)
-        for _ in range(15):
-            page.mouse.wheel(0, -240)
-        page.mouse.down()
-        for k in range(20):
-            page.mouse.move(box["x"] + box["width"] * 0.5 - 15 * k, box["y"] + 60)
-        page.mouse.up()
-        interactive = page.evaluate("tfprofUI.ui.timeline.frames.slice()")
-        rows.append(("timeline: frames while wheel-zooming and dragging (ms)", _q(interactive)))
+        rows += _timeline(page, args.shots)
         if args.shots:
             page.click("#tabs button[data-tab=flame]")
             page.wait_for_function("tfprofUI.ui.flame.data !== null")
             page.screenshot(path=str(Path(args.shots) / "flame.png"))
+        if args.trace_events:
+            rows += _foreign(browser, args)
         browser.close()
     running.stop()
     print(f"\nweb UI on {store}\n\n| what | value |\n|---|---:|")
     for what, value in rows:
         print(f"| {what} | {value} |")
+
+
+def _timeline(page, shots: str | None, tag: str = "") -> list[tuple[str, str]]:
+    """Open the Timeline tab on ``page`` and time its load, single frames and a wheel-zoom and drag."""
+    rows = []
+    t = page.evaluate("performance.now()")
+    page.click("#tabs button[data-tab=timeline]")
+    page.wait_for_function("tfprofUI.ui.timeline.data !== null")
+    page.wait_for_function("tfprofUI.ui.timeline.frames.length > 0")
+    load_ms = page.evaluate("performance.now()") - t
+    events = page.evaluate("tfprofUI.ui.timeline.data.ts.length")
+    lanes = page.evaluate("tfprofUI.ui.timeline.data.lanes.length")
+    rows.append((f"timeline{tag}: load one step, to its first frame ({events:,} bars, {lanes} lanes; ms)", f"{load_ms:.0f}"))
+    frames = page.evaluate("""(() => { const tl = tfprofUI.ui.timeline, out = [];
+        for (const f of [1, 0.5, 0.1, 0.01, 0.001]) {
+          const mid = tl.end / 2, w = tl.end * f;
+          tl.t0 = mid - w / 2; tl.t1 = mid + w / 2;
+          for (let k = 0; k < 10; k++) { const t = performance.now(); tl.draw(); out.push(performance.now() - t); }
+        }
+        tl.reset(); return out; })()""")
+    rows.append((f"timeline{tag}: one frame, whole step to 1/1000 of it (ms)", _q(frames)))
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(shots) / f"timeline{tag.replace(' ', '_')}.png"))
+    box = page.locator("#timeline").bounding_box()
+    page.evaluate("tfprofUI.ui.timeline.frames.length = 0")
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 60)
+    for _ in range(15):
+        page.mouse.wheel(0, -240)
+    page.mouse.down()
+    for k in range(20):
+        page.mouse.move(box["x"] + box["width"] * 0.5 - 15 * k, box["y"] + 60)
+    page.mouse.up()
+    interactive = page.evaluate("tfprofUI.ui.timeline.frames.slice()")
+    rows.append((f"timeline{tag}: frames while wheel-zooming and dragging (ms)", _q(interactive)))
+    return rows
+
+
+def _foreign(browser, args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The timeline of a synthetic Kineto trace of ``--trace-events`` slices in one step."""
+    from synth_kineto import write_kineto
+
+    with tempfile.TemporaryDirectory(prefix="bench_ui_kineto_") as tmp:
+        path = Path(tmp) / "k.pt.trace.json"
+        write_kineto(path, args.trace_events)
+        running = tfprof.ui(str(path))
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 860}, bypass_csp=True)
+            page.goto(f"{running}#tree")
+            page.wait_for_function("window.tfprofFirstPaint !== undefined")
+            return _timeline(page, args.shots, " (Kineto)")
+        finally:
+            running.stop()
 
 
 if __name__ == "__main__":

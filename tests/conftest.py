@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -290,3 +292,19 @@ per_node as (
   from per_step join runs using (node_id) group by node_id)
 """
 
+
+
+def read_columns(body: bytes) -> dict:
+    """An answer of the UI's binary columns (``TFCL``, the JSON's length, the JSON, then each array
+    it lists at a multiple of 8 bytes) read with ``struct`` and numpy, as plain lists."""
+    assert body[:4] == b"TFCL"
+    (n,) = struct.unpack_from("<I", body, 4)
+    data = json.loads(body[8:8 + n])
+    at = 8 + n
+    for name, kind, length in data["arrays"]:
+        at += -at % 8
+        dtype = {"f8": "<f8", "i4": "<i4"}[kind]
+        data[name] = np.frombuffer(body, dtype, length, at).tolist()
+        at += length * np.dtype(dtype).itemsize
+    assert at == len(body)
+    return data

@@ -13,7 +13,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, read_columns
 from starlette.testclient import TestClient
 
 import tfprof
@@ -161,7 +161,7 @@ def test_sql_limits_rows_and_downloads_csv(client):
 
 
 def test_timeline_columns_match_the_chrome_trace(client):
-    data = client.get("/api/timeline/1?step=1").json()
+    data = read_columns(client.get("/api/timeline/1?step=1").content)
     trace = json.loads(client.get("/api/trace/1?step=1").content)["traceEvents"]
     ops = sorted((e["ts"] - data["origin"], e["dur"], e["name"]) for e in trace if e.get("ph") == "X")
     mine = sorted(zip(data["ts"], data["dur"], (data["names"][n] for n in data["name"])))
@@ -169,7 +169,7 @@ def test_timeline_columns_match_the_chrome_trace(client):
     for lane in range(len(data["lanes"])):  # sorted, non-overlapping bars per lane
         bars = [(t, d) for t, d, k in zip(data["ts"], data["dur"], data["lane"]) if k == lane]
         assert all(a[0] + a[1] <= b[0] for a, b in itertools.pairwise(bars))
-    assert client.get("/api/timeline/1").json()["step"] == 2  # the last step by default
+    assert read_columns(client.get("/api/timeline/1").content)["step"] == 2  # the last step by default
 
 
 def test_page_and_static_files(client):

@@ -651,7 +651,7 @@ def test_timeline_search_and_click_through(page):
     want = sum("conv2d" in data["names"][k].lower() for k in data["name"])
     page.fill("#tl-search", "Conv2D")
     page.dispatch_event("#tl-search", "input")
-    assert page.inner_text("#tl-info").startswith(f"{want:,} of {len(data['ts']):,} ops match")
+    assert page.inner_text("#tl-info").startswith(f"{want:,} of {len(data['ts']):,} match")
     # the longest bar, clicked at its middle
     k = max(range(len(data["dur"])), key=lambda i: data["dur"][i])
     x, y = page.evaluate(f"""(() => {{ const t = tfprofUI.ui.timeline, {{ x0, w }} = t.span();
@@ -660,6 +660,37 @@ def test_timeline_search_and_click_through(page):
     page.mouse.click(x, y)
     page.wait_for_selector(".tt-row.sel")
     assert page.inner_text(".tt-row.sel .nm") == data["names"][data["name"][k]]
+
+
+def test_foreign_timeline_nests_events_and_follows_flows(browser):
+    """A Kineto GPU trace's timeline is its own events: the CPU threads' ops nested, the stream's
+    kernels, the flows; hovering a kernel draws its launch's arrow and names the op that
+    launched it, and a click opens that op in the views."""
+    from tfprof.api.steps import step_timeline
+
+    resnet = FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz"
+    data = step_timeline(tfprof.load(resnet), 6)
+    with page_on(browser, str(resnet)) as pg:
+        pg.click("#tabs button[data-tab=timeline]")
+        pg.wait_for_function("tfprofUI.ui.timeline.data !== null")
+        settle(pg)
+        assert pg.inner_text("#tl-info") == f"{len(data['ts']):,} events on 3 tracks ({len(data['lanes'])} lanes) · 1,516 flows"
+        kernels = [k for k in range(len(data["ts"])) if data["cats"][data["cat"][k]] == "Kernel"]
+        k = max(kernels, key=lambda i: data["dur"][i])  # the longest kernel, zoomed to
+        pg.evaluate(f"""(() => {{ const t = tfprofUI.ui.timeline;
+            t.t0 = t.ts[{k}] - 2 * t.dur[{k}]; t.t1 = t.ts[{k}] + 3 * t.dur[{k}]; t.draw(); }})()""")
+        x, y = pg.evaluate(f"""(() => {{ const t = tfprofUI.ui.timeline, {{ x0, w }} = t.span();
+            const s = w / (t.t1 - t.t0), r = t.canvas.getBoundingClientRect();
+            return [r.left + x0 + (t.ts[{k}] + t.dur[{k}] / 2 - t.t0) * s, r.top + t.laneY({data['lane'][k]}) + t.LANE / 2]; }})()""")
+        pg.mouse.move(x, y)
+        tip = pg.inner_text("#tl-tip")
+        op = data["nodes"][data["node"][k]]
+        assert data["names"][data["name"][k]] in tip and f"op: {op}" in tip and "1 flow" in tip
+        assert pg.evaluate("tfprofUI.ui.timeline.focus") == k
+        shot(pg, "timeline_kineto")
+        pg.mouse.click(x, y)
+        pg.wait_for_selector(".tt-row.sel")
+        assert pg.inner_text(".tt-row.sel .nm") == op
 
 
 def test_compare_merged_tree_folds(browser):

@@ -39,6 +39,20 @@ def step_window(prof: Profile, step: int) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
+def in_window(lo: int, hi: int) -> pl.Expr:
+    """Whether an event overlaps the window ``[lo, hi)`` (ns) or starts where it starts."""
+    return (pl.col("start_ns") < hi) & (pl.col("start_ns") + pl.col("duration_ns") >= lo) | (pl.col("start_ns") == lo)
+
+
+def window_events(prof: Profile, step: int) -> tuple[pl.DataFrame, int, int]:
+    """The events of step ``step``'s time (module docstring) sorted by start, with their process
+    and thread as text (``""`` where the trace names none), and the window's ends (ns)."""
+    lo, hi = step_window(prof, step)
+    ev = (prof.lazy("trace_events").filter(in_window(lo, hi)).sort("start_ns", "event_id").collect()
+          .with_columns(pl.col("process", "thread").cast(pl.String).fill_null("")))
+    return ev, lo, hi
+
+
 def _us(ns: pl.Expr) -> pl.Expr:
     """ns as the text of Chrome's µs, exact to the ns (``1623142623636325.120``): written from
     the integers, as a double holds an epoch time in µs to a quarter µs only."""
@@ -47,12 +61,7 @@ def _us(ns: pl.Expr) -> pl.Expr:
 
 def raw_trace(prof: Profile, step: int) -> bytes:
     """Step ``step`` of ``prof`` as Chrome trace JSON (module docstring)."""
-    lo, hi = step_window(prof, step)
-    ev = (prof.lazy("trace_events")
-          .filter((pl.col("start_ns") < hi) & (pl.col("start_ns") + pl.col("duration_ns") >= lo)
-                  | (pl.col("start_ns") == lo))
-          .sort("start_ns", "event_id").collect()
-          .with_columns(pl.col("process", "thread").cast(pl.String).fill_null("")))
+    ev, lo, hi = window_events(prof, step)
     pid = {p: k + 1 for k, p in enumerate(ev["process"].unique(maintain_order=True))}
     threads = ev.select("process", "thread").unique(maintain_order=True).with_columns(
         pl.col("process").replace_strict(pid).alias("pid"), pl.int_range(1, pl.len() + 1).over("process").alias("tid"))

@@ -25,7 +25,7 @@ body; a query is stopped when its client goes away or it passes the time limit
 ``GET /api/memory/{id}``               memory in use over ``step`` on ``allocator``, the ops at its peak
 ``POST /api/sql/{id}``                 ``q`` through the SQL sandbox, at most ``limit`` rows
 ``POST /api/sql/{id}/csv``             the same result as a CSV download
-``GET /api/timeline/{id}``             ``step``'s op bars and memory counters as columns
+``GET /api/timeline/{id}``             ``step``'s bars, flows and counters as binary columns
 ``GET /api/trace/{id}``                ``step``'s Chrome trace JSON as a download
 ``POST /api/diff/{a}/{b}/{cmd}``       ``tfprof diff``'s rows of b against a (same options), the
                                        ``limit`` largest changes first, with the noise band
@@ -51,7 +51,7 @@ from tfprof.api.options import VIEWS, view_help
 from tfprof.schema.metrics import kind_of
 from tfprof.ui import guard
 from tfprof.ui import params as P
-from tfprof.ui.endpoints import Call, endpoint, error_response, export_rows, json_response
+from tfprof.ui.endpoints import Call, columns_response, endpoint, error_response, export_rows, json_response
 from tfprof.ui.pages import api_advice, api_memory, api_overview, api_steps
 from tfprof.ui.profiles import Profiles, check_view
 
@@ -207,7 +207,7 @@ def api_timeline(call: Call) -> Response:
     from tfprof.api.steps import step_timeline
 
     entry = call.profiles.get(call.path["pid"])
-    return json_response(step_timeline(entry.profile, _step(call, entry)))
+    return columns_response(step_timeline(entry.profile, _step(call, entry)))
 
 
 @endpoint

@@ -172,9 +172,15 @@ async function loadTimeline() {
     stepSel.replaceChildren(...prof.steps.map((s) => new Option(`step ${s}`, s)));
     stepSel.value = String(prof.steps[prof.steps.length - 1]); stepSel.dataset.pid = state.pid;
   }
-  const data = await getJSON(`/api/timeline/${state.pid}?step=${stepSel.value}`);
+  const data = await getColumns(`/api/timeline/${state.pid}?step=${stepSel.value}`);
   ui.timeline.set(data);
-  $("tl-info").textContent = `${data.ts.length.toLocaleString()} ops on ${data.lanes.length} lanes`;
+  $("tl-info").textContent = timelineFacts(data);
+}
+
+function timelineFacts(d) {
+  const tracks = d.lanes.filter((l) => l.label).length, flows = d.flow_from.length;
+  return `${d.ts.length.toLocaleString()} ${d.cats ? "events" : "ops"} on ${tracks} track${tracks === 1 ? "" : "s"}`
+    + (d.lanes.length > tracks ? ` (${d.lanes.length} lanes)` : "") + (flows ? ` · ${flows.toLocaleString()} flows` : "");
 }
 
 function table(columns, rows, link, labels) {
@@ -542,8 +548,8 @@ async function init() {
   $("tl-search").addEventListener("input", () => {
     const found = ui.timeline.highlight($("tl-search").value.trim());
     const d = ui.timeline.data;
-    $("tl-info").textContent = found ? `${found.count.toLocaleString()} of ${d.ts.length.toLocaleString()} ops match · ${Fmt.time(found.time)} in all`
-      : `${d.ts.length.toLocaleString()} ops on ${d.lanes.length} lanes`;
+    $("tl-info").textContent = found ? `${found.count.toLocaleString()} of ${d.ts.length.toLocaleString()} match · ${Fmt.time(found.time)} in all`
+      : timelineFacts(d);
   });
   state.profiles = profiles;
   state.views = views;  // the server's registry: tfprof's four views and any registered there

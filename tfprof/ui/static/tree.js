@@ -40,6 +40,21 @@ async function api(url, form) {
 
 async function getJSON(url, form) { return (await api(url, form)).json(); }
 
+async function getColumns(url) {
+  // an answer of the server's `columns_response`: its JSON, with each array it lists as a typed
+  // array over the answer's own bytes (nothing parsed or copied)
+  const buf = await (await api(url)).arrayBuffer(), bytes = new Uint8Array(buf), text = new TextDecoder();
+  if (text.decode(bytes.subarray(0, 4)) !== "TFCL") throw new Error(`${url}: not a columns answer`);
+  const n = new DataView(buf).getUint32(4, true), data = JSON.parse(text.decode(bytes.subarray(8, 8 + n)));
+  let at = 8 + n;
+  for (const [name, kind, len] of data.arrays) {
+    const Kind = kind === "f8" ? Float64Array : Int32Array;
+    at += (8 - (at % 8)) % 8;
+    data[name] = new Kind(buf, at, len); at += len * Kind.BYTES_PER_ELEMENT;
+  }
+  return data;
+}
+
 async function download(url, name, form) {
   // a file the API sends, saved as `name` (a link cannot carry the token)
   const blob = await (await api(url, form)).blob();

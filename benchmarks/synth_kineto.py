@@ -1,0 +1,84 @@
+"""A synthetic PyTorch (Kineto) GPU trace: one step of about ``--events`` slices, shaped like a
+real one (``tests/fixtures/foreign/kineto_resnet50_step6.pt.trace.json.gz``).
+
+Each CPU thread runs ops back to back under ``ProfilerStep#1``: an ``aten::linear`` holding an
+``aten::addmm`` holding a ``cudaLaunchKernel``, whose kernel runs on one of the GPU streams (a
+flow from the launch to the kernel, joined by its correlation id). Times are whole µs, as
+Kineto writes them.
+
+    python benchmarks/synth_kineto.py --events 1000000 --out /tmp/k.pt.trace.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+T0 = 1_700_000_000_000_000  # µs since the epoch
+
+
+def write_kineto(path: str | Path, events: int, threads: int = 8, streams: int = 4, seed: int = 0) -> int:
+    """Write the trace (module docstring) to ``path``; returns the number of slices."""
+    rng = np.random.default_rng(seed)
+    groups = max(1, (events - 1) // 4)  # four slices a group: op, child op, launch, kernel
+    thread = np.arange(groups) % threads
+    span = rng.integers(8, 40, groups)  # the op's µs
+    # each thread's ops back to back, one µs apart
+    start = np.zeros(groups, np.int64)
+    for t in range(threads):
+        mine = thread == t
+        start[mine] = T0 + 10 + np.concatenate([[0], np.cumsum(span[mine] + 1)[:-1]])
+    kernel_dur = rng.integers(2, 30, groups)
+    stream = np.arange(groups) % streams
+    # each stream's kernels after their launch and after the stream's previous kernel
+    kernel_start = np.zeros(groups, np.int64)
+    order = np.argsort(start + 3, kind="stable")
+    free = np.zeros(streams, np.int64)
+    for g in order:
+        s = stream[g]
+        kernel_start[g] = max(start[g] + 6, free[s])
+        free[s] = kernel_start[g] + kernel_dur[g]
+    end = int(max(kernel_start.max() + kernel_dur.max(), (start + span).max())) + 5
+    out = [{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+           {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+           *({"ph": "M", "name": "thread_name", "pid": 1, "tid": t + 1, "args": {"name": f"thread {t + 1}"}}
+             for t in range(threads)),
+           *({"ph": "M", "name": "thread_name", "pid": 0, "tid": s + 7, "args": {"name": f"stream {s + 7}"}}
+             for s in range(streams)),
+           {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": T0, "dur": end - T0}]
+    for g in range(groups):
+        s, d, tid, corr = int(start[g]), int(span[g]), int(thread[g]) + 1, 100_000 + g
+        out += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": tid, "ts": s, "dur": d,
+             "args": {"External id": corr}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": tid, "ts": s + 1, "dur": d - 2,
+             "args": {"External id": corr}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": tid, "ts": s + 2, "dur": 3,
+             "args": {"correlation": corr, "external id": corr}},
+            {"ph": "X", "cat": "kernel", "name": f"gemm_kernel_{g % 13}", "pid": 0, "tid": int(stream[g]) + 7,
+             "ts": int(kernel_start[g]), "dur": int(kernel_dur[g]),
+             "args": {"device": 0, "stream": int(stream[g]) + 7, "correlation": corr, "external id": corr}},
+            {"ph": "s", "id": corr, "pid": 1, "tid": tid, "ts": s + 2, "cat": "ac2g", "name": "launch"},
+            {"ph": "f", "id": corr, "pid": 0, "tid": int(stream[g]) + 7, "ts": int(kernel_start[g]), "cat": "ac2g",
+             "name": "launch", "bp": "e"},
+        ]
+    trace = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85_000_000_000}],
+             "traceEvents": out}
+    Path(path).write_text(json.dumps(trace, separators=(",", ":")))
+    return 1 + 4 * groups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    n = write_kineto(args.out, args.events)
+    print(f"wrote {args.out}: {n:,} slices in one step")
+
+
+if __name__ == "__main__":
+    main()
