@@ -42,6 +42,7 @@ __all__ = [
     "load",
     "memory",
     "overview",
+    "ranks",
     "sample_path",
     "save",
     "steps",
@@ -181,6 +182,22 @@ def steps(prof: Profile):
     from tfprof.api.breakdown import steps as run
 
     return run(prof)
+
+
+def ranks(job, *, threshold: float = 0.05):
+    """A distributed job across its ranks: its per-rank traces (paths, a directory or a glob
+    pattern) or ``{rank: Profile}``; each rank's steps, the stragglers and by how much, the
+    communication each waits in, the ops whose time differs between ranks and what the checks
+    found (``tfprof.api.ranks``). ``print()`` it for ``tfprof ranks``'s report.
+
+    >>> import tfprof
+    >>> job = tfprof.ranks(tfprof.sample_path("job"))
+    >>> job.ranks.filter("straggler")["rank"].to_list()
+    [2]
+    """
+    from tfprof.api.ranks import ranks as run
+
+    return run(job, threshold=threshold)
 
 
 def ui(profile_or_paths, *, host: str = "127.0.0.1", port: int = 0, query_timeout: float | None = 30.0,

@@ -16,12 +16,14 @@ SAMPLES = {
     "torch": "torch_transformer.pt.trace.json.gz",  # torch.profiler: a transformer block, two steps
     "jax": "jax_mlp.xplane.pb",  # jax.profiler: a jitted MLP train step with named scopes, three steps
     "tf2": "tf2_keras.xplane.pb",  # tf.profiler (TensorFlow 2): a small Keras model's fit
+    "job": "gloo_job",  # torch.distributed (gloo, CPU): 4 ranks of a DDP job, one trace each, rank 2 slowed
 }
 
 
 def sample_path(name: str = "cnn") -> Path:
     """Path of a sample profile bundled with the package: ``cnn`` or ``multistep`` (ProfileProtos),
-    ``torch`` (a Kineto trace), ``jax`` or ``tf2`` (XSpaces).
+    ``torch`` (a Kineto trace), ``jax`` or ``tf2`` (XSpaces); ``job``: the directory of a
+    distributed job's per-rank Kineto traces.
 
     >>> import tfprof
     >>> tfprof.load(tfprof.sample_path("multistep")).row_counts()["steps"]

@@ -24,6 +24,7 @@ import tfprof.cli.commands  # noqa: F401 - registers the commands on the app
 import tfprof.cli.diff_command  # noqa: F401 - and `tfprof diff`
 import tfprof.cli.memory_command  # noqa: F401 - and `tfprof memory`
 import tfprof.cli.overview_command  # noqa: F401 - and `tfprof overview`
+import tfprof.cli.ranks_command  # noqa: F401 - and `tfprof ranks`
 import tfprof.cli.server_command  # noqa: F401 - and `tfprof server`
 import tfprof.cli.steps_command  # noqa: F401 - and `tfprof steps`
 import tfprof.cli.ui_command  # noqa: F401 - and `tfprof ui`

@@ -265,6 +265,12 @@ INFO = _table(
     _f("has_trace", pa.bool_(), "some node has a code trace"),
     _f("miss_accelerator_stream", pa.bool_(),
         "GPU devices were seen without a stream:all device (tfprof then under-reports GPU time)"),
+    _f("rank", pa.int64(), "the process's rank in a distributed job, as the trace records it (Kineto's "
+        "`distributedInfo`); null where it records none", nullable=True),
+    _f("world_size", pa.int64(), "the job's number of ranks, as the trace records it; null where it records none",
+        nullable=True),
+    _f("host", pa.string(), "the host the trace was captured on (an XSpace's first host name); null where it "
+        "records none", nullable=True),
 )
 
 VALIDATION = _table(

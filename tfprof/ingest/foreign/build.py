@@ -166,9 +166,10 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
 
 
 def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | None = None,
-          flops: Flops | None = None) -> dict[str, pa.Table]:
+          flops: Flops | None = None, job: dict | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
-    events; ``flops`` estimates each op execution's float ops (None: the reader has no count).
+    events; ``flops`` estimates each op execution's float ops (None: the reader has no count);
+    ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them.
     Given in a one-item list, the events are taken over (the list is emptied), so that their
     text columns are freed once build holds its own categorical copy of them."""
     ev, args = _nested(ev.pop() if isinstance(ev, list) else ev)
@@ -221,7 +222,8 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | Non
     found = validate.Findings()
     unlinked = own.filter(~pl.col("linked"))
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
-    return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None)
+    return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None,
+                   job or {})
 
 
 def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
@@ -266,7 +268,7 @@ def _finite(counters: pl.DataFrame | None, found: validate.Findings) -> pl.DataF
     return counters.filter(pl.col("value").is_finite())
 
 
-def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counted) -> dict[str, pa.Table]:
+def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counted, job) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     # a node whose op launched GPU work is placed on that GPU, as tfprof places a GPU op
     placed = acc.filter(pl.col("runs") == 0).group_by("node_id").agg(pl.col("device").sort_by("event_id").first()
@@ -312,7 +314,8 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     for name in ("node_inputs", "output_shapes", "node_attrs", "output_memory", "checkpoint_tensors"):
         out[name] = TABLES[name].schema.empty_table()
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
-    out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False]})
+    out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False],
+                                   **{k: [v] for k, v in job.items()}})
     out["trace_events"] = _trace_events(ev, args, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()

@@ -79,9 +79,23 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     del timed, counter_events, categories  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
-    tables = build.build(owned, counters=counters, flops=torch_flops.per_execution)
+    tables = build.build(owned, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
     formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
+
+
+def _job(path: Path, top: dict) -> dict:
+    """The rank and world size ``distributedInfo`` records (PyTorch writes it in a distributed
+    run); an error naming the file where it holds something else than whole numbers."""
+    info = top.get("distributedInfo")
+    if not isinstance(info, dict):
+        return {}
+    job = {k: info.get(key) for k, key in (("rank", "rank"), ("world_size", "world_size"))}
+    for key, value in job.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31):
+            raise ProfileFormatError(f"`{path}`: `distributedInfo.{key}` is {one_line(repr(value))}, not a whole "
+                                     "number of ranks; the trace is damaged")
+    return job
 
 
 def exact_ns(us: pl.Expr) -> pl.Expr:

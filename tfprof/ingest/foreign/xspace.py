@@ -129,7 +129,7 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
     owned = [ev]  # build takes the events over
     del ev
-    return build.build(owned)
+    return build.build(owned, job={"host": space.hostnames[0]} if space.hostnames else None)
 
 
 def _start_ns(path: Path, value) -> int:

@@ -1,0 +1,103 @@
+"""``ranks(job)``: a distributed job across its ranks — each rank's steps, the stragglers and by
+how much, the communication each waits in, the ops whose time differs between ranks, and what
+the cross-rank checks found (``tfprof.queries.ranks``; ``tfprof ranks`` prints it).
+
+>>> import tfprof
+>>> job = ranks(tfprof.sample_path("job"))
+>>> [(s.rank, s.how) for s in job.sources][:2], job.ranks["rank"][0]  # rank 2 does extra work
+([(0, 'recorded'), (1, 'recorded')], 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from tfprof.errors import OptionError
+from tfprof.ingest.job import RankSource, assign_ranks, job_files
+from tfprof.profile import Profile
+
+
+@dataclass
+class JobReport:
+    """A job across its ranks: ``sources`` (each rank's file and how its rank was found),
+    ``steps`` (per rank and step), ``ranks`` (per rank, the latest first, ``straggler`` marked),
+    ``ops`` (per op and metric across ranks, the widest spread first), ``findings`` (the
+    cross-rank checks'); ``str()`` is ``tfprof ranks``'s report."""
+
+    sources: list[RankSource]
+    steps: pl.DataFrame
+    ranks: pl.DataFrame
+    ops: pl.DataFrame
+    findings: pl.DataFrame
+    profiles: dict[int, Profile] = field(default_factory=dict, repr=False)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self, top: int = 10) -> str:
+        """``tfprof ranks``'s report, listing ``top`` of the ops that differ most."""
+        from tfprof.views.ranks_text import render_job
+
+        return render_job(self.sources, self.steps, self.ranks, self.ops, self.findings, top)
+
+    def finding_lines(self) -> list[str]:
+        """Each finding as a sentence."""
+        from tfprof.views.ranks_text import finding_lines
+
+        basis = "collective_ns" if self.steps["collective_ns"].fill_null(0).sum() > 0 else "window_ns"
+        return finding_lines(self.findings, self.ranks, self.ops, self.steps["window_ns"].median(), basis)
+
+
+def load_job(paths: list, progress: Callable[[int, int, str], None] | None = None) -> dict[int, tuple[RankSource, Profile]]:
+    """Each rank's source and profile, read from the job's trace files (``tfprof.ingest.job``),
+    in rank order; ``progress(done, total, path)`` after each."""
+    from tfprof.api.inputs import load
+
+    files = job_files(paths)
+    loaded = []
+    for k, path in enumerate(files):
+        loaded.append((path, load(path)))
+        if progress:
+            progress(k + 1, len(files), str(path))
+    return _ranked([(path, prof) for path, prof in loaded])
+
+
+def _ranked(loaded: list[tuple[Path, Profile]]) -> dict[int, tuple[RankSource, Profile]]:
+    facts = []
+    for path, prof in loaded:
+        info = prof.frame("info")
+        get = (lambda c: info[c][0] if c in info.columns and info.height else None)  # noqa: E731 - older stores lack them
+        facts.append((path, get("rank"), get("world_size"), get("host")))
+    by_path = dict(loaded)
+    return {src.rank: (src, by_path[src.path]) for src in assign_ranks(facts)}
+
+
+def ranks(job, *, threshold: float = 0.05, progress: Callable[[int, int, str], None] | None = None, **unknown) -> JobReport:
+    """The report (module docstring) of ``job``: its trace files (a list of paths, directories or
+    glob patterns, or one of them), or ``{rank: Profile}``. A rank is a straggler when the other
+    ranks wait for it more than ``threshold`` of the median step."""
+    from tfprof.queries.ranks import job_findings, job_frames, op_spread, per_rank_step, rank_facts, rank_summary
+
+    if unknown:
+        raise OptionError("ranks() takes a job's traces: paths, a directory or a glob pattern, or {rank: Profile}; "
+                          f"{', '.join(unknown)} is not an option")
+    if isinstance(job, dict):
+        members = {int(r): (RankSource(int(r), Path(str(getattr(p, "source", "") or f"rank {r}")), "given"), p)
+                   for r, p in job.items()}
+    else:
+        members = load_job(list(job) if isinstance(job, (list, tuple)) else [job], progress)
+    if len(members) < 2:
+        raise OptionError(f"a job needs the traces of two ranks or more; {len(members)} given")
+    facts = {r: rank_facts(prof) for r, (_, prof) in members.items()}
+    steps, ops = job_frames(facts)
+    if steps.height == 0:
+        raise OptionError("no rank of this job records a step: the cross-rank analysis compares steps")
+    per = per_rank_step(steps)
+    summary = rank_summary(per, threshold)
+    spread = op_spread(ops, sorted(members))
+    return JobReport([src for src, _ in members.values()], per, summary, spread, job_findings(per, summary, spread),
+                     {r: prof for r, (_, prof) in members.items()})

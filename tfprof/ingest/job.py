@@ -1,0 +1,88 @@
+"""A distributed job's traces: which files belong to it and which rank each one is.
+
+A job is given as files, directories (every trace below them: ``*.json``, ``*.json.gz``,
+``*.xplane.pb``, as PyTorch's profiler and TensorBoard's profile plugin write them) or glob
+patterns. Each file is one rank. Its rank is, first, what the trace records (Kineto's
+``distributedInfo.rank``, kept in the ``info`` table); else a number in its file name after
+``rank`` (``rank-3.pt.trace.json``, ``trace_rank03.json``); else, for traces that name their
+host (XSpace), the host's place among the job's hosts in name order; else the file's place among
+the job's files in name order. How each rank was found is kept beside it, and two files that
+claim one rank, or a rank beyond the recorded world size, are errors naming both.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfprof.errors import InputNotFoundError, OptionError
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb")
+_RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankSource:
+    """One file of a job: its ``path``, ``rank`` and ``how`` the rank was found (``recorded``,
+    ``file name``, ``host order``, ``file order``); ``host`` and ``world_size`` as recorded (or None)."""
+
+    rank: int
+    path: Path
+    how: str
+    host: str | None = None
+    world_size: int | None = None
+
+
+def job_files(paths: list[str | Path]) -> list[Path]:
+    """The trace files ``paths`` name (files as given; directories searched for traces below
+    them; glob patterns expanded), each once, in name order; an ``InputNotFoundError`` naming
+    what matched nothing."""
+    found: dict[Path, None] = {}
+    for item in paths:
+        text = str(item)
+        if glob.has_magic(text):
+            matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
+        elif Path(text).is_dir():
+            matches = sorted(p for p in Path(text).rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        elif Path(text).is_file():
+            matches = [Path(text)]
+        else:
+            raise InputNotFoundError(f"`{text}`: no such file or directory (a job is given as its trace files, "
+                                     "their directory or a glob pattern)")
+        if not matches:
+            raise InputNotFoundError(f"`{text}` holds no trace file ({', '.join(TRACE_SUFFIXES)}); give the job's "
+                                     "per-rank traces")
+        found.update(dict.fromkeys(matches))
+    return sorted(found, key=str)
+
+
+def rank_in_name(path: Path) -> int | None:
+    """The number after ``rank`` in the file's name (the last such), or None."""
+    found = _RANK_IN_NAME.findall(path.name)
+    return int(found[-1]) if found else None
+
+
+def assign_ranks(files: list[tuple[Path, int | None, int | None, str | None]]) -> list[RankSource]:
+    """The ranks of a job's files, each given as (path, recorded rank, recorded world size,
+    recorded host), sorted by rank (module docstring)."""
+    if all(rank is not None for _, rank, _, _ in files):
+        ranked = [(rank, "recorded") for _, rank, _, _ in files]
+    elif all(rank_in_name(path) is not None for path, *_ in files):
+        ranked = [(rank_in_name(path), "file name") for path, *_ in files]
+    elif all(host is not None for *_, host in files) and len({h for *_, h in files}) == len(files):
+        order = {h: k for k, h in enumerate(sorted(h for *_, h in files))}
+        ranked = [(order[host], "host order") for *_, host in files]
+    else:
+        ranked = [(k, "file order") for k in range(len(files))]
+    out = [RankSource(rank, path, how, host, world) for (path, _, world, host), (rank, how) in zip(files, ranked)]
+    seen: dict[int, Path] = {}
+    for src in out:
+        if src.rank in seen:
+            raise OptionError(f"`{seen[src.rank]}` and `{src.path}` are both rank {src.rank} ({src.how}); a job has one "
+                              "trace per rank")
+        seen[src.rank] = src.path
+        if src.world_size is not None and src.rank >= src.world_size:
+            raise OptionError(f"`{src.path}` is rank {src.rank} of a job of {src.world_size} ranks; the trace is damaged")
+    return sorted(out, key=lambda s: s.rank)
