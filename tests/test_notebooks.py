@@ -56,5 +56,8 @@ def test_bundled_samples_are_the_fixture_profiles():
     means copying it again."""
     assert tfprof.sample_path().read_bytes() == (FIXTURES / "cnn" / "profile.pb").read_bytes()
     assert tfprof.sample_path("multistep").read_bytes() == (FIXTURES / "multistep" / "profile.pb").read_bytes()
+    job = sorted(p.name for p in tfprof.sample_path("job").iterdir())
+    assert job == [f"rank-{r}.pt.trace.json.gz" for r in range(4)]
+    assert all((tfprof.sample_path("job") / n).read_bytes() == (FIXTURES / "ranks" / "gloo4" / n).read_bytes() for n in job)
     with pytest.raises(tfprof.OptionError, match="multistep"):
         tfprof.sample_path("mnist")

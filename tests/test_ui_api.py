@@ -431,3 +431,15 @@ def test_steps_gives_the_breakdown_and_its_report():
     assert r["compute_ns"] + r["communication_ns"] + r["memcpy_ns"] + r["idle_ns"] == r["window_ns"]
     cpu = gpu.get("/api/steps/1").json()
     assert all(r["device"] is None for r in cpu["rows"]) and "step times only" in cpu["text"]
+
+
+def test_ranks_of_a_job_and_of_profiles_that_are_none(client):
+    job = page_client(make_app(Profiles.load([str(FIXTURES / "ranks" / "gloo4")])))
+    answer = job.get("/api/ranks").json()
+    assert [s["rank"] for s in answer["sources"]] == [0, 1, 2, 3] and len({s["pid"] for s in answer["sources"]}) == 4
+    assert [r["rank"] for r in answer["ranks"] if r["straggler"]] == [2]
+    assert answer["findings"][0].startswith("straggler: rank 2") and answer["text"].startswith("Job: 4 ranks")
+    none = client.get("/api/ranks").json()  # the sample and the multistep profile: no ranks recorded or named
+    assert none["job"] is None and "do not look like one job's ranks" in none["why"]
+    one = page_client(make_app(Profiles.load([SAMPLE]))).get("/api/ranks").json()
+    assert one["job"] is None and one["why"].startswith("one profile is open")

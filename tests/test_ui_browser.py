@@ -22,6 +22,7 @@ sync_playwright = pytest.importorskip(
 
 SAMPLE = str(tfprof.sample_path())
 MULTISTEP = str(FIXTURES / "multistep" / "profile.pb")
+GLOO_JOB = FIXTURES / "ranks" / "gloo4"
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it); playwright's download is not used
 SHOTS = Path(__file__).resolve().parent.parent / "build" / "ui-screenshots"
 
@@ -691,6 +692,29 @@ def test_foreign_timeline_nests_events_and_follows_flows(browser):
         pg.mouse.click(x, y)
         pg.wait_for_selector(".tt-row.sel")
         assert pg.inner_text(".tt-row.sel .nm") == op
+
+
+def test_ranks_page_marks_the_straggler_and_opens_its_timeline(browser):
+    """A job's directory opens as one profile per rank; the Ranks page draws each rank's median
+    step with the straggler marked, says what the checks found, lists the ops that differ, and a
+    click on a rank opens its timeline."""
+    job = tfprof.ranks(GLOO_JOB)
+    with page_on(browser, str(GLOO_JOB)) as pg:
+        assert pg.evaluate("tfprofUI.state.profiles.length") == 4
+        pg.click("#tabs button[data-tab=ranks]")
+        settle(pg)
+        rows = pg.eval_on_selector_all(".rankrow", "rs => rs.map(r => [r.dataset.rank, r.classList.contains('straggler')])")
+        assert rows == [[str(r), r == 2] for r in range(4)]
+        assert pg.inner_text("#ranks .reports").splitlines() == job.finding_lines()
+        assert pg.inner_text("#ranks table.grid tbody tr td") == job.ops["name"][0]
+        shot(pg, "ranks")
+        pg.click(".rankrow[data-rank='2']")
+        pg.wait_for_function("tfprofUI.state.tab === 'timeline' && tfprofUI.ui.timeline.data !== null")
+        settle(pg)
+        label = pg.evaluate("tfprofUI.state.profiles.find(p => p.id === tfprofUI.state.pid).path")
+        assert label.endswith("rank-2.pt.trace.json.gz")
+    with page_on(browser, SAMPLE) as pg:  # one profile: no Ranks tab
+        assert pg.is_hidden("#tabs button[data-tab=ranks]")
 
 
 def test_compare_merged_tree_folds(browser):

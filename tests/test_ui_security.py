@@ -121,7 +121,7 @@ POST_ONLY = {"/api/sql/{pid}", "/api/sql/{pid}/csv", "/api/diff/{a}/{b}/{cmd}"}
 GET = {"/api/profiles", "/api/view/{pid}/{cmd}", "/api/children/{pid}/{cmd}", "/api/subtree/{pid}/{cmd}", "/api/steps/{pid}",
        "/api/search/{pid}/{cmd}",
        "/api/flame/{pid}/{cmd}", "/api/advice/{pid}", "/api/timeline/{pid}", "/api/trace/{pid}", "/api/overview/{pid}",
-       "/api/memory/{pid}"}
+       "/api/memory/{pid}", "/api/ranks"}
 
 
 @pytest.fixture(scope="module")

@@ -52,6 +52,12 @@ class JobReport:
         return finding_lines(self.findings, self.ranks, self.ops, self.steps["window_ns"].median(), basis)
 
 
+def job_paths(paths: list) -> list[Path]:
+    """The trace files a job is given as (``tfprof.ingest.job.job_files``): files, directories of
+    traces, glob patterns."""
+    return job_files(paths)
+
+
 def load_job(paths: list, progress: Callable[[int, int, str], None] | None = None) -> dict[int, tuple[RankSource, Profile]]:
     """Each rank's source and profile, read from the job's trace files (``tfprof.ingest.job``),
     in rank order; ``progress(done, total, path)`` after each."""
@@ -63,33 +69,41 @@ def load_job(paths: list, progress: Callable[[int, int, str], None] | None = Non
         loaded.append((path, load(path)))
         if progress:
             progress(k + 1, len(files), str(path))
-    return _ranked([(path, prof) for path, prof in loaded])
+    return rank_profiles(loaded)
 
 
-def _ranked(loaded: list[tuple[Path, Profile]]) -> dict[int, tuple[RankSource, Profile]]:
+def rank_profiles(loaded: list[tuple[Path, Profile]]) -> dict[int, tuple[RankSource, Profile]]:
+    """The rank of each (path, profile) of a job (``tfprof.ingest.job.assign_ranks``: what the
+    trace records, else its file name, host or place), in rank order."""
     facts = []
     for path, prof in loaded:
         info = prof.frame("info")
         get = (lambda c: info[c][0] if c in info.columns and info.height else None)  # noqa: E731 - older stores lack them
-        facts.append((path, get("rank"), get("world_size"), get("host")))
-    by_path = dict(loaded)
+        facts.append((Path(path), get("rank"), get("world_size"), get("host")))
+    by_path = {Path(path): prof for path, prof in loaded}
     return {src.rank: (src, by_path[src.path]) for src in assign_ranks(facts)}
 
 
 def ranks(job, *, threshold: float = 0.05, progress: Callable[[int, int, str], None] | None = None, **unknown) -> JobReport:
     """The report (module docstring) of ``job``: its trace files (a list of paths, directories or
-    glob patterns, or one of them), or ``{rank: Profile}``. A rank is a straggler when the other
-    ranks wait for it more than ``threshold`` of the median step."""
-    from tfprof.queries.ranks import job_findings, job_frames, op_spread, per_rank_step, rank_facts, rank_summary
-
+    glob patterns, or one of them), ``{rank: Profile}``, or ``[(path, Profile), ...]`` (ranked as
+    files are). A rank is a straggler when the other ranks wait for it more than ``threshold``
+    of the median step."""
     if unknown:
         raise OptionError("ranks() takes a job's traces: paths, a directory or a glob pattern, or {rank: Profile}; "
                           f"{', '.join(unknown)} is not an option")
     if isinstance(job, dict):
-        members = {int(r): (RankSource(int(r), Path(str(getattr(p, "source", "") or f"rank {r}")), "given"), p)
-                   for r, p in job.items()}
+        members = {int(r): (RankSource(int(r), Path(f"rank {r}"), "given"), p) for r, p in sorted(job.items())}
+    elif isinstance(job, (list, tuple)) and job and all(isinstance(m, tuple) and len(m) == 2 for m in job):
+        members = rank_profiles(list(job))
     else:
         members = load_job(list(job) if isinstance(job, (list, tuple)) else [job], progress)
+    return _report(members, threshold)
+
+
+def _report(members: dict[int, tuple[RankSource, Profile]], threshold: float) -> JobReport:
+    from tfprof.queries.ranks import job_findings, job_frames, op_spread, per_rank_step, rank_facts, rank_summary
+
     if len(members) < 2:
         raise OptionError(f"a job needs the traces of two ranks or more; {len(members)} given")
     facts = {r: rank_facts(prof) for r, (_, prof) in members.items()}

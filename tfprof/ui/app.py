@@ -23,6 +23,7 @@ body; a query is stopped when its client goes away or it passes the time limit
 ``GET /api/advice/{id}``               each checker's reports and evidence, the nodes they name
 ``GET /api/overview/{id}``             the landing page: facts, the op types by time, each step
 ``GET /api/memory/{id}``               memory in use over ``step`` on ``allocator``, the ops at its peak
+``GET /api/ranks``                     the profiles as one job's ranks: steps, stragglers, ops, findings
 ``POST /api/sql/{id}``                 ``q`` through the SQL sandbox, at most ``limit`` rows
 ``POST /api/sql/{id}/csv``             the same result as a CSV download
 ``GET /api/timeline/{id}``             ``step``'s bars, flows and counters as binary columns
@@ -52,7 +53,7 @@ from tfprof.schema.metrics import kind_of
 from tfprof.ui import guard
 from tfprof.ui import params as P
 from tfprof.ui.endpoints import Call, columns_response, endpoint, error_response, export_rows, json_response
-from tfprof.ui.pages import api_advice, api_memory, api_overview, api_steps
+from tfprof.ui.pages import api_advice, api_memory, api_overview, api_ranks, api_steps
 from tfprof.ui.profiles import Profiles, check_view
 
 # The page's files: request name -> (package file, media type).
@@ -62,6 +63,7 @@ STATIC = {
     "tree.js": "text/javascript",
     "charts.js": "text/javascript",
     "timeline.js": "text/javascript",
+    "ranks.js": "text/javascript",
 }
 ROW_LIMIT = 2_000
 EXPAND_LIMIT = 20_000  # the rows one Expand all brings (a view's first levels beyond it open on demand)
@@ -296,6 +298,7 @@ def make_app(profiles: Profiles, *, token: str | None = None, hosts: frozenset[s
         Route("/api/search/{pid}/{cmd}", api_search),
         Route("/api/flame/{pid}/{cmd}", api_flame),
         Route("/api/advice/{pid}", api_advice),
+        Route("/api/ranks", api_ranks),
         Route("/api/sql/{pid}", api_sql, methods=post),
         Route("/api/sql/{pid}/csv", api_sql_csv, methods=post),
         Route("/api/timeline/{pid}", api_timeline),

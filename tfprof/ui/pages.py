@@ -1,5 +1,5 @@
-"""The UI's pages beside the views: Overview (the landing page), Steps, Memory and Advisor, each
-one endpoint over ``tfprof.api``."""
+"""The UI's pages beside the views: Overview (the landing page), Steps, Memory, Advisor and Ranks
+(the profiles as one distributed job's ranks), each one endpoint over ``tfprof.api``."""
 
 from __future__ import annotations
 
@@ -65,3 +65,10 @@ def _link(row: dict) -> dict | None:
         return None
     view = row.get("section") if row.get("section") in VIEWS else "scope"
     return {"name": name, "view": "scope" if VIEWS[view].layout == "graph" else view}
+
+
+@endpoint
+def api_ranks(call: Call) -> Response:
+    """The server's profiles as the ranks of one job (``Profiles.job``): each rank's steps, the
+    stragglers, the ops that differ most, the findings."""
+    return json_response(call.profiles.job())

@@ -47,6 +47,7 @@ class Profiles:
         self.entries = {e.id: e for e in entries}
         self.lock = threading.RLock()
         self._views: OrderedDict[tuple, Tree] = OrderedDict()
+        self._job: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, items: Iterable[str | Path | Profile], labels: list[str] | None = None,
@@ -57,6 +58,7 @@ class Profiles:
         if loader is None:
             from tfprof.api import load as loader
         entries = []
+        items, labels = _expand_jobs(list(items), labels)
         for k, item in enumerate(items):
             if isinstance(item, Profile):
                 path = str(item.store) if item.store is not None else f"profile{k}"
@@ -68,6 +70,15 @@ class Profiles:
         if not entries:
             raise BadRequest("give at least one profile")
         return cls(entries)
+
+    def job(self) -> dict[str, Any]:
+        """The profiles seen as the ranks of one job (``tfprof.api.ranks``), made once: the report's
+        tables as rows and its findings as sentences, each rank with its profile's id; or
+        ``{"job": None, "why": ...}`` where they are no job (one profile, no step)."""
+        with self.lock:
+            if self._job is None:
+                self._job = _job_page(list(self.entries.values()))
+            return self._job
 
     def get(self, pid: str) -> Entry:
         entry = self.entries.get(pid)
@@ -98,3 +109,50 @@ class Profiles:
             while len(self._views) > CACHED_VIEWS:
                 self._views.popitem(last=False)
             return tree
+
+
+def _expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] | None]:
+    """A directory that is not a store stands for the traces below it (a distributed job's, one
+    per rank: ``tfprof.api.ranks.job_paths``); files, stores and profiles stay as they are."""
+    from tfprof.api.ranks import job_paths
+    from tfprof.manifest import MANIFEST
+
+    out, out_labels = [], []
+    for k, item in enumerate(items):
+        label = labels[k] if labels else None
+        if not isinstance(item, Profile) and Path(item).is_dir() and not (Path(item) / MANIFEST).exists():
+            found = job_paths([item])
+            out += found
+            out_labels += [str(f) for f in found]
+        else:
+            out.append(item)
+            out_labels.append(label if label is not None else (None if isinstance(item, Profile) else str(item)))
+    return out, (out_labels if labels else None)
+
+
+def _job_page(entries: list[Entry]) -> dict[str, Any]:
+    import json
+
+    from tfprof.api.ranks import ranks
+    from tfprof.api.shell import export
+    from tfprof.errors import TfprofError
+
+    if len(entries) < 2:
+        return {"job": None, "why": "one profile is open: give the server a distributed job's traces, one per rank "
+                                    "(tfprof ui traces/ or tfprof ui rank-*.pt.trace.json.gz)"}
+    pids = {Path(e.path): e.id for e in entries}
+    try:
+        report = ranks([(Path(e.path), e.profile) for e in entries])
+    except TfprofError as exc:
+        return {"job": None, "why": str(exc).splitlines()[0]}
+    if all(s.how == "file order" for s in report.sources):
+        return {"job": None, "why": "these profiles record no rank and their file names carry none (rank-N): they "
+                                    "do not look like one job's ranks; tfprof ranks compares them as given"}
+
+    def rows(frame):
+        return json.loads(export(frame, "json"))
+
+    return {"job": True,
+            "sources": [{"rank": s.rank, "how": s.how, "path": str(s.path), "pid": pids.get(s.path)} for s in report.sources],
+            "ranks": rows(report.ranks), "steps": rows(report.steps), "ops": rows(report.ops.head(20)),
+            "findings": report.finding_lines(), "text": report.text()}

@@ -90,6 +90,7 @@ async function doRefresh() {
     if (state.tab === "timeline" && state.loaded.timeline !== state.pid) { await loadTimeline(); state.loaded.timeline = state.pid; }
     if (state.tab === "advisor" && state.loaded.advisor !== state.pid) { await loadAdvice(); state.loaded.advisor = state.pid; }
     if (state.tab === "steps" && state.loaded.steps !== state.pid) { await loadSteps(); state.loaded.steps = state.pid; }
+    if (state.tab === "ranks" && !state.loaded.ranks) { await loadRanks(openRank); state.loaded.ranks = true; }
     if (state.tab === "memory" && state.loaded.memory !== state.pid + (state.memoryPick || "")) {
       await loadMemory(); state.loaded.memory = state.pid + (state.memoryPick || "");
     }
@@ -525,6 +526,13 @@ function sortBy(order) {
 
 const ui = {};
 
+function openRank(pid) {
+  // a rank of the Ranks page: its profile, on the Timeline
+  $("profile").value = pid;
+  $("profile").dispatchEvent(new Event("change"));
+  setTab("timeline");
+}
+
 async function init() {
   // the landing tab: the Overview, or the one the address names (`#tree`, `#timeline`, ...)
   const asked = location.hash.slice(1);
@@ -555,6 +563,7 @@ async function init() {
   state.views = views;  // the server's registry: tfprof's four views and any registered there
   for (const v of views) { const b = el("button", null, v.name); b.dataset.cmd = v.name; b.title = v.help; $("views").appendChild(b); }
   markViews();
+  document.querySelector("#tabs button[data-tab=ranks]").hidden = profiles.length < 2;  // a job: several ranks' profiles
   for (const s of [$("profile"), $("cmp-a"), $("cmp-b")]) s.replaceChildren(...profiles.map((p) => new Option(`${p.id}: ${p.label}`, p.id)));
   $("cmp-b").value = profiles.length > 1 ? profiles[1].id : profiles[0].id;
   const facts = () => { const p = current(); $("facts").textContent = `${p.source} · ${p.nodes.toLocaleString()} nodes · ${p.steps.length} step${p.steps.length === 1 ? "" : "s"}`; $("facts").title = p.path; };
