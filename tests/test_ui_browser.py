@@ -506,6 +506,13 @@ def test_the_overview_is_the_landing_page_and_leads_on(browser, capsysbinary):
         running.stop()
 
 
+def _fmt_time_ns(ns: int) -> str:
+    """The page's Fmt.time of a time in ns (tfprof's FormatTime)."""
+    from tfprof.views.units import fmt_time_ns
+
+    return fmt_time_ns(ns)
+
+
 def _fmt_memory(b: int) -> str:
     """The page's Fmt.memory (tfprof's FormatMemory)."""
     from tfprof.views.units import fmt_memory
@@ -543,6 +550,16 @@ def test_memory_page_draws_the_peak_and_its_ops(browser):
         assert pg.get_attribute("#tabs button[data-tab=tree]", "class") == "on"
         assert pg.inner_text(".tt-row.sel .nm") == top
         assert pg.inner_text("#command code").startswith("tfprof scope ")
+        # the peak on the timeline: the step's timeline, zoomed to the peak's moment and marked there
+        pg.click("#tabs button[data-tab=memory]")
+        settle(pg)
+        pg.click("#memory .to-timeline")
+        pg.wait_for_function("tfprofUI.state.tab === 'timeline' && tfprofUI.ui.timeline.mark")
+        settle(pg)
+        assert pg.input_value("#tl-step") == str(other["step"])
+        mark, origin = pg.evaluate("[tfprofUI.ui.timeline.mark.t, tfprofUI.ui.timeline.data.origin_ns]")
+        assert mark == pytest.approx(other["start_micros"] + other["peak_micros"] - origin / 1000)
+        assert pg.evaluate("tfprofUI.ui.timeline.t0 < tfprofUI.ui.timeline.mark.t && tfprofUI.ui.timeline.mark.t < tfprofUI.ui.timeline.t1")
 
 
 def open_bottom_up(pg) -> None:
@@ -715,6 +732,47 @@ def test_ranks_page_marks_the_straggler_and_opens_its_timeline(browser):
         assert label.endswith("rank-2.pt.trace.json.gz")
     with page_on(browser, SAMPLE) as pg:  # one profile: no Ranks tab
         assert pg.is_hidden("#tabs button[data-tab=ranks]")
+
+
+def test_every_page_on_a_gpu_trace(browser, capsysbinary):
+    """Each page on a real PyTorch GPU trace draws what the command line or the API says, with no
+    error: the Overview's op types, the views' rows, the flame graph's total, every slice of the
+    timeline, the step's parts, memory in use, the advisor's checks and a SQL query."""
+    from tfprof.api.breakdown import steps
+    from tfprof.api.steps import step_timeline
+
+    trace = str(FIXTURES / "foreign" / "kineto_resnet50_step6.pt.trace.json.gz")
+    prof = tfprof.load(trace)
+    with page_on(browser, trace) as pg:
+        def open_tab(tab: str) -> None:
+            pg.click(f"#tabs button[data-tab={tab}]")
+            settle(pg)
+            assert pg.inner_text("#error") == "", tab
+
+        open_tab("overview")
+        expected = cli_rows(capsysbinary, f"tfprof op {trace} --order_by micros --max_depth 9 --select micros")
+        first = pg.eval_on_selector_all("#overview .oprow .nm", "els => els.map(e => e.textContent)")[0]
+        assert first == expected[0]["name"]
+        open_tab("tree")
+        assert len(shown(pg)) > 5
+        open_tab("flame")
+        pg.wait_for_function("tfprofUI.ui.flame.data !== null && tfprofUI.ui.flame.data.total > 0")
+        open_tab("timeline")
+        pg.wait_for_function("tfprofUI.ui.timeline.data !== null")
+        assert pg.evaluate("tfprofUI.ui.timeline.data.ts.length") == len(step_timeline(prof, 6)["ts"])
+        open_tab("steps")
+        window = steps(prof)["window_ns"][0]
+        assert f"step 6 · gpu:0 · {_fmt_time_ns(window)}" in pg.inner_text("#steps")
+        open_tab("memory")
+        assert pg.locator("#memory svg").count() > 0 and "Memory in use: step 6" in pg.inner_text("#memory")
+        open_tab("advisor")
+        assert pg.locator("#advice .card").count() > 3
+        open_tab("sql")
+        pg.click("#run-sql")
+        settle(pg)
+        pg.wait_for_selector("#sql-result table.grid tbody tr")
+        assert pg.locator("#sql-result table.grid tbody tr").count() > 5
+        shot(pg, "gpu_sql")
 
 
 def test_compare_merged_tree_folds(browser):

@@ -173,9 +173,15 @@ async function loadTimeline() {
     stepSel.replaceChildren(...prof.steps.map((s) => new Option(`step ${s}`, s)));
     stepSel.value = String(prof.steps[prof.steps.length - 1]); stepSel.dataset.pid = state.pid;
   }
+  const focus = state.timelineFocus;
+  if (focus && prof.steps.includes(focus.step)) stepSel.value = String(focus.step);
   const data = await getColumns(`/api/timeline/${state.pid}?step=${stepSel.value}`);
   ui.timeline.set(data);
   $("tl-info").textContent = timelineFacts(data);
+  if (focus) {  // from the Memory page: the peak's moment, marked (its time since the epoch, in us)
+    state.timelineFocus = null;
+    ui.timeline.markAt(focus.at - (data.origin_ns !== undefined ? data.origin_ns / 1000 : data.origin), "memory peak");
+  }
 }
 
 function timelineFacts(d) {
@@ -465,6 +471,10 @@ async function loadMemory() {
   sel.addEventListener("change", () => { state.memoryPick = sel.value; refresh(); });
   pick.append(el("span", null, "show"), sel);
   if (!s.exact) pick.appendChild(el("small", null, "the trace does not record this allocator's level: a running sum of its events from the capture's first"));
+  const onTimeline = el("a", "to-timeline", "the peak on the timeline →");
+  onTimeline.title = `step ${s.step}'s timeline, zoomed to the moment of the peak`;
+  onTimeline.addEventListener("click", () => { state.timelineFocus = { step: s.step, at: s.start_micros + s.peak_micros }; state.loaded.timeline = null; setTab("timeline"); });
+  pick.appendChild(onTimeline);
   card.appendChild(pick);
   card.appendChild(memoryChart(m.curve, s));
   const ops = el("div", "card");

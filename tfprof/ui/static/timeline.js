@@ -43,7 +43,7 @@ class Timeline {
     let end = 1;
     for (let k = 0; k < this.ts.length; k++) end = Math.max(end, this.ts[k] + this.dur[k]);
     for (const c of data.counters) for (const t of c.ts) end = Math.max(end, t);
-    this.end = end; this.focus = -1; this.y0 = 0;
+    this.end = end; this.focus = -1; this.y0 = 0; this.mark = null;
     this.highlight(this.query);
     this.reset();
   }
@@ -97,6 +97,14 @@ class Timeline {
   }
 
   reset() { this.t0 = 0; this.t1 = this.end ? this.end * 1.02 : 1; this.y0 = 0; this.draw(); }
+
+  markAt(t, label) {
+    // a moment of the step (us from its start) marked with a line, the view zoomed to a tenth of the step around it
+    this.mark = { t, label };
+    const w = Math.max(this.end / 10, 1);
+    this.t0 = t - w / 2; this.t1 = t + w / 2;
+    this.draw();
+  }
 
   span() { return { x0: this.LABEL, w: Math.max(1, this.canvas.clientWidth - this.LABEL - 8) }; }
 
@@ -200,6 +208,11 @@ class Timeline {
     this.flows(ctx, x0, span, scale);
     this.counters(ctx, w, h, x0, span, scale);
     this.ruler(ctx, w, x0, span);
+    if (this.mark && this.mark.t >= this.t0 && this.mark.t <= this.t1) {
+      const x = x0 + (this.mark.t - this.t0) * scale;
+      ctx.fillStyle = "#c2185b"; ctx.fillRect(x - 0.5, this.TOP - 2, 1.5, h);
+      ctx.fillText(this.mark.label, x + 4, this.TOP + 8);
+    }
     const ms = performance.now() - t0p;
     this.frames.push(ms); if (this.frames.length > 200) this.frames.shift();
     this.lastDrawn = drawn;
