@@ -82,3 +82,37 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def write_job(folder: str | Path, ranks: int, *, steps: int = 4, straggler: int | None = None, late_us: int = 2000,
+              step_us: int = 10_000) -> list[Path]:
+    """A synthetic distributed CPU job: one trace per rank (``rank-N.pt.trace.json``, with
+    ``distributedInfo``), ``steps`` steps of ``step_us`` each. In every step a rank computes
+    (``aten::mm``), then waits in ``gloo:all_reduce`` (on a gloo thread) until every rank has
+    joined: rank ``straggler`` computes ``late_us`` longer, so the others wait that much more.
+    Rank r's compute also varies by r % 5 µs. Returns the paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    compute = [4000 + r % 5 + (late_us if r == straggler else 0) for r in range(ranks)]
+    done = max(compute)  # the collective ends when the last rank has joined (plus its own 100 µs)
+    out = []
+    for r in range(ranks):
+        events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "thread 1 (python)"}},
+                  {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "thread 2 (pt_gloo_runloop)"}}]
+        for s in range(steps):
+            t0 = T0 + s * step_us
+            events += [
+                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1, "ts": t0,
+                 "dur": step_us - 1},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1, "dur": compute[r]},
+                {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1, "ts": t0 + 1 + compute[r],
+                 "dur": 1},
+                {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 2,
+                 "ts": t0 + 1 + compute[r], "dur": done - compute[r] + 100},
+            ]
+        trace = {"schemaVersion": 1, "distributedInfo": {"backend": "gloo", "rank": r, "world_size": ranks},
+                 "traceEvents": events}
+        path = folder / f"rank-{r}.pt.trace.json"
+        path.write_text(json.dumps(trace, separators=(",", ":")))
+        out.append(path)
+    return out

@@ -153,6 +153,26 @@ def test_a_synthetic_job_of_1024_ranks():
     assert found.filter(pl.col("check") == "straggler")["rank"].to_list() == [777]
 
 
+def test_a_job_read_from_files_on_threads(tmp_path):
+    """A synthetic job of 12 CPU ranks (``benchmarks/synth_kineto.write_job``: rank 5 computes
+    2 ms longer each step) read one trace at a time and on two threads gives the same frames,
+    and rank 5's lateness is how much longer it computes than the median rank."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from synth_kineto import write_job
+
+    write_job(tmp_path, 12, straggler=5)
+    one, two = tfprof.ranks(tmp_path, workers=1), tfprof.ranks(tmp_path, workers=2)
+    for name in ("steps", "ranks", "ops", "findings"):
+        assert getattr(one, name).equals(getattr(two, name)), name
+    compute = [4000 + r % 5 + (2000 if r == 5 else 0) for r in range(12)]  # µs, as write_job makes them
+    row = one.ranks.row(0, named=True)
+    assert (row["rank"], row["straggler"]) == (5, True)
+    assert row["late_ns"] == round((compute[5] - statistics.median(compute)) * 1000)
+    assert one.ranks["straggler"].sum() == 1
+
+
 def test_ranks_from_file_names_hosts_or_order(tmp_path):
     def source(rank=None, world=None, host=None, name="t.json"):
         return (tmp_path / name, rank, world, host)

@@ -184,11 +184,12 @@ def steps(prof: Profile):
     return run(prof)
 
 
-def ranks(job, *, threshold: float = 0.05):
+def ranks(job, *, threshold: float = 0.05, workers: int | None = None):
     """A distributed job across its ranks: its per-rank traces (paths, a directory or a glob
     pattern) or ``{rank: Profile}``; each rank's steps, the stragglers and by how much, the
     communication each waits in, the ops whose time differs between ranks and what the checks
-    found (``tfprof.api.ranks``). ``print()`` it for ``tfprof ranks``'s report.
+    found (``tfprof.api.ranks``). ``print()`` it for ``tfprof ranks``'s report. A job of many
+    traces is read on a thread per core (``workers``: say how many).
 
     >>> import tfprof
     >>> job = tfprof.ranks(tfprof.sample_path("job"))
@@ -197,7 +198,7 @@ def ranks(job, *, threshold: float = 0.05):
     """
     from tfprof.api.ranks import ranks as run
 
-    return run(job, threshold=threshold)
+    return run(job, threshold=threshold, workers=workers)
 
 
 def ui(profile_or_paths, *, host: str = "127.0.0.1", port: int = 0, query_timeout: float | None = 30.0,

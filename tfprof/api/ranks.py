@@ -10,8 +10,9 @@ the cross-rank checks found (``tfprof.queries.ranks``; ``tfprof ranks`` prints i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -33,7 +34,6 @@ class JobReport:
     ranks: pl.DataFrame
     ops: pl.DataFrame
     findings: pl.DataFrame
-    profiles: dict[int, Profile] = field(default_factory=dict, repr=False)
 
     def __str__(self) -> str:
         return self.text()
@@ -58,60 +58,80 @@ def job_paths(paths: list) -> list[Path]:
     return job_files(paths)
 
 
-def load_job(paths: list, progress: Callable[[int, int, str], None] | None = None) -> dict[int, tuple[RankSource, Profile]]:
-    """Each rank's source and profile, read from the job's trace files (``tfprof.ingest.job``),
-    in rank order; ``progress(done, total, path)`` after each."""
+PARALLEL_FROM = 8  # a job of more traces than this is read on a thread per core
+
+
+def rank_fact(path: str | Path, prof: Profile | None = None) -> tuple:
+    """What a job keeps of one trace (read from ``path`` unless ``prof`` is given): (path, its
+    recorded rank, world size and host, its ``RankFacts``); the profile itself is let go."""
     from tfprof.api.inputs import load
+    from tfprof.queries.ranks import rank_facts
 
+    prof = load(path) if prof is None else prof
+    info = prof.frame("info")
+    get = (lambda c: info[c][0] if c in info.columns and info.height else None)  # noqa: E731 - older stores lack them
+    return Path(path), get("rank"), get("world_size"), get("host"), rank_facts(prof)
+
+
+def load_job(paths: list, progress: Callable[[int, int, str], None] | None = None, workers: int | None = None) -> dict:
+    """Each rank's ``(RankSource, RankFacts)``, read from the job's trace files
+    (``tfprof.ingest.job``) one at a time, or on ``workers`` threads (default: one per core
+    when the job has more than ``PARALLEL_FROM`` traces), in rank order; ``progress(done,
+    total, path)`` after each."""
     files = job_files(paths)
-    loaded = []
-    for k, path in enumerate(files):
-        loaded.append((path, load(path)))
-        if progress:
-            progress(k + 1, len(files), str(path))
-    return rank_profiles(loaded)
-
-
-def rank_profiles(loaded: list[tuple[Path, Profile]]) -> dict[int, tuple[RankSource, Profile]]:
-    """The rank of each (path, profile) of a job (``tfprof.ingest.job.assign_ranks``: what the
-    trace records, else its file name, host or place), in rank order."""
+    workers = workers or (os.cpu_count() or 1 if len(files) > PARALLEL_FROM else 1)
     facts = []
-    for path, prof in loaded:
-        info = prof.frame("info")
-        get = (lambda c: info[c][0] if c in info.columns and info.height else None)  # noqa: E731 - older stores lack them
-        facts.append((Path(path), get("rank"), get("world_size"), get("host")))
-    by_path = {Path(path): prof for path, prof in loaded}
-    return {src.rank: (src, by_path[src.path]) for src in assign_ranks(facts)}
+    if workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        # threads: the readers' heavy parts (the scan, Arrow and polars) run without the GIL
+        with ThreadPoolExecutor(workers) as pool:
+            for k, fact in enumerate(pool.map(rank_fact, files)):
+                facts.append(fact)
+                if progress:
+                    progress(k + 1, len(files), str(fact[0]))
+    else:
+        for k, path in enumerate(files):
+            facts.append(rank_fact(path))
+            if progress:
+                progress(k + 1, len(files), str(path))
+    return _ranked(facts)
 
 
-def ranks(job, *, threshold: float = 0.05, progress: Callable[[int, int, str], None] | None = None, **unknown) -> JobReport:
+def _ranked(facts: list[tuple]) -> dict:
+    by_path = {f[0]: f[4] for f in facts}
+    return {src.rank: (src, by_path[src.path]) for src in assign_ranks([f[:4] for f in facts])}
+
+
+def ranks(job, *, threshold: float = 0.05, progress: Callable[[int, int, str], None] | None = None,
+          workers: int | None = None, **unknown) -> JobReport:
     """The report (module docstring) of ``job``: its trace files (a list of paths, directories or
-    glob patterns, or one of them), ``{rank: Profile}``, or ``[(path, Profile), ...]`` (ranked as
-    files are). A rank is a straggler when the other ranks wait for it more than ``threshold``
-    of the median step."""
+    glob patterns, or one of them; read on ``workers`` threads, ``load_job``),
+    ``{rank: Profile}``, or ``[(path, Profile), ...]`` (ranked as files are). A rank is a
+    straggler when the other ranks wait for it more than ``threshold`` of the median step."""
+    from tfprof.queries.ranks import rank_facts
+
     if unknown:
         raise OptionError("ranks() takes a job's traces: paths, a directory or a glob pattern, or {rank: Profile}; "
                           f"{', '.join(unknown)} is not an option")
     if isinstance(job, dict):
-        members = {int(r): (RankSource(int(r), Path(f"rank {r}"), "given"), p) for r, p in sorted(job.items())}
+        members = {int(r): (RankSource(int(r), Path(f"rank {r}"), "given"), rank_facts(p)) for r, p in sorted(job.items())}
     elif isinstance(job, (list, tuple)) and job and all(isinstance(m, tuple) and len(m) == 2 for m in job):
-        members = rank_profiles(list(job))
+        members = _ranked([rank_fact(path, prof) for path, prof in job])
     else:
-        members = load_job(list(job) if isinstance(job, (list, tuple)) else [job], progress)
+        members = load_job(list(job) if isinstance(job, (list, tuple)) else [job], progress, workers)
     return _report(members, threshold)
 
 
-def _report(members: dict[int, tuple[RankSource, Profile]], threshold: float) -> JobReport:
-    from tfprof.queries.ranks import job_findings, job_frames, op_spread, per_rank_step, rank_facts, rank_summary
+def _report(members: dict, threshold: float) -> JobReport:
+    from tfprof.queries.ranks import job_findings, job_frames, op_spread, per_rank_step, rank_summary
 
     if len(members) < 2:
         raise OptionError(f"a job needs the traces of two ranks or more; {len(members)} given")
-    facts = {r: rank_facts(prof) for r, (_, prof) in members.items()}
-    steps, ops = job_frames(facts)
+    steps, ops = job_frames({r: facts for r, (_, facts) in members.items()})
     if steps.height == 0:
         raise OptionError("no rank of this job records a step: the cross-rank analysis compares steps")
     per = per_rank_step(steps)
     summary = rank_summary(per, threshold)
     spread = op_spread(ops, sorted(members))
-    return JobReport([src for src, _ in members.values()], per, summary, spread, job_findings(per, summary, spread),
-                     {r: prof for r, (_, prof) in members.items()})
+    return JobReport([src for src, _ in members.values()], per, summary, spread, job_findings(per, summary, spread))

@@ -20,6 +20,8 @@ def ranks(
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, help="A rank the others wait for longer than "
                                              "this share of the median step is a straggler.")] = 0.05,
     top: Annotated[int, typer.Option("--top", min=1, help="Ops listed among those that differ most.")] = 10,
+    workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Threads reading the traces (default: one "
+                                                   "per core for more than 8 traces).")] = None,
     table: Annotated[str, typer.Option("--table", help=f"The rows --format writes: {', '.join(TABLES)}.")] = "ranks",
     fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "table",
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the rows to this file, not stdout.")] = None,
@@ -53,7 +55,7 @@ def ranks(
     protect = Inputs([Path(m) for p in paths for m in (glob.glob(p, recursive=True) if glob.has_magic(p) else [p])], [])
     if out is not None:
         check_target(out, force=force, inputs=protect, what="--out")
-    report = analyse(paths, threshold=threshold, progress=progress_bar())
+    report = analyse(paths, threshold=threshold, progress=progress_bar(), workers=workers)
     if fmt == "table" and out is None:
         typer.echo(report.text(top), nl=False)
         return
