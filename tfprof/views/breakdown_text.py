@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tfprof.views.units import fmt_time_ns
+from tfprof.views.units import aligned, fmt_time_ns
 
 _PARTS = (("compute", "compute_ns"), ("communication", "communication_ns"), ("memcpy/memset", "memcpy_ns"),
           ("idle", "idle_ns"))
@@ -27,7 +27,7 @@ def render_breakdown(rows: pl.DataFrame) -> str:
         return "no steps: this profile records no step or accelerator time\n"
     if rows["device"].null_count() == rows.height:
         table = [("step", "step time")] + [(str(r["step"]), fmt_time_ns(r["window_ns"])) for r in rows.iter_rows(named=True)]
-        return _aligned(table) + "no accelerator work in this profile: step times only\n"
+        return aligned(table) + "no accelerator work in this profile: step times only\n"
     table = [("step", "device", "step time", *(name for name, _ in _PARTS), "busy", "comm hidden by compute")]
     for r in rows.iter_rows(named=True):
         window = r["window_ns"]
@@ -37,14 +37,8 @@ def render_breakdown(rows: pl.DataFrame) -> str:
                   f"({_pct(r['overlapped_ns'], r['communication_total_ns'])})")
         table.append((str(r["step"]), f"gpu:{r['device']}", fmt_time_ns(window), *parts,
                       f"{100 * r['utilization']:.1f}%", hidden))
-    return _aligned(table)
+    return aligned(table)
 
 
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "--"
-
-
-def _aligned(table: list[tuple[str, ...]]) -> str:
-    widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
-    return "".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
-                   for row in table)

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from tfprof.views.units import fmt_memory, fmt_time
+from tfprof.views.units import aligned, fmt_memory, fmt_time
 
 
 def _size(b: int) -> str:
     return ("-" + fmt_memory(-b)) if b < 0 else fmt_memory(b)
-
-
-def _aligned(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in rows)
 
 
 def render_memory(rows: pl.DataFrame, row: dict, ops: pl.DataFrame) -> str:
@@ -26,14 +21,14 @@ def render_memory(rows: pl.DataFrame, row: dict, ops: pl.DataFrame) -> str:
                       _size(r["start_bytes"]), _size(r["peak_bytes"]), "+" + fmt_time(r["peak_micros"]),
                       _size(r["end_bytes"]), _size(r["allocated"]), _size(r["freed"])))
     out = ["memory in use per allocator and step (peak at: time after the step's first allocation event)\n",
-           _aligned(table)]
+           aligned(table)]
     if not rows["exact"].all():
         out.append("* the trace does not record this allocator's level: a running sum of its events from the "
                    "capture's first one (memory allocated before the capture is not counted)\n")
     out.append(f"\nops with the most bytes allocated at the peak of step {row['step']} on {row['allocator']} "
                f"({_size(row['peak_bytes'])}, net of what they freed by then):\n")
     if ops.height:
-        out.append(_aligned([(_size(r["bytes"]), f"{r['events']} event{'s' if r['events'] != 1 else ''}", r["name"])
+        out.append(aligned([(_size(r["bytes"]), f"{r['events']} event{'s' if r['events'] != 1 else ''}", r["name"])
                              for r in ops.iter_rows(named=True)]))
     else:
         out.append("none: every op had freed as much as it allocated\n")

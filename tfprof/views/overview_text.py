@@ -25,22 +25,16 @@ from __future__ import annotations
 from typing import Any
 
 from tfprof.views.summary import render_facts
-from tfprof.views.units import fmt_time, fmt_time_ns
-
-
-def _aligned(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
-    return "".join("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
-                   + "\n" for r in rows)
+from tfprof.views.units import aligned, fmt_time, fmt_time_ns
 
 
 def render_overview(o: dict[str, Any], findings: list[str]) -> str:
     """The text (module docstring): ``o`` from ``overview``, ``findings`` one line per checker."""
     head = f"{o['source']}, {fmt_time(o['total_micros'])} of op execution per step\n\n"
     facts = render_facts(o["facts"]) + "\n" if o["facts"] else ""
-    ops = _aligned([(r["name"], fmt_time(r["micros"]), f"{100 * r['share']:.1f}%",
+    ops = aligned([(r["name"], fmt_time(r["micros"]), f"{100 * r['share']:.1f}%",
                      f"{r['count']} node{'s' if r['count'] != 1 else ''}") for r in o["top_ops"]], right=(1, 2))
-    steps = _aligned([(f"step {r['step']}" + (f" gpu:{r['device']}" if r["device"] is not None else ""),
+    steps = aligned([(f"step {r['step']}" + (f" gpu:{r['device']}" if r["device"] is not None else ""),
                        fmt_time_ns(r["window_ns"]),
                        f"{100 * r['utilization']:.1f}% busy" if r["utilization"] is not None else "")
                       for r in o["steps"]], right=(1,))

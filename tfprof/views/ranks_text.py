@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tfprof.views.units import fmt_time_ns
+from tfprof.views.units import aligned, fmt_time_ns
 
 _HOW = {"recorded": "as each trace records it", "file name": "from the file names",
         "host order": "by host name", "file order": "by file name order (the traces record no rank)",
@@ -67,7 +67,7 @@ def render_job(sources, per: pl.DataFrame, summary: pl.DataFrame, spread: pl.Dat
         rows.append((str(r["rank"]), str(r["steps"]), _t(r["window_ns"]), *parts,
                      f"{_t(r['collective_ns'])}{_pct(r['collective_ns'], r['window_ns'])}",
                      f"{_signed(r['late_ns'])}{_pct(r['late_ns'], step_ns)}", "straggler" if r["straggler"] else ""))
-    out += _aligned(rows)
+    out += aligned(rows).splitlines()
     basis = "collective_ns" if per["collective_ns"].fill_null(0).sum() > 0 else "window_ns"
     out += ["", "late: " + ("how much later than the median rank it joins the step's collectives (median over steps)"
                             if basis == "collective_ns" else "its step time less the step's median (median over steps)")]
@@ -80,10 +80,5 @@ def render_job(sources, per: pl.DataFrame, summary: pl.DataFrame, spread: pl.Dat
             table.append((r["name"], r["metric"], f"{_t(r['min_ns'])} (rank {r['min_rank']})",
                           f"{_t(r['max_ns'])} (rank {r['max_rank']})", _t(r["spread_ns"]),
                           "--" if r["cv"] is None else f"{r['cv']:.2f}"))
-        out += _aligned(table)
+        out += aligned(table).splitlines()
     return "\n".join(out) + "\n"
-
-
-def _aligned(table: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]

@@ -83,3 +83,11 @@ def from_printed(values, kind: str):
 
 FORMATS: dict[str, Callable[[float], str]] = {"number": fmt_number, "time": fmt_time, "memory": fmt_memory,
                                               "time_ns": fmt_time_ns, "ratio": fmt_ratio}
+
+
+def aligned(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> str:
+    """``rows`` as text columns two spaces apart, each padded to its widest cell (the columns
+    numbered in ``right`` aligned right), one line a row, trailing spaces cut."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+    return "".join("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+                   .rstrip() + "\n" for r in rows)
