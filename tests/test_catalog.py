@@ -77,7 +77,7 @@ def test_runs_table_lists_what_was_added(golden_catalog):
         assert {f["table"] for f in row["files"]} == set(TABLES)
         for f in row["files"]:
             assert (golden_catalog / f["path"]).stat().st_size == f["bytes"]
-            assert f["path"].startswith(f"{f['table']}/run={row['run']}/host={NO_VALUE}/worker={NO_VALUE}/part-")
+            assert f["path"].startswith(f"{f['table']}/run={row['run']}/host={NO_VALUE}/worker={NO_VALUE}/rank={NO_VALUE}/part-")
             assert pq.ParquetFile(golden_catalog / f["path"]).metadata.num_rows == f["rows"]
 
 
@@ -105,14 +105,14 @@ def test_host_and_worker_tags_are_partition_levels(tmp_path):
     _add(root, "solo")
     paths = {r["run"]: {f["path"] for f in r["files"]} for r in runs(root).to_pylist()}
     assert "nodes/run=w1/host=h2/worker=1/" in "".join(paths["w1"])
-    assert all(f"/run=solo/host={NO_VALUE}/worker={NO_VALUE}/part-" in p for p in paths["solo"])
+    assert all(f"/run=solo/host={NO_VALUE}/worker={NO_VALUE}/rank={NO_VALUE}/part-" in p for p in paths["solo"])
     rows = sql(root, "select run, host, worker, count(*) n from nodes group by all order by run").to_pylist()
     assert [(r["run"], r["host"], r["worker"]) for r in rows] == [("solo", None, None), ("w0", "h1", "0"),
                                                                    ("w1", "h2", "1")]
     assert sql(root, "select count(*) n from execs where host = 'h2'").to_pylist() == \
         sql(root, "select count(*) n from execs where run = 'w1'").to_pylist()
     columns = sql(root, "select * from nodes limit 1").column_names
-    assert columns[-3:] == ["run", "host", "worker"] and columns[:-3] == TABLES["nodes"].schema.names
+    assert columns[-4:] == ["run", "host", "worker", "rank"] and columns[:-4] == TABLES["nodes"].schema.names
     for bad in (["host=a/b"], ["worker=../x"], ["host="]):
         with pytest.raises(OptionError, match="bad --tag"):
             _add(root, "x", tags=bad)
@@ -137,7 +137,7 @@ def test_a_catalog_of_the_run_only_layout_is_upgraded_by_the_next_add(tmp_path):
     write_runs(root, pa.Table.from_pylist(table, runs(root).schema))
     assert run_profile(root, "a").row_counts()["nodes"] == 467
     _add(root, "b")
-    assert all("/host=" in p for p in listed_files(runs(root)))
+    assert all("/rank=" in p for p in listed_files(runs(root)))
     assert not any(root.glob("*/run=a/part-*"))  # moved, not copied
     assert sql(root, "select run, worker, count(*) n from nodes group by all order by run").to_pylist() == [
         {"run": "a", "worker": "2", "n": 467}, {"run": "b", "worker": None, "n": 467}]
@@ -169,7 +169,7 @@ def test_replacing_a_run_of_the_run_only_layout_leaves_no_file_behind(tmp_path, 
     _to_run_only_layout(root, keep_new=cut_short)
     _add(root, "a", force=True)
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*.parquet") if p.name != RUNS}
-    assert on_disk == listed_files(runs(root)) and all("/host=" in p for p in on_disk)
+    assert on_disk == listed_files(runs(root)) and all("/rank=" in p for p in on_disk)
     assert run_view(run_profile(root, "b"), "scope", {"max_depth": 2}).text == \
         run_view(tfprof.load(tfprof.sample_path()), "scope", {"max_depth": 2}).text
 
@@ -228,7 +228,7 @@ def test_damaged_partition_is_named(tmp_path):
 def test_leftovers_of_a_dead_writer_are_invisible_and_cleaned(tmp_path):
     root = tmp_path / "cat"
     _add(root, "a")
-    orphan = root / "nodes" / "run=ghost" / "host=h" / f"worker={NO_VALUE}" / "part-dead.parquet"
+    orphan = root / "nodes" / "run=ghost" / "host=h" / f"worker={NO_VALUE}" / "rank=3" / "part-dead.parquet"
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"half")
     stale = root / STAGING / "ghost-abc123"

@@ -1,5 +1,6 @@
 """Several runs as one profile whose per-node numbers are aggregated over the runs, so that every
-view (scope, graph, op, code), with every option, runs on it unchanged.
+view (scope, graph, op, code), with every option, runs on it unchanged. A distributed job's run
+counts as its ranks: each rank is aggregated as a run would be.
 
 What aggregating a view means: a node is matched across runs by its name (the k-th node of a
 name in one run with the k-th of that name in another); each of its self numbers for the
@@ -21,7 +22,7 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tfprof.catalog.read import run_profile
+from tfprof.catalog.read import run_profile, run_ranks, runs
 from tfprof.errors import OptionError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile
@@ -59,13 +60,15 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
         raise OptionError(f"unknown --aggregate `{how}`; valid: {', '.join(AGGREGATES)}")
     if not names:
         raise OptionError("no runs to aggregate")
+    ranks = {r["run"]: run_ranks(r) for r in runs(catalog).to_pylist()}
+    members = [(run, rank) for run in names for rank in (ranks.get(run) or [None])]  # a job: each of its ranks
     union: pl.DataFrame | None = None  # name, _dup, node_id (the new id)
     parts: dict[str, list[pa.Table]] = {t: [] for t in STRUCTURE}
     numbers: list[pl.DataFrame] = []
     first: Profile | None = None
     scales: list[int] = []  # each run's ticks per µs (tfprof.queries.ticks)
-    for run in names:
-        prof = run_profile(catalog, run)
+    for run, rank in members:
+        prof = run_profile(catalog, run, rank)
         keys = _keys(prof.table("nodes"))
         if union is None:
             first, union = prof, keys.select(*_KEY, "node_id")
@@ -96,7 +99,7 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
     scale = max(scales)
     numbers = [m.with_columns(pl.col(c) * (scale // s) for c in TIME_METRICS) if s != scale else m
                for m, s in zip(numbers, scales, strict=True)]
-    means = _aggregate(pl.concat(numbers), union, how, len(names))
+    means = _aggregate(pl.concat(numbers), union, how, len(members))
     prof.memo(("index", "step_means"), lambda: {"metrics": means})  # what every view reads for step -1
     prof.memo("time_scale", lambda: scale)
     return prof

@@ -5,16 +5,18 @@ them, and the lock that serialises writers.
 
     DIR/
       runs.parquet                          one row per run (RUNS_SCHEMA); the commit point
-      nodes/run=<name>/host=<h>/worker=<w>/part-<token>.parquet
+      nodes/run=<name>/host=<h>/worker=<w>/rank=<r>/part-<token>.parquet
                                             one Parquet dataset per table, hive-partitioned by
-      execs/run=<name>/host=<h>/worker=<w>/part-<token>.parquet     run, host and worker
-      ...
+      execs/run=<name>/host=<h>/worker=<w>/rank=<r>/part-<token>.parquet   run, host, worker
+      ...                                                                   and rank
       .lock                                 flock: writers exclusive, readers shared
       .staging/                             runs being ingested (each with a flocked <token>.lock)
 
 Host and worker come from the run's ``host`` and ``worker`` tags; a run without one has
 Hive's default partition there (``host=__HIVE_DEFAULT_PARTITION__``), which DuckDB and Spark
-read as NULL, so every table has the same three levels and partition discovery works on both.
+read as NULL, so every table has the same levels and partition discovery works on both. A run
+of a distributed job holds one set of files per rank (``rank=0``, ``rank=1``, ...); any other
+run has the default partition as its rank.
 What a catalog holds is exactly what ``runs.parquet`` lists: every reader takes the file names
 from it (never from a directory listing), so a partition written but not yet listed, or one
 left behind by a writer that died, is invisible. ``runs.parquet`` is replaced atomically
@@ -44,8 +46,8 @@ from tfprof.output import PathLike, write_file
 RUNS = "runs.parquet"
 LOCK = ".lock"
 STAGING = ".staging"
-PARTITION = "run"  # the first hive partition key: every cross-run table gains it, and host and worker
-LEVELS = ("run", "host", "worker")  # the partition keys, in directory order
+PARTITION = "run"  # the first hive partition key: every cross-run table gains it, and host, worker and rank
+LEVELS = ("run", "host", "worker", "rank")  # the partition keys, in directory order
 NO_VALUE = "__HIVE_DEFAULT_PARTITION__"  # a level a run has no value for (read as NULL)
 
 RUNS_SCHEMA = pa.schema([
@@ -79,11 +81,20 @@ def check_name(name: str, what: str = "run name") -> str:
     return name
 
 
-def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None = None) -> Path:
-    """Where table ``table`` of run ``run`` lives: ``run=/host=/worker=`` (host and worker from
-    ``tags``, the default partition where absent)."""
-    tags = tags or {}
+def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None = None, rank: int | None = None) -> Path:
+    """Where table ``table`` of run ``run`` (its rank ``rank`` in a job) lives:
+    ``run=/host=/worker=/rank=`` (host and worker from ``tags``, the default partition where
+    absent or not a job)."""
+    tags = {**(tags or {}), "rank": NO_VALUE if rank is None else str(rank)}
     return root.joinpath(table, f"{PARTITION}={run}", *(f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]))
+
+
+def rank_of(rel: str) -> int | None:
+    """The rank in a partition file's path (``.../rank=3/part-...``), None where it has none."""
+    for part in PurePosixPath(rel).parts:
+        if part.startswith("rank=") and part[5:].isdigit():
+            return int(part[5:])
+    return None
 
 
 class UntrustedCatalog(ProfileFormatError):
@@ -130,14 +141,15 @@ def no_links(root: Path, rel: str, *, directory: bool = False, checked: set[Path
 
 
 def layout_moves(root: Path, rows: list[dict]) -> list[tuple[str, str]]:
-    """For a catalog written before host and worker were partition levels (``run=<name>/part-*``):
-    each such file's (old, new) path, relative; datasets of mixed depths cannot be read as one.
-    ``rows`` were checked (``tfprof.catalog.trust.check_runs``); the new places are checked here."""
+    """For a catalog written before host, worker or rank were partition levels
+    (``run=<name>/part-*``, ``run=/host=/worker=/part-*``): each such file's (old, new) path,
+    relative; datasets of mixed depths cannot be read as one. ``rows`` were checked
+    (``tfprof.catalog.trust.check_runs``); the new places are checked here."""
     moves = []
     for row in rows:
         tags = dict(row["tags"] or [])
         for entry in row["files"]:
-            if "/host=" not in entry["path"]:
+            if "/rank=" not in entry["path"]:
                 new = partition_dir(root, entry["table"], row["run"], tags) / Path(entry["path"]).name
                 moves.append((entry["path"], no_links(root, new.relative_to(root).as_posix()).relative_to(root).as_posix()))
     return moves

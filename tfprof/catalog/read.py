@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import LEVELS, check_name, locked, read_runs, require_catalog
+from tfprof.catalog.layout import LEVELS, check_name, locked, rank_of, read_runs, require_catalog
 from tfprof.catalog.trust import check_runs, no_links, shown
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.manifest import verify_files
@@ -52,12 +52,32 @@ def match_runs(catalog: PathLike, pattern: str) -> list[str]:
     return hit
 
 
-def _entries(root: Path, rows: list[dict], run: str) -> tuple[dict, dict[str, dict]]:
+def _row(root: Path, rows: list[dict], run: str) -> dict:
     mine = [r for r in rows if r["run"] == run]
     if not mine:
         names = [r["run"] for r in rows]
         raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
-    return mine[0], {f["table"]: f for f in mine[0]["files"]}
+    return mine[0]
+
+
+def run_ranks(row: dict) -> list[int]:
+    """The ranks a run of the runs table holds (a job's), sorted; [] for a run that is no job."""
+    return sorted({r for f in row["files"] if (r := rank_of(f["path"])) is not None})
+
+
+def _entries(root: Path, rows: list[dict], run: str, rank: int | None = None) -> tuple[dict, dict[str, dict]]:
+    """Run ``run``'s row and its files by table: of rank ``rank`` for a job's run (which needs
+    one), else its only ones."""
+    row = _row(root, rows, run)
+    ranks = run_ranks(row)
+    if rank is None and len(ranks) > 1:
+        raise OptionError(f"run `{run}` is a job of {len(ranks)} ranks ({ranks[0]}-{ranks[-1]}): give --rank R for one "
+                          "of them, or --aggregate sum|mean|max for all")
+    if rank is not None and rank not in ranks:
+        raise OptionError(f"run `{run}` has no rank {rank}; its ranks: "
+                          f"{', '.join(map(str, ranks)) if ranks else 'none (it is no job)'}")
+    files = row["files"] if rank is None else [f for f in row["files"] if rank_of(f["path"]) == rank]
+    return row, {f["table"]: f for f in files}
 
 
 def _hint(root: Path) -> str:
@@ -100,9 +120,9 @@ def _read(file: Path, name: str, entry: dict) -> pa.Table:
     return table
 
 
-def run_profile(catalog: PathLike, run: str) -> Profile:
-    """Run ``run`` of ``catalog`` as a ``Profile``: the same tables, hence the same views, as
-    the profile it was ingested from.
+def run_profile(catalog: PathLike, run: str, rank: int | None = None) -> Profile:
+    """Run ``run`` of ``catalog`` (rank ``rank`` of a job's run) as a ``Profile``: the same
+    tables, hence the same views, as the profile it was ingested from.
 
     >>> import tempfile, tfprof
     >>> from tfprof.catalog import add_run, run_profile
@@ -114,7 +134,7 @@ def run_profile(catalog: PathLike, run: str) -> Profile:
     check_name(run)
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        row, entries = _entries(root, check_runs(root, read_runs(root)), run)
+        row, entries = _entries(root, check_runs(root, read_runs(root)), run, rank)
         checked: set[Path] = set()
         files = {name: partition_file(root, entries[name], checked) for name in TABLES if name in entries}
         verify_partitions(root, [entries[name] for name in files])  # all at once: on several threads when large
@@ -135,11 +155,10 @@ def partition_files(catalog: PathLike, names: list[str] | None = None) -> tuple[
     listed: dict[str, list[dict]] = {name: [] for name in TABLES}
     checked: set[Path] = set()
     for run in chosen:
-        _row, entries = _entries(root, rows, run)
-        for name in TABLES:
-            if name in entries:
-                out[name].append(partition_file(root, entries[name], checked))
-                listed[name].append(entries[name])
+        for entry in _row(root, rows, run)["files"]:  # every rank's, for a job
+            if entry["table"] in out:
+                out[entry["table"]].append(partition_file(root, entry, checked))
+                listed[entry["table"]].append(entry)
     return out, listed
 
 
@@ -150,7 +169,7 @@ def verify_tables(catalog: PathLike, listed: dict[str, list[dict]], con, query: 
 
 
 def with_run_column(name: str) -> pa.Schema:
-    """Table ``name``'s schema with the partition columns (run, host, worker) last, as a
+    """Table ``name``'s schema with the partition columns (run, host, worker, rank) last, as a
     dataset of runs reads."""
     schema = TABLES[name].schema
     for level in LEVELS:
@@ -160,8 +179,8 @@ def with_run_column(name: str) -> pa.Schema:
 
 def sql(catalog: PathLike, query: str) -> pa.Table:
     """Run one read-only DuckDB query over every run of ``catalog``: each table is a view of its
-    name over all runs' partitions with ``run``, ``host`` and ``worker`` columns (NULL where a
-    run has no such tag), and ``runs`` is the runs table. The
+    name over all runs' partitions with ``run``, ``host``, ``worker`` and ``rank`` columns (NULL
+    where a run has no such tag or is no job), and ``runs`` is the runs table. The
     query goes through the SQL sandbox (``tfprof.sqlbox``): one statement, no file functions,
     and the connection reads only the catalog's listed files.
 

@@ -1,6 +1,7 @@
 """What a catalog may name. A catalog is shared and synced between people, so what is read from
 it is data, never trusted: every path ``runs.parquet`` lists must be a partition file of its own
-run (``<table>/run=<run>/host=<h>/worker=<w>/part-<token>.parquet``, or the run-only layout's
+run (``<table>/run=<run>/host=<h>/worker=<w>/rank=<r>/part-<token>.parquet``, or the older
+layouts' ``<table>/run=<run>/host=<h>/worker=<w>/part-<token>.parquet`` and
 ``<table>/run=<run>/part-<token>.parquet``), relative, without ``..``, listed once, and reached
 without a symbolic link; the catalog's own entries (``runs.parquet``, ``.lock``, ``.staging``,
 the table folders and partition directories) are never symbolic links either
@@ -20,13 +21,14 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from tfprof.catalog.layout import LEVELS, LINKED, RUNS, UntrustedCatalog, check_name, no_links, partition_dir
+from tfprof.catalog.layout import LEVELS, LINKED, NO_VALUE, RUNS, UntrustedCatalog, check_name, no_links, partition_dir
 from tfprof.errors import OptionError
 from tfprof.ingest.sources import one_line as shown
 
 _TABLE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _PART = re.compile(r"part-[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.parquet")
 _CRC = re.compile(r"[0-9a-f]{8}")
+_RANK = re.compile(rf"rank=(\d{{1,9}}|{NO_VALUE})")
 
 
 def check_text(value: object, what: str) -> str:
@@ -44,6 +46,9 @@ def check_tags(tags: dict[str, str]) -> None:
             raise OptionError(f"bad --tag `={shown(value)}`: the format is KEY=VALUE")
         check_text(key, "--tag key")
         check_text(value, f"--tag {shown(key)}")
+        if key == "rank":
+            raise OptionError("--tag rank: a run's ranks come from a job's traces (tfprof ingest --catalog DIR --run JOB "
+                              "TRACES_DIR), not from a tag")
         if key in LEVELS[1:]:
             check_name(value, f"--tag {key}")
 
@@ -90,10 +95,12 @@ def _is_partition(rel: object, table: object, run: str, tags: dict[str, str]) ->
     if not isinstance(rel, str) or not isinstance(table, str) or not _TABLE.fullmatch(table):
         return False
     parts = PurePosixPath(rel).parts
-    if PurePosixPath(rel).as_posix() != rel or len(parts) not in (3, 5) or not _PART.fullmatch(parts[-1]):
+    if PurePosixPath(rel).as_posix() != rel or len(parts) not in (3, 5, 6) or not _PART.fullmatch(parts[-1]):
         return False
-    folder = partition_dir(Path(), table, run, tags).parts  # table, run=, host=, worker=
-    return list(parts[:-1]) == list(folder if len(parts) == 5 else folder[:2])
+    folder = partition_dir(Path(), table, run, tags).parts  # table, run=, host=, worker=, rank=
+    if len(parts) == 6:  # any rank of the run
+        return list(parts[:4]) == list(folder[:4]) and _RANK.fullmatch(parts[4]) is not None
+    return list(parts[:-1]) == list(folder[:4] if len(parts) == 5 else folder[:2])
 
 
 def check_runs(root: Path, runs: pa.Table) -> list[dict]:
@@ -110,7 +117,8 @@ def check_runs(root: Path, runs: pa.Table) -> list[dict]:
 
 def unlisted_files(root: Path, listed: set[str], tables: list[str]) -> list[Path]:
     """The partition files on disk that no run lists (a writer died after placing them): only
-    ``part-*.parquet`` files in ``run=*/host=*/worker=*`` (and ``run=*``) directories of the
+    ``part-*.parquet`` files in ``run=*/host=*/worker=*/rank=*`` (and the older layouts'
+    ``run=*/host=*/worker=*`` and ``run=*``) directories of the
     table folders. Symbolic links there are a ``ProfileFormatError``; nothing is followed."""
     found = []
     for table in tables:
@@ -138,6 +146,6 @@ def _walk(root: Path, folder: Path, levels: tuple[str, ...]) -> list[Path]:
                 raise UntrustedCatalog(root, f"`{path}` {LINKED}")
             if wanted and entry.is_dir(follow_symlinks=False):
                 out += _walk(root, path, levels[1:])
-            elif is_part and len(levels) in (0, 2) and entry.is_file(follow_symlinks=False):
-                out.append(path)  # in a worker= directory, or a run= one (the run-only layout)
+            elif is_part and len(levels) in (0, 1, 3) and entry.is_file(follow_symlinks=False):
+                out.append(path)  # in a rank= directory, or a worker= or run= one (the older layouts)
     return out

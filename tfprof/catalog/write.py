@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from tfprof.catalog.layout import (
     LOCK,
@@ -127,12 +128,73 @@ def add_run(
     return row
 
 
-def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table):
+def add_job(catalog: PathLike, run: str, paths: list, *, tags: list[str] | dict[str, str] | None = None,
+            force: bool = False, progress: Progress | None = None) -> dict:
+    """Add a distributed job's traces (files, directories of traces, glob patterns: one trace a
+    rank, ``tfprof.ingest.job``) to ``catalog`` as run ``run``, each rank in its own partition
+    (``rank=N``); returns the run's row, its files those of every rank. Each trace is ingested
+    into ``.staging`` with no lock held, then all of them are placed and listed in one commit,
+    as ``add_run`` does for one."""
+    from tfprof.ingest.job import assign_ranks, job_files
+    from tfprof.output import Inputs
+
+    root = Path(catalog)
+    check_name(run)
+    tag_map = parse_tags(tags)
+    traces = job_files(paths)
+    inputs = Inputs(traces, [])
+    clash = inputs.clash(root, directory=True)
+    if clash:
+        raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
+    _open_catalog(root)
+    with locked(root):
+        _plan(root, run, tag_map, force, read_runs(root))  # refused before the ingest: nothing made yet
+    staging = root / STAGING
+    staging.mkdir(exist_ok=True)
+    token = secrets.token_hex(6)
+    lock_fd = os.open(staging / f"{token}.lock", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    stores: dict[Path, tuple[Path, str]] = {}
+    try:
+        facts = []
+        for k, trace in enumerate(traces):
+            store = staging / f"{run}-{token}-{k}"
+            stores[trace] = (store, _ingest(store, None, {"profile_path": trace}, None))
+            info = pq.read_table(store / "info.parquet").to_pylist()[0]
+            facts.append((trace, info.get("rank"), info.get("world_size"), info.get("host")))
+            if progress:
+                progress(k + 1, len(traces), str(trace))
+        ranked = assign_ranks(facts)
+        with locked(root):
+            runs = read_runs(root)
+            rows, unlisted, moves = _plan(root, run, tag_map, force, runs, tuple(src.rank for src in ranked))
+            runs = upgrade_layout(root, rows, moves) or runs
+            old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
+            remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
+            placed = [_place(root, stores[src.path][0], run, token, read_manifest(stores[src.path][0]),
+                             stores[src.path][1], tag_map, Inputs([src.path], []), src.rank) for src in ranked]
+            row = {**placed[0], "source_file": ",".join(os.path.abspath(t) for t in traces),
+                   "files": [f for p in placed for f in p["files"]],
+                   **{k: sum(p[k] for p in placed) for k in ("nodes", "steps", "errors", "warnings")}}
+            kept = runs.filter(pc.not_equal(runs.column("run"), run))
+            write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
+            remove_files(root, old)
+    finally:
+        for store, _ in stores.values():
+            shutil.rmtree(store, ignore_errors=True)
+        os.close(lock_fd)
+        (staging / f"{token}.lock").unlink(missing_ok=True)
+        remove_stale_staging(root)
+    return row
+
+
+def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table, ranks: tuple = (None,)):
     """Everything adding run ``run`` will touch, checked, before anything is: the runs table's
     rows (``check_runs``) and the files they list (an existing run is an ``OutputError``
     without ``force``), the unlisted files to delete, the moves of the run-only layout, and the
     new partitions' directories, ``.staging`` and ``.lock``, none of them reached through a link.
-    Returns (rows, the unlisted files, the moves)."""
+    ``ranks``: the job's ranks the run will hold (None: a run that is no job). Returns (rows,
+    the unlisted files, the moves)."""
     rows = check_runs(root, runs)
     if any(r["run"] == run for r in rows) and not force:
         raise OutputError(f"run `{run}` is already in the catalog `{root}`; pass --force to replace it "
@@ -144,8 +206,9 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
     no_links(root, STAGING, directory=True)
     no_links(root, LOCK)
     for table in TABLES:
-        no_links(root, partition_dir(root, table, run, tags).relative_to(root).as_posix(), directory=True,
-                 checked=checked)
+        for rank in ranks:
+            no_links(root, partition_dir(root, table, run, tags, rank).relative_to(root).as_posix(), directory=True,
+                     checked=checked)
     moves = layout_moves(root, rows)
     keep = listed | {new for _old, new in moves}  # a move's target left by an upgrade cut short is kept
     return rows, unlisted_files(root, keep, list(TABLES)), moves
@@ -168,20 +231,21 @@ def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profil
 
 
 def _place(root: Path, store: Path, run: str, token: str, manifest: dict, source: str, tags: dict[str, str],
-           inputs) -> dict:
-    """Move the staged store's table files into their partitions; the run's row."""
+           inputs, rank: int | None = None) -> dict:
+    """Move the staged store's table files into their partitions (of rank ``rank`` in a job);
+    the run's row."""
     import pyarrow.parquet as pq
 
     files = []
     for table in TABLES:
-        dest_dir = partition_dir(root, table, run, tags)
+        dest_dir = partition_dir(root, table, run, tags, rank)
         dest_dir.mkdir(parents=True, exist_ok=True)
         dest = dest_dir / f"part-{token}.parquet"
         entry = manifest["files"][f"{table}.parquet"]
         os.replace(store / f"{table}.parquet", dest)
         files.append({"table": table, "path": dest.relative_to(root).as_posix(), "bytes": entry["size"],
                       "crc32": entry["crc32"], "rows": manifest["tables"][table]})
-    validation = pq.read_table(partition_dir(root, "validation", run, tags) / f"part-{token}.parquet",
+    validation = pq.read_table(partition_dir(root, "validation", run, tags, rank) / f"part-{token}.parquet",
                                columns=["severity", "count"]).to_pylist()
     counts = {s: sum(r["count"] for r in validation if r["severity"] == s) for s in ("error", "warning")}
     return {

@@ -30,10 +30,11 @@ MasterOption = Annotated[
 ]
 
 # The flags a view takes besides tfprof's options, each with a value.
-VIEW_FLAGS = ("--catalog", "--run", "--runs", "--aggregate", "--engine", "--master")
+VIEW_FLAGS = ("--catalog", "--run", "--rank", "--runs", "--aggregate", "--engine", "--master")
 CATALOG_HELP = """\b
 Many runs (docs/SCALE.md):
   --catalog DIR --run NAME       one run of a catalog (the same report as its profile alone)
+  --catalog DIR --run JOB --rank R   one rank of a job's run (--aggregate: all its ranks)
   --catalog DIR --runs PATTERN   runs matching a glob, aggregated per node: --aggregate sum|mean|max
   --engine spark [--master URL]  run the view's reference SQL on Spark (tfprof[spark])
 """
@@ -48,12 +49,30 @@ def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None
         raise typer.BadParameter("give --out DIR (a store) or --catalog DIR --run NAME (a run of a catalog)")
     if not run:
         raise OptionError("--catalog needs --run NAME: the name the profile gets in the catalog")
-    row = add_run(catalog, run, tags=tags, force=force, progress=progress_bar(), **inputs)
-    typer.echo(f"added run {run} to {catalog} ({row['nodes']:,} nodes, {row['steps']:,} steps)")
+    given = inputs.get("profile_path")
+    if given is not None and _is_job(str(given)) and not any(v for k, v in inputs.items() if k != "profile_path"):
+        from tfprof.catalog import add_job, run_ranks
+
+        row = add_job(catalog, run, [given], tags=tags, force=force, progress=progress_bar())
+        typer.echo(f"added job {run} to {catalog}: {len(run_ranks(row))} ranks ({row['nodes']:,} nodes, "
+                   f"{row['steps']:,} steps in all)")
+    else:
+        row = add_run(catalog, run, tags=tags, force=force, progress=progress_bar(), **inputs)
+        typer.echo(f"added run {run} to {catalog} ({row['nodes']:,} nodes, {row['steps']:,} steps)")
     if row["errors"] or row["warnings"]:
         typer.echo(f"Warning: run {run} has {row['errors']} errors and {row['warnings']} warnings in its data; "
                    f"tfprof sql \"select * from validation where run = '{run}'\" --catalog {catalog} lists them",
                    err=True)
+
+
+def _is_job(given: str) -> bool:
+    """Whether an ingest's input names a distributed job's traces: a glob pattern, or a directory
+    that is not a store."""
+    import glob
+
+    from tfprof.store import MANIFEST
+
+    return glob.has_magic(given) or (Path(given).is_dir() and not (Path(given) / MANIFEST).exists())
 
 
 def catalog_sql(catalog: Path | None, query: str, engine: str, master: str | None, *, fmt: str, out: Path | None,
@@ -113,8 +132,8 @@ def view_profile(flags: dict, opts, inputs: dict):
 
     _check_engine(flags.get("engine", "local"))
     if "catalog" not in flags:
-        if {"run", "runs", "aggregate"} & flags.keys():
-            raise OptionError("--run, --runs and --aggregate need --catalog DIR")
+        if {"run", "runs", "aggregate", "rank"} & flags.keys():
+            raise OptionError("--run, --rank, --runs and --aggregate need --catalog DIR")
         return None
     if any(v is not None for v in inputs.values()):
         raise OptionError("give either a profile or --catalog DIR, not both")
@@ -123,14 +142,28 @@ def view_profile(flags: dict, opts, inputs: dict):
         raise OptionError("with --catalog give one of --run NAME or --runs PATTERN")
     from tfprof.catalog import aggregate_profile, match_runs, run_profile
 
-    if "run" in flags:
-        if "aggregate" in flags:
-            raise OptionError("--aggregate goes with --runs PATTERN, not --run")
-        return run_profile(catalog, flags["run"])
+    rank = _rank(flags)
+    if "run" in flags and "aggregate" not in flags:
+        return run_profile(catalog, flags["run"], rank)
+    if rank is not None:
+        raise OptionError("--rank picks one rank of --run JOB; it goes without --runs and --aggregate")
     if opts.step >= 0 or opts.output.kind == "timeline":
-        raise OptionError("runs aggregated with --runs have no steps: drop -step and -output timeline "
-                          "(or look at one run with --run NAME)")
+        raise OptionError("runs or ranks aggregated with --aggregate have no steps: drop -step and -output timeline "
+                          "(or look at one run with --run NAME, one rank with --rank R)")
+    if "run" in flags:  # a job's ranks aggregated
+        return aggregate_profile(catalog, [flags["run"]], flags["aggregate"])
     return aggregate_profile(catalog, match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum"))
+
+
+def _rank(flags: dict) -> int | None:
+    from tfprof.errors import OptionError
+
+    value = flags.get("rank")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise OptionError(f"--rank {value}: give a rank number (0, 1, ...)")
+    return int(value)
 
 
 def view_engine(flags: dict):
@@ -171,8 +204,11 @@ def runs(
         remove_run(catalog, remove)
         typer.echo(f"removed run {remove} from {catalog}")
         return
+    from tfprof.catalog import run_ranks
+
     rows = list_runs(catalog).to_pylist()
     for row in rows:
+        row["ranks"] = run_ranks(row)  # a job's (a run of one trace: none)
         row["tags"] = dict(row["tags"])
         row["ingested_at"] = row["ingested_at"].isoformat(timespec="seconds")
     if fmt == "json":
@@ -186,10 +222,11 @@ def runs_text(rows: list[dict]) -> str:
     with control characters escaped (it may have been written by anyone)."""
     from tfprof.catalog.trust import shown
 
-    head = ("run", "format", "nodes", "steps", "errors", "warnings", "ingested_at", "tags", "source_file")
+    head = ("run", "format", "ranks", "nodes", "steps", "errors", "warnings", "ingested_at", "tags", "source_file")
     cells = [head] + [
         tuple(shown(str(c), 1000) for c in (
-            r["run"], r["format"], f"{r['nodes']:,}", f"{r['steps']:,}", r["errors"], r["warnings"],
+            r["run"], r["format"], len(r.get("ranks") or []) or "-", f"{r['nodes']:,}", f"{r['steps']:,}", r["errors"],
+            r["warnings"],
             r["ingested_at"], ",".join(f"{k}={v}" for k, v in r["tags"].items()) or "-", r["source_file"]))
         for r in rows
     ]

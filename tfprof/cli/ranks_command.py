@@ -15,8 +15,11 @@ TABLES = ("ranks", "steps", "ops", "findings")
 
 @app.command()
 def ranks(
-    paths: Annotated[list[str], typer.Argument(help="The job's per-rank traces: files, their directory or a glob "
-                                                    "pattern (quoted).", show_default=False)],
+    paths: Annotated[Optional[list[str]], typer.Argument(help="The job's per-rank traces: files, their directory or "
+                                                              "a glob pattern (quoted).", show_default=False)] = None,
+    catalog: Annotated[Optional[Path], typer.Option("--catalog", help="A catalog holding the job as a run "
+                                                    "(tfprof ingest --catalog DIR --run JOB TRACES_DIR).")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", help="The job's run in --catalog.")] = None,
     threshold: Annotated[float, typer.Option("--threshold", min=0.0, help="A rank the others wait for longer than "
                                              "this share of the median step is a straggler.")] = 0.05,
     top: Annotated[int, typer.Option("--top", min=1, help="Ops listed among those that differ most.")] = 10,
@@ -44,6 +47,8 @@ def ranks(
       tfprof ranks 'run1/rank-*.pt.trace.json.gz' --threshold 0.1
 
       tfprof ranks traces/ --table ops --format csv --out ops.csv
+
+      tfprof ranks --catalog runs/ --run job-0412     # a job ingested into a catalog
     """
     from tfprof.api.ranks import ranks as analyse
     from tfprof.errors import OptionError
@@ -51,11 +56,24 @@ def ranks(
 
     if table not in TABLES:
         raise OptionError(f"--table {table}: give one of {', '.join(TABLES)}")
-    # no output over a trace of the job, nor inside a directory of them
-    protect = Inputs([Path(m) for p in paths for m in (glob.glob(p, recursive=True) if glob.has_magic(p) else [p])], [])
+    if (catalog is None) == (not paths) or (catalog is None) != (run is None):
+        raise OptionError("give the job's traces, or --catalog DIR --run JOB, not both")
+    # no output over a trace of the job, nor inside a directory of them (or the catalog)
+    given = [str(catalog)] if catalog is not None else paths
+    protect = Inputs([Path(m) for p in given for m in (glob.glob(p, recursive=True) if glob.has_magic(p) else [p])], [])
     if out is not None:
         check_target(out, force=force, inputs=protect, what="--out")
-    report = analyse(paths, threshold=threshold, progress=progress_bar(), workers=workers)
+    if catalog is not None:
+        from tfprof.catalog import run_profile, run_ranks, runs
+
+        rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
+        ranks = run_ranks(rows[0]) if rows else []
+        if not ranks:
+            raise OptionError(f"`{run}` is no job's run in the catalog `{catalog}` (tfprof runs {catalog} lists the runs "
+                              "and their ranks)")
+        report = analyse({r: run_profile(catalog, run, r) for r in ranks}, threshold=threshold)
+    else:
+        report = analyse(paths, threshold=threshold, progress=progress_bar(), workers=workers)
     if fmt == "table" and out is None:
         typer.echo(report.text(top), nl=False)
         return

@@ -10,7 +10,7 @@ from tfprof.views.units import aligned, fmt_time_ns
 
 _HOW = {"recorded": "as each trace records it", "file name": "from the file names",
         "host order": "by host name", "file order": "by file name order (the traces record no rank)",
-        "given": "as given"}
+        "given": "as given: a catalog's rank partitions, or the Python API's keys"}
 
 
 def _t(ns) -> str:
