@@ -150,14 +150,17 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
     run of ``catalog``: each table a view over its partitions with ``run``, ``host`` and
     ``worker`` columns, and ``runs``. The rows come back as Arrow."""
     from tfprof import sqlbox
+    from tfprof.catalog.storage import object_uri
 
+    if uri := object_uri(catalog):
+        return _staged_sql(uri, query, session(master))
     root = require_catalog(catalog)
     spark = session(master)
     with locked(root, shared=True):
         files, listed = partition_files(root)
         runs = read_runs(root)
         # the sandbox's checks (one read-only query, no file functions) on the local schema
-        from tfprof.catalog.read import with_run_column
+        from tfprof.catalog.layout import with_run_column
 
         con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": runs.slice(0, 0)})
         try:
@@ -178,3 +181,32 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
             if type(exc).__module__.startswith("pyspark"):
                 raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
             raise
+
+
+def _staged_sql(uri: str, query: str, spark) -> pa.Table:
+    """``spark_sql`` over a catalog in object storage. Spark reads ``s3a://`` only with the
+    hadoop-aws jars, which pyspark does not ship: the partitions of the tables the query names
+    are read here through pyarrow (each checked, as ``tfprof.catalog.remote`` reads them) and
+    handed to Spark as Arrow. Fine for what fits the driver; a cluster with hadoop-aws can
+    read a copy of the catalog's Parquet by itself."""
+    from tfprof import sqlbox
+    from tfprof.catalog.layout import RUNS_SCHEMA, with_run_column
+    from tfprof.catalog.remote import run_tables
+    from tfprof.profile import tables_read
+
+    con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": RUNS_SCHEMA.empty_table()})
+    try:
+        sqlbox.check(con, query)
+        wanted = tables_read(con, query)
+    finally:
+        con.close()
+    tables = run_tables(uri, wanted)
+    for name in TABLES:
+        spark.createDataFrame(tables.get(name, with_run_column(name).empty_table())).createOrReplaceTempView(name)
+    spark.createDataFrame(tables["runs"].drop(["files"])).createOrReplaceTempView("runs")
+    try:
+        return _arrow(spark.sql(to_spark(query)))
+    except Exception as exc:  # Spark's AnalysisException and friends: one line
+        if type(exc).__module__.startswith("pyspark"):
+            raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
+        raise
