@@ -24,10 +24,21 @@ import pytest
 
 import tfprof
 from tfprof.api import run_view
-from tfprof.catalog import add_run, aggregate_profile, match_runs, remote, remove_run, run_profile, runs, sql
+from tfprof.catalog import (
+    add_run,
+    aggregate_profile,
+    check_catalog,
+    match_runs,
+    remote,
+    remove_run,
+    run_profile,
+    runs,
+    sql,
+)
 from tfprof.catalog.layout import RUNS
 from tfprof.catalog.storage import LOCK_KEY, ObjectStore, WriterLock, location, object_uri
 from tfprof.errors import InputNotFoundError, MissingDependencyError, OptionError, OutputError, ProfileFormatError
+from tfprof.schema import TABLES
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -260,6 +271,23 @@ def test_writer_dying_mid_add_leaves_nothing_visible(cat, monkeypatch):
     assert set(_keys(cat)) == _listed(cat) | {RUNS}
 
 
+def test_a_reader_racing_a_replace_reads_the_new_run_list(cat, monkeypatch):
+    """A replace commits and deletes the old objects after a reader read the run list: the
+    reader finds an object gone, reads the run list again and gets the new run."""
+    add_run(cat, "a", profile_path=tfprof.sample_path("cnn"))
+    real, raced = remote._fetch_all, []
+
+    def replace_first(store, entries):
+        if not raced:
+            raced.append(1)
+            add_run(cat, "a", force=True, profile_path=tfprof.sample_path("multistep"))
+        return real(store, entries)
+
+    monkeypatch.setattr(remote, "_fetch_all", replace_first)
+    assert _scope(run_profile(cat, "a")) == _scope(tfprof.load(tfprof.sample_path("multistep")))
+    assert raced == [1]
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_damaged_and_missing_objects_are_named(cat):
     add_run(cat, "a", profile_path=tfprof.sample_path("cnn"))
@@ -274,9 +302,12 @@ def test_damaged_and_missing_objects_are_named(cat):
         run_profile(cat, "a")
     with pytest.raises(ProfileFormatError, match="checksum differs"):
         sql(cat, "select count(*) from execs")
+    report = check_catalog(cat)
+    assert report["problems"] == [] and "checksum differs" in report["runs"][0]["problems"][0]
     store.delete(entry["path"])
     with pytest.raises(ProfileFormatError, match="is missing from the catalog"):
         run_profile(cat, "a")
+    assert "is missing from the catalog" in check_catalog(cat, checksums=False)["runs"][0]["problems"][0]
     store.put(RUNS, b"PAR1 not really")
     with pytest.raises(ProfileFormatError, match=r"runs.parquet` is damaged"):
         runs(cat)
@@ -313,13 +344,15 @@ def test_cli_on_a_catalog_in_s3(s3, cat, tmp_path):
     assert rows.returncode == 0 and json.loads(rows.stdout) == [{"run": "r1", "host": "h1", "n": 467}]
     again = _tfprof(s3, "ingest", "--catalog", cat, "--run", "r1", profile)
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "--force" in again.stderr
-    for args in (("runs", f"s3://{BUCKET}/nothing-here"), ("runs", "s3://no-such-bucket-x/c"),
+    for args in (("runs", f"s3://{BUCKET}/nothing-here"), ("scope", cat), ("check", f"s3://{BUCKET}/nothing-here"), ("runs", "s3://no-such-bucket-x/c"),
                  ("scope", "--catalog", cat, "--run", "nope"), ("runs", cat + "?q=1")):
         bad = _tfprof(s3, *args)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
     creds = _tfprof({**s3, "AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}, "ingest", "--catalog", cat,
                     "--run", "r2", profile)
     assert creds.returncode == 2 and creds.stderr.count("\n") == 1 and cat in creds.stderr
+    checked = _tfprof(s3, "check", cat)
+    assert checked.returncode == 0 and checked.stdout == f"catalog {cat}: 1 runs\nrun r1: {len(TABLES)} files ok; its data: 0 errors, 0 warnings\n"
     assert _tfprof(s3, "runs", cat, "--remove", "r1").stdout == f"removed run r1 from {cat}\n"
     assert runs(cat).num_rows == 0
 

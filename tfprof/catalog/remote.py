@@ -308,3 +308,41 @@ def sql(uri: str, query: str) -> pa.Table:
     finally:
         con.close()
     return rows if rows is not None else pa.table({})
+
+
+def check_catalog(uri: str, checksums: bool = True) -> dict:
+    """``tfprof.catalog.check_catalog`` for a catalog in object storage: every row of the run
+    list, and every object a run lists (with ``checksums``, read whole and checked as a read
+    does; without, its size only)."""
+    from pyarrow import fs
+
+    from tfprof.catalog.trust import row_problems, shown
+
+    store, data = open_catalog(uri)
+    report: dict = {"catalog": uri, "problems": [], "runs": []}
+    try:
+        rows = _runs_table(store, data).to_pylist()
+    except ProfileFormatError as exc:
+        return {**report, "problems": [str(exc)], "runs": None}
+    seen: dict[str, str] = {}
+    names: set[str] = set()
+    for row in rows:
+        found = row_problems(row, seen, names)
+        entries = row["files"] if not found else []
+        if entries and not checksums:
+            with store.errors("list"):
+                infos = store.fs.get_file_info([store.path(e["path"]) for e in entries])
+            for entry, info in zip(entries, infos):
+                if info.type != fs.FileType.File:
+                    found.append(f"`{store.url(entry['path'])}` is missing from the catalog `{uri}`")
+                elif info.size != entry["bytes"]:
+                    found.append(f"`{store.url(entry['path'])}` is damaged ({info.size:,} bytes where the catalog "
+                                 f"wrote {entry['bytes']:,})")
+        for entry in entries if checksums else []:
+            try:
+                _fetch(store, entry)
+            except (ProfileFormatError, _Gone) as exc:
+                found.append(str(exc))
+        report["runs"].append({"run": shown(str(row["run"])), "files": len(row["files"] or []),
+                               "errors": row["errors"], "warnings": row["warnings"], "problems": found})
+    return report

@@ -246,15 +246,20 @@ class ObjectStore:
             lock.release()
 
 
-def lock_ttl() -> float:
-    value = os.environ.get("TFPROF_CATALOG_LOCK_TTL", "60").strip()
+def _seconds(name: str, default: str, low: float) -> float:
+    value = os.environ.get(name, default).strip() or default
     try:
-        ttl = float(value)
+        seconds = float(value)
     except ValueError:
-        ttl = -1
-    if not 1 <= ttl <= 86400:
-        raise OptionError(f"TFPROF_CATALOG_LOCK_TTL=`{shown(value)}` is not a number of seconds from 1 to 86400")
-    return ttl
+        seconds = -1
+    if not low <= seconds <= 86400:
+        raise OptionError(f"{name}=`{shown(value)}` is not a number of seconds from {low:g} to 86400")
+    return seconds
+
+
+def lock_ttl() -> float:
+    """How long a writer's lock lives unless renewed: ``TFPROF_CATALOG_LOCK_TTL`` (60 s)."""
+    return _seconds("TFPROF_CATALOG_LOCK_TTL", "60", 1)
 
 
 class WriterLock:
@@ -274,7 +279,7 @@ class WriterLock:
         return json.dumps({"owner": self.token, "ttl": self.ttl, "pid": os.getpid()}).encode()
 
     def acquire(self) -> None:
-        wait = float(os.environ.get("TFPROF_CATALOG_LOCK_WAIT", "600") or 600)
+        wait = _seconds("TFPROF_CATALOG_LOCK_WAIT", "600", 0)  # how long to wait for another writer
         deadline = time.monotonic() + wait
         delay = 0.05
         while True:

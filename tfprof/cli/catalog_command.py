@@ -215,7 +215,7 @@ def check_directory(path: Path, fmt: str, checksums: bool) -> bool:
     from tfprof.errors import ProfileFormatError
     from tfprof.store import MANIFEST, read_manifest, recreate_hint, verify_store
 
-    if not is_catalog(path) or os.path.lexists(path / MANIFEST):
+    if not object_uri(path) and (not is_catalog(path) or os.path.lexists(path / MANIFEST)):
         verify_store(path, checksums=checksums)
         if "validation" not in read_manifest(path)["tables"]:
             print(f"Warning: `{path}` was written before tfprof validated the data it ingests, so "
