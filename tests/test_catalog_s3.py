@@ -417,9 +417,13 @@ def test_a_writer_killed_mid_add_leaves_nothing_visible(s3, cat):
 @pytest.mark.spark
 def test_sql_over_s3_on_spark_equals_duckdb(s3, cat):
     pytest.importorskip("pyspark", reason="needs pyspark: pip install 'tfprof[spark]'")
-    from tfprof.catalog.spark import spark_sql
+    from tfprof.catalog.spark import on_spark, spark_sql
 
     add_run(cat, "a", tags={"host": "h1"}, profile_path=tfprof.sample_path("cnn"))
     add_run(cat, "b", profile_path=tfprof.sample_path("multistep"))
-    query = "select run, host, count(*) n, sum(duration_micros) t from execs group by run, host order by run"
-    assert spark_sql(cat, query).to_pylist() == sql(cat, query).to_pylist()
+    for query in ("select run, host, count(*) n, sum(duration_micros) t from execs group by run, host order by run",
+                  "select n.run, count(*) c from nodes n join node_types t using (run, node_id) group by 1 order by 1"):
+        assert spark_sql(cat, query).to_pylist() == sql(cat, query).to_pylist()
+    with on_spark():  # a view of a run in S3 with its SQL on Spark
+        got = _scope(run_profile(cat, "a"))
+    assert got == _scope(tfprof.load(tfprof.sample_path("cnn")))

@@ -201,6 +201,11 @@ def _hint(uri: str) -> str:
 
 def _fetch(store: ObjectStore, entry: dict) -> pa.Table:
     """The partition ``entry`` names, checked against it: size, Parquet tail, CRC-32, schema, rows."""
+    return _decode(store, entry, _fetch_bytes(store, entry))
+
+
+def _fetch_bytes(store: ObjectStore, entry: dict) -> bytes:
+    """The bytes of the partition ``entry`` names, checked: size, Parquet tail, CRC-32."""
     url, hint = store.url(entry["path"]), _hint(store.uri)
     data = store.read(entry["path"])
     if data is None:
@@ -212,6 +217,11 @@ def _fetch(store: ObjectStore, entry: dict) -> pa.Table:
         raise ProfileFormatError(f"`{url}` is damaged (not a complete Parquet file); {hint}")
     if zlib.crc32(data) != int(entry["crc32"], 16):
         raise ProfileFormatError(f"`{url}` is damaged (its checksum differs from the one the catalog recorded); {hint}")
+    return data
+
+
+def _decode(store: ObjectStore, entry: dict, data: bytes) -> pa.Table:
+    url, hint = store.url(entry["path"]), _hint(store.uri)
     name = entry["table"]
     try:
         table = pq.read_table(pa.BufferReader(data))
@@ -278,6 +288,26 @@ def run_tables(uri: str, wanted: list[str] | None = None) -> dict[str, pa.Table]
     out = _consistent(uri, read)
     out["runs"] = runs(uri)
     return out
+
+
+def download(uri: str, wanted: list[str], dest: Path) -> tuple[dict[str, list[Path]], pa.Table]:
+    """Copy the partitions of tables ``wanted`` of every run into ``dest`` (the catalog's
+    layout; each object checked: size, tail, CRC-32), for an engine that reads Parquet files;
+    returns the files per table and the runs table they belong to."""
+
+    def read(store: ObjectStore, rows: list[dict]) -> dict[str, list[Path]]:
+        out: dict[str, list[Path]] = {name: [] for name in TABLES}
+        entries = [f for r in rows for f in r["files"] if f["table"] in wanted]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            for entry, data in zip(entries, pool.map(lambda e: _fetch_bytes(store, e), entries)):
+                file = dest / entry["path"]  # (checked by check_runs: relative, no `..`)
+                file.parent.mkdir(parents=True, exist_ok=True)
+                file.write_bytes(data)
+                out[entry["table"]].append(file)
+        return out
+
+    files = _consistent(uri, read)
+    return files, runs(uri)
 
 
 def _with_levels(table: pa.Table, row: dict, name: str) -> pa.Table:

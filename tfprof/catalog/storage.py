@@ -22,13 +22,16 @@ cannot both break it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import email.utils
+import functools
 import json
 import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -67,6 +70,24 @@ def _endpoint() -> str | None:
 
 def _region() -> str:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # the stores holding an S3 filesystem
+
+
+@functools.cache
+def _finalize_at_exit() -> None:
+    """Drop every S3 filesystem before pyarrow shuts its S3 client down at exit (a handler
+    registered later runs first): one still alive then can abort the process
+    ("terminate called without an active exception")."""
+    def drop() -> None:
+        import gc
+
+        for store in list(_OPEN):
+            store._fs = None
+        gc.collect()
+
+    atexit.register(drop)
 
 
 class PreconditionFailed(Exception):
@@ -114,6 +135,8 @@ class ObjectStore:
                         ep = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
                         options.update(endpoint_override=ep.netloc + ep.path.rstrip("/"), scheme=ep.scheme)
                     self._fs = fs.S3FileSystem(**options)
+                    _OPEN.add(self)
+                    _finalize_at_exit()
         return self._fs
 
     @property
