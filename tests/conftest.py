@@ -81,6 +81,7 @@ SLOW_TESTS = {
         "test_a_live_writers_lock_is_waited_for_then_refused": "waits for a lock twice (~4 s)",
         "test_a_dead_writers_lock_is_broken_and_its_leftovers_deleted": "waits out a dead lock (~2.5 s)",
         "test_sql_and_aggregate_equal_a_local_catalog": "six adds, two catalogs (~2.5 s)",
+        "test_two_writers_breaking_one_dead_lock_get_it_once": "waits out a dead lock (~3 s)",
     },
     "test_compatibility.py": {
         "test_cli_account_type_regexes_accounts": "`python -m tfprof`",

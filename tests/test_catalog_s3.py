@@ -217,6 +217,27 @@ def test_a_live_writers_lock_is_waited_for_then_refused(cat, monkeypatch):
     assert set(_keys(cat)) == _listed(cat) | {RUNS}
 
 
+def test_two_writers_breaking_one_dead_lock_get_it_once(cat, monkeypatch):
+    """Both saw the same dead lock; the first replaces it (If-Match on that version), the
+    second's replacement then fails and it waits, rather than both holding the lock."""
+    store = ObjectStore(cat)
+    store.put(LOCK_KEY, b'{"owner": "dead", "ttl": 1}')
+    time.sleep(2.1)  # (Last-Modified and Date have one-second resolution)
+    dead = store.get(LOCK_KEY)
+    first = WriterLock(ObjectStore(cat))
+    first.acquire()
+    try:
+        late = ObjectStore(cat)
+        monkeypatch.setattr(late, "get", lambda rel: dead)  # it read the dead lock before `first` broke it
+        monkeypatch.setenv("TFPROF_CATALOG_LOCK_WAIT", "0.5")
+        with pytest.raises(OutputError, match="being written by another writer"):
+            WriterLock(late).acquire()
+        first.confirm()  # still its own
+    finally:
+        first.release()
+    assert LOCK_KEY not in _keys(cat)
+
+
 def test_a_lock_taken_over_is_noticed_before_the_commit(cat):
     store = ObjectStore(cat)
     lock = WriterLock(store)

@@ -82,8 +82,8 @@ def add_run(
     progress: Progress | None = None, profile: Profile | None = None, **given,
 ) -> dict:
     """Add the profile given by tfprof's input options (``profile_path=...``, ``graph_path=...``),
-    or a ``Profile`` in memory (``profile``), to ``catalog`` as run ``run``; returns its row of
-    the runs table as a dict.
+    or a ``Profile`` in memory (``profile``), to ``catalog`` (a directory, or ``s3://bucket/prefix``:
+    ``tfprof.catalog.remote``) as run ``run``; returns its row of the runs table as a dict.
 
     >>> import tempfile, tfprof
     >>> from tfprof.catalog import add_run
