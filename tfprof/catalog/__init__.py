@@ -3,6 +3,8 @@ host and worker, with a ``runs`` table listing them (``layout``); adding and rem
 one run as a ``Profile``, every run through SQL (``read``); several runs aggregated into one
 profile that every view runs on (``aggregate``); the reference backend on Spark (``spark``);
 what a catalog may name, since it is never trusted (``trust``), and a full check (``check``).
+A catalog may also live in object storage (``s3://bucket/prefix``): ``storage`` reads and writes
+its objects and holds the writers' lock, ``remote`` adds, removes and reads runs there.
 """
 
 from tfprof.catalog.aggregate import AGGREGATES, aggregate_profile

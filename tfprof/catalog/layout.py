@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 
 from tfprof.errors import InputNotFoundError, OptionError, ProfileFormatError
 from tfprof.output import PathLike, write_file
+from tfprof.schema import TABLES
 
 RUNS = "runs.parquet"
 LOCK = ".lock"
@@ -84,6 +85,15 @@ def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None 
     ``tags``, the default partition where absent)."""
     tags = tags or {}
     return root.joinpath(table, f"{PARTITION}={run}", *(f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]))
+
+
+def with_run_column(name: str) -> pa.Schema:
+    """Table ``name``'s schema with the partition columns (run, host, worker) last, as a
+    dataset of runs reads."""
+    schema = TABLES[name].schema
+    for level in LEVELS:
+        schema = schema.append(pa.field(level, pa.string()))
+    return schema
 
 
 class UntrustedCatalog(ProfileFormatError):
