@@ -74,6 +74,15 @@ SLOW_TESTS = {
     "test_catalog.py": {
         "test_concurrent_adds_from_two_processes": "two `python` processes adding runs at once (~8 s)",
     },
+    "test_catalog_s3.py": {
+        "test_cli_on_a_catalog_in_s3": "`python -m tfprof` against a moto server (~14 s)",
+        "test_concurrent_adds_from_two_processes": "two `python` processes adding runs to S3 at once (~14 s)",
+        "test_a_writer_killed_mid_add_leaves_nothing_visible": "kills a writer, waits out its lock (~7 s)",
+        "test_a_live_writers_lock_is_waited_for_then_refused": "waits for a lock twice (~4 s)",
+        "test_a_dead_writers_lock_is_broken_and_its_leftovers_deleted": "waits out a dead lock (~2.5 s)",
+        "test_sql_and_aggregate_equal_a_local_catalog": "six adds, two catalogs (~2.5 s)",
+        "test_two_writers_breaking_one_dead_lock_get_it_once": "waits out a dead lock (~3 s)",
+    },
     "test_compatibility.py": {
         "test_cli_account_type_regexes_accounts": "`python -m tfprof`",
     },
@@ -173,6 +182,7 @@ SLOW_TESTS = {
 # module -> {function: how many of its cases the fast tier runs}
 SAMPLED = {
     "test_catalog.py": {"test_every_golden_case_through_a_run_of_the_catalog": 12},
+    "test_catalog_s3.py": {"test_every_golden_case_through_a_run_in_s3": 8},
     "test_diff_samples.py": {"test_one_pass_samples_equal_a_view_run_per_step": 8},
     "test_diff_text.py": {"test_text_equals_the_row_by_row_report": 12},
     "test_golden.py": {"test_golden": 32},

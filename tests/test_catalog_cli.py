@@ -34,7 +34,7 @@ def cat(tmp_path, capsys):
 def test_runs_lists_and_removes(cat, capsys):
     code, out, _ = _run(capsys, "runs", cat)
     lines = out.splitlines()
-    assert code == 0 and lines[0].split()[:4] == ["run", "format", "nodes", "steps"]
+    assert code == 0 and lines[0].split()[:5] == ["run", "format", "ranks", "nodes", "steps"]
     assert [line.split()[0] for line in lines[1:3]] == ["night-1", "night-2"] and lines[-1] == "2 runs"
     code, out, _ = _run(capsys, "runs", cat, "--format", "json")
     rows = json.loads(out)

@@ -1,8 +1,11 @@
 """A catalog of runs: many profiles as one Parquet dataset per table, hive-partitioned by run,
-host and worker, with a ``runs`` table listing them (``layout``); adding and removing runs safely (``write``);
+host, worker and rank (a distributed job's run holds a partition per rank), with a ``runs`` table
+listing them (``layout``); adding and removing runs and jobs safely (``write``);
 one run as a ``Profile``, every run through SQL (``read``); several runs aggregated into one
 profile that every view runs on (``aggregate``); the reference backend on Spark (``spark``);
 what a catalog may name, since it is never trusted (``trust``), and a full check (``check``).
+A catalog may also live in object storage (``s3://bucket/prefix``): ``storage`` reads and writes
+its objects and holds the writers' lock, ``remote`` adds, removes and reads runs there.
 """
 
 from tfprof.catalog.aggregate import AGGREGATES, aggregate_profile

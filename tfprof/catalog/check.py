@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from tfprof.catalog.layout import STAGING, locked, read_runs, require_catalog
 from tfprof.catalog.read import partition_file
+from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import no_links, row_problems, shown, unlisted_files
 from tfprof.errors import ProfileFormatError
 from tfprof.manifest import crc32_of
@@ -35,6 +36,10 @@ def check_catalog(catalog: PathLike, *, checksums: bool = True) -> dict:
     >>> report["problems"], [(r["run"], r["problems"]) for r in report["runs"]]
     ([], [('a', [])])
     """
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        return remote.check_catalog(uri, checksums)
     root = require_catalog(catalog)
     report: dict = {"catalog": str(root), "problems": [], "runs": []}
     for name in (STAGING, *TABLES):

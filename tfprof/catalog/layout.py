@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 from tfprof.errors import InputNotFoundError, OptionError, ProfileFormatError
 from tfprof.output import PathLike, write_file
+from tfprof.schema import TABLES
 
 RUNS = "runs.parquet"
 LOCK = ".lock"
@@ -95,6 +96,15 @@ def rank_of(rel: str) -> int | None:
         if part.startswith("rank=") and part[5:].isdigit():
             return int(part[5:])
     return None
+
+
+def with_run_column(name: str) -> pa.Schema:
+    """Table ``name``'s schema with the partition columns (run, host, worker, rank) last, as a
+    dataset of runs reads."""
+    schema = TABLES[name].schema
+    for level in LEVELS:
+        schema = schema.append(pa.field(level, pa.string()))
+    return schema
 
 
 class UntrustedCatalog(ProfileFormatError):

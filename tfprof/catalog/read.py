@@ -17,7 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import LEVELS, check_name, locked, rank_of, read_runs, require_catalog
+from tfprof.catalog.layout import check_name, locked, rank_of, read_runs, require_catalog, with_run_column
+from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import check_runs, no_links, shown
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.manifest import verify_files
@@ -36,6 +37,10 @@ def runs(catalog: PathLike) -> pa.Table:
     >>> runs(cat).select(["run", "format", "nodes"]).to_pylist()
     [{'run': 'a', 'format': 'profile', 'nodes': 467}]
     """
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        return remote.runs(uri)
     root = require_catalog(catalog)
     with locked(root, shared=True):
         return read_runs(root)
@@ -132,6 +137,13 @@ def run_profile(catalog: PathLike, run: str, rank: int | None = None) -> Profile
     467
     """
     check_name(run)
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        if rank is not None:
+            raise OptionError(f"`{catalog}` is in object storage, which holds no job's ranks yet: --rank needs a catalog "
+                              "on disk")
+        return remote.run_profile(uri, run)
     root = require_catalog(catalog)
     with locked(root, shared=True):
         row, entries = _entries(root, check_runs(root, read_runs(root)), run, rank)
@@ -168,15 +180,6 @@ def verify_tables(catalog: PathLike, listed: dict[str, list[dict]], con, query: 
     verify_partitions(Path(catalog), [e for name in tables_read(con, query) for e in listed[name]])
 
 
-def with_run_column(name: str) -> pa.Schema:
-    """Table ``name``'s schema with the partition columns (run, host, worker, rank) last, as a
-    dataset of runs reads."""
-    schema = TABLES[name].schema
-    for level in LEVELS:
-        schema = schema.append(pa.field(level, pa.string()))
-    return schema
-
-
 def sql(catalog: PathLike, query: str) -> pa.Table:
     """Run one read-only DuckDB query over every run of ``catalog``: each table is a view of its
     name over all runs' partitions with ``run``, ``host``, ``worker`` and ``rank`` columns (NULL
@@ -193,6 +196,10 @@ def sql(catalog: PathLike, query: str) -> pa.Table:
     """
     from tfprof import sqlbox
 
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        return remote.sql(uri, query)
     root = require_catalog(catalog)
     with locked(root, shared=True):
         files, listed = partition_files(root)

@@ -150,14 +150,17 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
     run of ``catalog``: each table a view over its partitions with ``run``, ``host`` and
     ``worker`` columns, and ``runs``. The rows come back as Arrow."""
     from tfprof import sqlbox
+    from tfprof.catalog.storage import object_uri
 
+    if uri := object_uri(catalog):
+        return _staged_sql(uri, query, session(master))
     root = require_catalog(catalog)
     spark = session(master)
     with locked(root, shared=True):
         files, listed = partition_files(root)
         runs = read_runs(root)
         # the sandbox's checks (one read-only query, no file functions) on the local schema
-        from tfprof.catalog.read import with_run_column
+        from tfprof.catalog.layout import with_run_column
 
         con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": runs.slice(0, 0)})
         try:
@@ -165,16 +168,48 @@ def spark_sql(catalog: PathLike, query: str, *, master: str | None = None) -> pa
             verify_tables(root, listed, con, query)  # the CRC-32s of the partitions it reads
         finally:
             con.close()
-        for name in TABLES:
-            if files[name]:
-                frame = spark.read.option("basePath", str(Path(root) / name)).parquet(*map(str, files[name]))
-            else:
-                frame = spark.createDataFrame(with_run_column(name).empty_table())
-            frame.createOrReplaceTempView(name)
-        spark.createDataFrame(runs.drop(["files"])).createOrReplaceTempView("runs")
-        try:
-            return _arrow(spark.sql(to_spark(query)))
-        except Exception as exc:  # Spark's AnalysisException and friends: one line
-            if type(exc).__module__.startswith("pyspark"):
-                raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
-            raise
+        return _run_on(spark, Path(root), files, runs, query)
+
+
+def _run_on(spark, root: Path, files: dict[str, list[Path]], runs: pa.Table, query: str,
+            names: list[str] | None = None) -> pa.Table:
+    """``query`` on Spark with each table (of ``names``, default all) a view over its
+    partition ``files`` under ``root``."""
+    from tfprof.catalog.layout import with_run_column
+
+    for name in TABLES if names is None else names:
+        if files[name]:
+            frame = spark.read.option("basePath", str(root / name)).parquet(*map(str, files[name]))
+        else:
+            frame = spark.createDataFrame(with_run_column(name).empty_table())
+        frame.createOrReplaceTempView(name)
+    spark.createDataFrame(runs.drop(["files"])).createOrReplaceTempView("runs")
+    try:
+        return _arrow(spark.sql(to_spark(query)))
+    except Exception as exc:  # Spark's AnalysisException and friends: one line
+        if type(exc).__module__.startswith("pyspark"):
+            raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
+        raise
+
+
+def _staged_sql(uri: str, query: str, spark) -> pa.Table:
+    """``spark_sql`` over a catalog in object storage. Spark reads ``s3a://`` only with the
+    hadoop-aws jars, which pyspark does not ship: the partitions of the tables the query names
+    are copied through pyarrow into a local temporary catalog (each checked, as
+    ``tfprof.catalog.remote`` reads them), which Spark reads as it reads a local one."""
+    import tempfile
+
+    from tfprof import sqlbox
+    from tfprof.catalog.layout import RUNS_SCHEMA, with_run_column
+    from tfprof.catalog.remote import download
+    from tfprof.profile import tables_read
+
+    con = sqlbox.connect({**{n: with_run_column(n).empty_table() for n in TABLES}, "runs": RUNS_SCHEMA.empty_table()})
+    try:
+        sqlbox.check(con, query)
+        wanted = tables_read(con, query)
+    finally:
+        con.close()
+    with tempfile.TemporaryDirectory(prefix="tfprof-spark-") as tmp:
+        files, runs = download(uri, wanted, Path(tmp))
+        return _run_on(spark, Path(tmp), files, runs, query, wanted)  # (the other tables are not read)

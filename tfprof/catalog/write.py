@@ -39,6 +39,7 @@ from tfprof.catalog.layout import (
     upgrade_layout,
     write_runs,
 )
+from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import check_runs, check_tags, no_links, unlisted_files
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
@@ -82,17 +83,21 @@ def add_run(
     progress: Progress | None = None, profile: Profile | None = None, **given,
 ) -> dict:
     """Add the profile given by tfprof's input options (``profile_path=...``, ``graph_path=...``),
-    or a ``Profile`` in memory (``profile``), to ``catalog`` as run ``run``; returns its row of
-    the runs table as a dict.
+    or a ``Profile`` in memory (``profile``), to ``catalog`` (a directory, or ``s3://bucket/prefix``:
+    ``tfprof.catalog.remote``) as run ``run``; returns its row of the runs table as a dict.
 
     >>> import tempfile, tfprof
     >>> from tfprof.catalog import add_run
     >>> add_run(tempfile.mkdtemp() + "/cat", "night-1", profile_path=tfprof.sample_path())["nodes"]
     467
     """
-    root = Path(catalog)
     check_name(run)
     tag_map = parse_tags(tags)
+    if uri := object_uri(catalog):  # in object storage: tfprof.catalog.remote
+        from tfprof.catalog import remote
+
+        return remote.add_run(uri, run, tag_map, force, progress, profile, given, stage_inputs)
+    root = Path(catalog)
     inputs = input_paths(**given)
     clash = inputs.clash(root, directory=True)
     if clash:
@@ -107,7 +112,7 @@ def add_run(
     fcntl.flock(lock_fd, fcntl.LOCK_EX)
     store = staging / f"{run}-{token}"
     try:
-        source = _ingest(store, progress, given, profile)
+        source = stage_inputs(store, progress, given, profile)
         manifest = read_manifest(store)
         with locked(root):
             runs = read_runs(root)
@@ -138,6 +143,9 @@ def add_job(catalog: PathLike, run: str, paths: list, *, tags: list[str] | dict[
     from tfprof.ingest.job import assign_ranks, job_files
     from tfprof.output import Inputs
 
+    if object_uri(catalog):
+        raise OptionError(f"`{catalog}`: a job's traces go into a catalog on disk for now (object storage holds runs of "
+                          "one trace); give a directory")
     root = Path(catalog)
     check_name(run)
     tag_map = parse_tags(tags)
@@ -159,7 +167,7 @@ def add_job(catalog: PathLike, run: str, paths: list, *, tags: list[str] | dict[
         facts = []
         for k, trace in enumerate(traces):
             store = staging / f"{run}-{token}-{k}"
-            stores[trace] = (store, _ingest(store, None, {"profile_path": trace}, None))
+            stores[trace] = (store, stage_inputs(store, None, {"profile_path": trace}, None))
             info = pq.read_table(store / "info.parquet").to_pylist()[0]
             facts.append((trace, info.get("rank"), info.get("world_size"), info.get("host")))
             if progress:
@@ -214,7 +222,7 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
     return rows, unlisted_files(root, keep, list(TABLES)), moves
 
 
-def _ingest(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
+def stage_inputs(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
     """Write the inputs as a store without indexes at ``store``; returns the source format."""
     from tfprof.api.inputs import load, profile_source
 
@@ -262,6 +270,10 @@ def remove_run(catalog: PathLike, run: str) -> None:
     from tfprof.catalog.layout import require_catalog
 
     check_name(run)
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        return remote.remove_run(uri, run)
     root = require_catalog(catalog)
     with locked(root):
         runs = read_runs(root)

@@ -122,7 +122,11 @@ def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, pr
     if path is not None:
         if profile_path is not None:
             raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
-        if not Path(path).exists():
+        from tfprof.catalog.storage import object_uri
+
+        if object_uri(path):  # a catalog in object storage (tfprof check s3://BUCKET/PREFIX)
+            path = object_uri(path)
+        elif not Path(path).exists():
             from tfprof.errors import InputNotFoundError
 
             words = str(path).split()
@@ -143,6 +147,13 @@ def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, pr
 def load_profile(*, warn: bool = True, **inputs):
 
     profile_path = inputs.get("profile_path")
+    from tfprof.catalog.storage import object_uri
+
+    if object_uri(profile_path):
+        from tfprof.errors import OptionError
+
+        uri = object_uri(profile_path)
+        raise OptionError(f"`{uri}` is a catalog in object storage, not a profile: give --catalog {uri} --run NAME")
     if profile_path is not None and Path(profile_path).is_dir():
         STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
     from tfprof.api import load

@@ -12,10 +12,11 @@ from typing import Annotated, Optional
 
 import typer
 
+from tfprof.catalog.storage import location, object_uri
 from tfprof.cli.app import app, progress_bar
 
 CatalogOption = Annotated[
-    Optional[Path], typer.Option("--catalog", help="A catalog directory of runs (tfprof runs DIR lists them).")
+    Optional[Path], typer.Option("--catalog", help="A catalog of runs: a directory, or s3://BUCKET/PREFIX (tfprof runs DIR lists them).")
 ]
 RunOption = Annotated[Optional[str], typer.Option("--run", help="The run's name in the catalog (with --catalog).")]
 TagOption = Annotated[
@@ -49,6 +50,7 @@ def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None
         raise typer.BadParameter("give --out DIR (a store) or --catalog DIR --run NAME (a run of a catalog)")
     if not run:
         raise OptionError("--catalog needs --run NAME: the name the profile gets in the catalog")
+    catalog = location(catalog)  # an s3:// or gs:// URI stays one
     given = inputs.get("profile_path")
     if given is not None and _is_job(str(given)) and not any(v for k, v in inputs.items() if k != "profile_path"):
         from tfprof.catalog import add_job, run_ranks
@@ -86,7 +88,9 @@ def catalog_sql(catalog: Path | None, query: str, engine: str, master: str | Non
     _check_engine(engine)
     if catalog is None:
         raise OptionError("--engine spark runs SQL over a catalog: give --catalog DIR")
-    inputs = inputs + input_paths(profile_path=catalog)
+    catalog = location(catalog)
+    if not object_uri(catalog):
+        inputs = inputs + input_paths(profile_path=catalog)
     if out is not None:
         check_target(out, force=force, inputs=inputs, what="--out")  # before the query runs
     if engine == "spark":
@@ -137,7 +141,7 @@ def view_profile(flags: dict, opts, inputs: dict):
         return None
     if any(v is not None for v in inputs.values()):
         raise OptionError("give either a profile or --catalog DIR, not both")
-    catalog = Path(flags["catalog"])
+    catalog = location(flags["catalog"])
     if ("run" in flags) == ("runs" in flags):
         raise OptionError("with --catalog give one of --run NAME or --runs PATTERN")
     from tfprof.catalog import aggregate_profile, match_runs, run_profile
@@ -151,6 +155,12 @@ def view_profile(flags: dict, opts, inputs: dict):
         raise OptionError("runs or ranks aggregated with --aggregate have no steps: drop -step and -output timeline "
                           "(or look at one run with --run NAME, one rank with --rank R)")
     if "run" in flags:  # a job's ranks aggregated
+        from tfprof.catalog import run_ranks, runs
+
+        rows = [r for r in runs(catalog).to_pylist() if r["run"] == flags["run"]]
+        if rows and not run_ranks(rows[0]):
+            raise OptionError(f"--aggregate with --run aggregates a job's ranks, and run `{flags['run']}` is no job; "
+                              "--runs PATTERN aggregates runs")
         return aggregate_profile(catalog, [flags["run"]], flags["aggregate"])
     return aggregate_profile(catalog, match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum"))
 
@@ -180,7 +190,7 @@ def view_engine(flags: dict):
 
 @app.command()
 def runs(
-    catalog: Annotated[Path, typer.Argument(metavar="CATALOG", help="A catalog directory.")],
+    catalog: Annotated[Path, typer.Argument(metavar="CATALOG", help="A catalog directory, or s3://BUCKET/PREFIX.")],
     fmt: Annotated[str, typer.Option("--format", "-f", help="text (the default) or json.")] = "text",
     remove: Annotated[Optional[str], typer.Option("--remove", help="Remove this run (its partitions and row).")] = None,
 ) -> None:
@@ -200,6 +210,7 @@ def runs(
 
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
+    catalog = location(catalog)
     if remove is not None:
         remove_run(catalog, remove)
         typer.echo(f"removed run {remove} from {catalog}")
@@ -247,7 +258,7 @@ def check_directory(path: Path, fmt: str, checksums: bool) -> bool:
     from tfprof.errors import ProfileFormatError
     from tfprof.store import MANIFEST, read_manifest, recreate_hint, verify_store
 
-    if not is_catalog(path) or os.path.lexists(path / MANIFEST):
+    if not object_uri(path) and (not is_catalog(path) or os.path.lexists(path / MANIFEST)):
         verify_store(path, checksums=checksums)
         if "validation" not in read_manifest(path)["tables"]:
             print(f"Warning: `{path}` was written before tfprof validated the data it ingests, so "

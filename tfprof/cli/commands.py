@@ -185,13 +185,15 @@ def check(
       tfprof check runs/     # a catalog: every run's files, and the paths its run list names
     """
     from tfprof.api.shell import ops_without_flops_rule, render_json, render_text, report
+    from tfprof.catalog.storage import location, object_uri
     from tfprof.cli.catalog_command import check_directory
     from tfprof.errors import OptionError
 
     if fmt not in ("text", "json"):
         raise OptionError(f"unknown --format `{fmt}`; valid: text, json")
     profile_path = inputs.get("profile_path")
-    if profile_path is not None and Path(profile_path).is_dir() and check_directory(Path(profile_path), fmt, checksums):
+    if profile_path is not None and (object_uri(profile_path) or Path(profile_path).is_dir()) and check_directory(
+            location(profile_path), fmt, checksums):  # (an object-store catalog: an s3:// URI)
         return  # a catalog: every run's files and the paths its run list names were checked, and said
     prof = load_profile(warn=False, **inputs)
     data = report(prof.table("validation"), spelled(inputs), ops_without_flops_rule(prof))

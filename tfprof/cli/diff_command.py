@@ -93,7 +93,9 @@ def diff(
         raise typer.BadParameter("give one or two profiles: tfprof diff A B [VIEW] (or A --step S --against T)")
     if catalog is not None:  # runs of a catalog, by name (docs/SCALE.md)
         from tfprof.catalog import run_profile
+        from tfprof.catalog.storage import location
 
+        catalog = location(catalog)  # an s3:// URI stays one
         profiles = [run_profile(catalog, name) for name in positionals]
     else:
         profiles = [load_profile(profile_path=Path(p)) for p in positionals]
