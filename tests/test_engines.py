@@ -159,3 +159,15 @@ def test_the_exact_name_set_finds_what_the_hash_set_finds():
         for _ in range(3):  # batches: a name is seen again within a batch or from an earlier one
             names = pa.array([rng.choice("abcdefgh") * rng.randint(1, 3) for _ in range(rng.randint(0, 30))])
             assert exact.add(names).tolist() == hashed.add(names).tolist()
+
+
+def test_a_reference_backend_another_thread_is_importing_is_not_active(monkeypatch):
+    """Two threads (the two sides of a diff) may import the reference backend at once; the one
+    that finds it half-imported runs its local engine instead of failing on what is not there yet."""
+    import sys
+    import types
+
+    from tfprof.queries.engine import on_sql_backend
+
+    monkeypatch.setitem(sys.modules, "tfprof.queries.reference", types.ModuleType("tfprof.queries.reference"))
+    assert on_sql_backend() is False

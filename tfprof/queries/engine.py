@@ -54,8 +54,9 @@ def on_kernels(prof: Profile, layout: str) -> bool:
 def on_sql_backend() -> bool:
     """True while the reference backend's SQL runs on another engine (``--engine spark``): every
     layout then runs there, not on its local engine."""
-    ref = sys.modules.get("tfprof.queries.reference")
-    return ref is not None and ref.active()
+    # a module another thread is still importing has no `active` yet: nothing can have made it active
+    active = getattr(sys.modules.get("tfprof.queries.reference"), "active", None)
+    return active is not None and active()
 
 
 def _reference():
