@@ -274,6 +274,41 @@ def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
     assert proc.returncode == 130 and err == "Interrupted.\n"
 
 
+@pytest.mark.parametrize("how", ["directory", "catalog"])
+def test_ui_command_opens_a_jobs_ranks(how, tmp_path):
+    """``tfprof ui traces/`` and ``tfprof ui --catalog DIR --run JOB`` open a profile per rank,
+    and the Ranks page compares them."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    gloo = FIXTURES / "ranks" / "gloo4"
+    if how == "catalog":
+        from tfprof.catalog import add_job
+
+        add_job(tmp_path / "cat", "job", [gloo])
+        args = ["--catalog", str(tmp_path / "cat"), "--run", "job"]
+    else:
+        args = [str(gloo)]
+    proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", *args, "--port", "0", "--no-browser"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TFPROF_SERVER": "0"})
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("tfprof ui: serving 4 profiles at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].split()[0]
+        page = urllib.request.urlopen(url, timeout=30).read().decode()
+        token = {TOKEN_HEADER: re.search(r'<meta name="tfprof-token" content="([\w-]{40,})">', page)[1]}
+        job = json.loads(urllib.request.urlopen(urllib.request.Request(url + "api/ranks", headers=token), timeout=60).read())
+        assert [s["rank"] for s in job["sources"]] == [0, 1, 2, 3]
+        assert [r["rank"] for r in job["ranks"] if r["straggler"]] == [2]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    assert proc.returncode == 130
+
+
 def test_python_entry_serves_in_the_background():
     import urllib.request
 

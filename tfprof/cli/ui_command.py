@@ -14,8 +14,12 @@ from tfprof.cli.app import app, load_profile
 @app.command()
 def ui(
     profiles: Annotated[
-        list[Path], typer.Argument(metavar="PROFILE", help="Store directories or ProfileProto files (one or more).")
-    ],
+        list[Path] | None, typer.Argument(metavar="PROFILE", help="Profiles (files or store directories), or a "
+                                          "directory of a distributed job's traces (a profile per rank).")
+    ] = None,
+    catalog: Annotated[Path | None, typer.Option("--catalog", help="A catalog: with --run, its run's profile (a "
+                                                 "job's run: a profile per rank).")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="The run of --catalog to open.")] = None,
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on; the default serves this machine only.")
@@ -31,7 +35,8 @@ def ui(
     ] = None,
 ) -> None:
     """Explore profiles in the browser: the four views as tree-tables with every option, a flame
-    graph, one step's timeline, the advisor and a SQL console; side by side for two profiles.
+    graph, one step's timeline, the advisor and a SQL console; side by side for two profiles; a
+    distributed job's ranks compared.
 
     Prints the URL and serves until Ctrl-C. Nothing is fetched from outside this server. It
     answers only requests addressed to it (127.0.0.1, localhost, the --host given; with --host
@@ -44,6 +49,10 @@ def ui(
       tfprof ui before.tfprof after.tfprof --port 9000 --no-browser
 
       tfprof ui run.tfprof --host 0.0.0.0 --allow-host workstation.lan --query-timeout 120
+
+      tfprof ui traces/                                  # a job: a profile per rank, the Ranks page
+
+      tfprof ui --catalog runs/ --run job-0412
     """
     from tfprof.errors import OptionError
     from tfprof.ui import checked_timeout, serve_until_interrupted, start
@@ -51,8 +60,24 @@ def ui(
     if not 0 <= port <= 65535:
         raise OptionError(f"--port takes 0 to 65535, not `{port}`")
     checked_timeout(query_timeout)
-    loaded = [load_profile(profile_path=p) for p in profiles]
-    running = start(loaded, host=host, port=port, labels=[str(p) for p in profiles], query_timeout=query_timeout,
+    if (catalog is None) == (not profiles) or (catalog is None) != (run is None):
+        raise OptionError("give profiles, or --catalog DIR --run NAME, not both")
+    if catalog is not None:
+        from tfprof.catalog import run_profile, run_ranks, runs
+
+        rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
+        ranks = run_ranks(rows[0]) if rows else []
+        loaded = [run_profile(catalog, run, r) for r in ranks] if ranks else [run_profile(catalog, run)]
+        labels = [f"{run}/rank-{r}" for r in ranks] if ranks else [run]
+    else:
+        from tfprof.api.ranks import job_paths
+        from tfprof.store import MANIFEST
+
+        # a directory that is not a store: a job's traces, a profile each
+        paths = [f for p in profiles for f in (job_paths([p]) if p.is_dir() and not (p / MANIFEST).exists() else [p])]
+        loaded = [load_profile(profile_path=p) for p in paths]
+        labels = [str(p) for p in paths]
+    running = start(loaded, host=host, port=port, labels=labels, query_timeout=query_timeout,
                     allow_hosts=allow_host or ())
     print(f"tfprof ui: serving {len(loaded)} profile{'s' if len(loaded) > 1 else ''} at {running.url}  (Ctrl-C stops)",
           flush=True)
