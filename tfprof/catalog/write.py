@@ -97,99 +97,82 @@ def add_run(
         from tfprof.catalog import remote
 
         return remote.add_run(uri, run, tag_map, force, progress, profile, given, stage_inputs)
-    root = Path(catalog)
-    inputs = input_paths(**given)
-    clash = inputs.clash(root, directory=True)
-    if clash:
-        raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
-    _open_catalog(root)
-    with locked(root):
-        _plan(root, run, tag_map, force, read_runs(root))  # refused before the ingest: nothing made yet
-    staging = root / STAGING
-    staging.mkdir(exist_ok=True)
-    token = secrets.token_hex(6)
-    lock_fd = os.open(staging / f"{token}.lock", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
-    store = staging / f"{run}-{token}"
-    try:
-        source = stage_inputs(store, progress, given, profile)
-        manifest = read_manifest(store)
-        with locked(root):
-            runs = read_runs(root)
-            rows, unlisted, moves = _plan(root, run, tag_map, force, runs)
-            # everything is checked: from here on, act
-            runs = upgrade_layout(root, rows, moves) or runs  # (its rows now name the new places)
-            old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
-            remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
-            row = _place(root, store, run, token, manifest, source, tag_map, inputs)
-            kept = runs.filter(pc.not_equal(runs.column("run"), run))
-            write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
-            remove_files(root, old)  # the replaced run's files, now listed nowhere
-    finally:
-        shutil.rmtree(store, ignore_errors=True)
-        os.close(lock_fd)
-        (staging / f"{token}.lock").unlink(missing_ok=True)
-        remove_stale_staging(root)
-    return row
+    return _add(Path(catalog), run, tag_map, force, [(given, profile)], input_paths(**given), progress, job=False)
 
 
 def add_job(catalog: PathLike, run: str, paths: list, *, tags: list[str] | dict[str, str] | None = None,
             force: bool = False, progress: Progress | None = None) -> dict:
     """Add a distributed job's traces (files, directories of traces, glob patterns: one trace a
     rank, ``tfprof.ingest.job``) to ``catalog`` as run ``run``, each rank in its own partition
-    (``rank=N``); returns the run's row, its files those of every rank. Each trace is ingested
-    into ``.staging`` with no lock held, then all of them are placed and listed in one commit,
-    as ``add_run`` does for one."""
-    from tfprof.ingest.job import assign_ranks, job_files
+    (``rank=N``); returns the run's row, its files those of every rank. The traces are ingested
+    into ``.staging`` one after another with no lock held, then placed and listed in one commit,
+    as ``add_run`` does for one profile."""
+    from tfprof.ingest.job import job_files
     from tfprof.output import Inputs
 
+    check_name(run)
+    tag_map = parse_tags(tags)
     if object_uri(catalog):
         raise OptionError(f"`{catalog}`: a job's traces go into a catalog on disk for now (object storage holds runs of "
                           "one trace); give a directory")
-    root = Path(catalog)
-    check_name(run)
-    tag_map = parse_tags(tags)
     traces = job_files(paths)
-    inputs = Inputs(traces, [])
+    members = [({"profile_path": trace}, None) for trace in traces]
+    return _add(Path(catalog), run, tag_map, force, members, Inputs(traces, []), progress, job=True)
+
+
+def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[tuple[dict, Profile | None]], inputs,
+         progress: Progress | None, job: bool) -> dict:
+    """Add ``members`` (each tfprof's input options, or a ``Profile``) as run ``run``: one
+    profile, or with ``job`` a job's traces, a rank each (``tfprof.ingest.job.assign_ranks``).
+    Each is staged, then all are placed and the runs table replaced under the lock."""
+    from tfprof.ingest.job import assign_ranks
+
     clash = inputs.clash(root, directory=True)
     if clash:
         raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
     _open_catalog(root)
     with locked(root):
-        _plan(root, run, tag_map, force, read_runs(root))  # refused before the ingest: nothing made yet
+        _plan(root, run, tags, force, read_runs(root))  # refused before the ingest: nothing made yet
     staging = root / STAGING
     staging.mkdir(exist_ok=True)
     token = secrets.token_hex(6)
     lock_fd = os.open(staging / f"{token}.lock", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
     fcntl.flock(lock_fd, fcntl.LOCK_EX)
-    stores: dict[Path, tuple[Path, str]] = {}
+    stores: list[tuple[Path, str]] = []
     try:
-        facts = []
-        for k, trace in enumerate(traces):
+        for k, (given, profile) in enumerate(members):
             store = staging / f"{run}-{token}-{k}"
-            stores[trace] = (store, stage_inputs(store, None, {"profile_path": trace}, None))
-            info = pq.read_table(store / "info.parquet").to_pylist()[0]
-            facts.append((trace, info.get("rank"), info.get("world_size"), info.get("host")))
-            if progress:
-                progress(k + 1, len(traces), str(trace))
-        ranked = assign_ranks(facts)
+            stores.append((store, stage_inputs(store, None if job else progress, given, profile)))
+            if job and progress:
+                progress(k + 1, len(members), str(given["profile_path"]))
+        ranks: list[int | None] = [None]
+        if job:
+            facts = []
+            for (given, _), (store, _) in zip(members, stores):
+                info = pq.read_table(store / "info.parquet").to_pylist()[0]
+                facts.append((Path(given["profile_path"]), info.get("rank"), info.get("world_size"), info.get("host")))
+            index = {Path(given["profile_path"]): k for k, (given, _) in enumerate(members)}
+            ranked = assign_ranks(facts)
+            stores = [stores[index[src.path]] for src in ranked]
+            ranks = [src.rank for src in ranked]
         with locked(root):
             runs = read_runs(root)
-            rows, unlisted, moves = _plan(root, run, tag_map, force, runs, tuple(src.rank for src in ranked))
-            runs = upgrade_layout(root, rows, moves) or runs
+            rows, unlisted, moves = _plan(root, run, tags, force, runs, tuple(ranks))
+            # everything is checked: from here on, act
+            runs = upgrade_layout(root, rows, moves) or runs  # (its rows now name the new places)
             old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
             remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
-            placed = [_place(root, stores[src.path][0], run, token, read_manifest(stores[src.path][0]),
-                             stores[src.path][1], tag_map, Inputs([src.path], []), src.rank) for src in ranked]
-            row = {**placed[0], "source_file": ",".join(os.path.abspath(t) for t in traces),
-                   "files": [f for p in placed for f in p["files"]],
+            placed = [_place(root, store, run, token, read_manifest(store), source, tags, inputs, rank)
+                      for (store, source), rank in zip(stores, ranks)]
+            row = {**placed[0], "files": [f for p in placed for f in p["files"]],
                    **{k: sum(p[k] for p in placed) for k in ("nodes", "steps", "errors", "warnings")}}
             kept = runs.filter(pc.not_equal(runs.column("run"), run))
             write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
-            remove_files(root, old)
+            remove_files(root, old)  # the replaced run's files, now listed nowhere
     finally:
-        for store, _ in stores.values():
+        for store, _ in stores:
             shutil.rmtree(store, ignore_errors=True)
+        shutil.rmtree(staging / f"{run}-{token}-{len(stores)}", ignore_errors=True)  # one cut short while staged
         os.close(lock_fd)
         (staging / f"{token}.lock").unlink(missing_ok=True)
         remove_stale_staging(root)
