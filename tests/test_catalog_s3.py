@@ -150,6 +150,25 @@ def test_sql_and_aggregate_equal_a_local_catalog(cat, tmp_path):
         assert run_view(aggregate_profile(cat, ["n-1", "n-2"], how), "scope", {"max_depth": 4}).text == want
 
 
+def test_a_jobs_ranks_in_s3_equal_a_local_catalog(cat, tmp_path):
+    """A distributed job added to S3 holds a rank partition per trace, as on disk: one rank reads
+    back as its trace, SQL sees the rank column, the ranks aggregate as a local catalog's do."""
+    from tfprof.catalog import add_job, run_ranks
+
+    gloo = FIXTURES / "ranks" / "gloo4"
+    local = tmp_path / "cat"
+    add_job(local, "job", [gloo])
+    row = add_job(cat, "job", [gloo])
+    assert run_ranks(row) == [0, 1, 2, 3] and all("/rank=" in f["path"] for f in row["files"])
+    assert _scope(run_profile(cat, "job", 2)) == _scope(tfprof.load(gloo / "rank-2.pt.trace.json.gz"))
+    with pytest.raises(OptionError, match="is a job of 4 ranks"):
+        run_profile(cat, "job")
+    query = "select run, rank, count(*) n, sum(duration_ns) t from execs group by all order by all"
+    assert sql(cat, query).to_pylist() == sql(local, query).to_pylist() and len(sql(cat, query)) == 4
+    want = run_view(aggregate_profile(local, ["job"], "mean"), "scope", {"max_depth": 3}).text
+    assert run_view(aggregate_profile(cat, ["job"], "mean"), "scope", {"max_depth": 3}).text == want
+
+
 def test_uris_are_recognised():
     assert object_uri("s3://b/p/") == "s3://b/p" and object_uri(Path("s3://b/p")) == "s3://b/p"
     assert object_uri("gs://b") == "gs://b" and object_uri("runs/") is None and object_uri(Path("s3:x")) is None

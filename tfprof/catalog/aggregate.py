@@ -22,7 +22,8 @@ from __future__ import annotations
 import polars as pl
 import pyarrow as pa
 
-from tfprof.catalog.read import run_profile, run_ranks, runs
+from tfprof.catalog.layout import run_ranks
+from tfprof.catalog.read import run_profile, runs
 from tfprof.errors import OptionError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile

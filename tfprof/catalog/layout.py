@@ -90,6 +90,31 @@ def partition_dir(root: Path, table: str, run: str, tags: dict[str, str] | None 
     return root.joinpath(table, f"{PARTITION}={run}", *(f"{k}={tags.get(k, NO_VALUE)}" for k in LEVELS[1:]))
 
 
+def run_ranks(row: dict) -> list[int]:
+    """The ranks a run of the runs table holds (a job's), sorted; [] for a run that is no job."""
+    return sorted({r for f in row["files"] if (r := rank_of(f["path"])) is not None})
+
+
+def rank_files(row: dict, rank: int | None) -> list[dict]:
+    """The files of run ``row`` to read: rank ``rank``'s of a job (which needs one), else all
+    of them; an ``OptionError`` saying which ranks there are."""
+    run, ranks = row["run"], run_ranks(row)
+    if rank is None and len(ranks) > 1:
+        raise OptionError(f"run `{run}` is a job of {len(ranks)} ranks ({ranks[0]}-{ranks[-1]}): give --rank R for one "
+                          "of them, or --aggregate sum|mean|max for all")
+    if rank is not None and rank not in ranks:
+        raise OptionError(f"run `{run}` has no rank {rank}; its ranks: "
+                          f"{', '.join(map(str, ranks)) if ranks else 'none (it is no job)'}")
+    return row["files"] if rank is None else [f for f in row["files"] if rank_of(f["path"]) == rank]
+
+
+def combined_row(placed: list[dict]) -> dict:
+    """One run's row of the runs table from the rows of its members (a job's ranks): the
+    first's, with every member's files and their counts summed."""
+    return {**placed[0], "files": [f for p in placed for f in p["files"]],
+            **{k: sum(p[k] for p in placed) for k in ("nodes", "steps", "errors", "warnings")}}
+
+
 def rank_of(rel: str) -> int | None:
     """The rank in a partition file's path (``.../rank=3/part-...``), None where it has none."""
     for part in PurePosixPath(rel).parts:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import check_name, locked, rank_of, read_runs, require_catalog, with_run_column
+from tfprof.catalog.layout import check_name, locked, rank_files, read_runs, require_catalog, with_run_column
 from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import check_runs, no_links, shown
 from tfprof.errors import OptionError, ProfileFormatError
@@ -65,24 +65,11 @@ def _row(root: Path, rows: list[dict], run: str) -> dict:
     return mine[0]
 
 
-def run_ranks(row: dict) -> list[int]:
-    """The ranks a run of the runs table holds (a job's), sorted; [] for a run that is no job."""
-    return sorted({r for f in row["files"] if (r := rank_of(f["path"])) is not None})
-
-
 def _entries(root: Path, rows: list[dict], run: str, rank: int | None = None) -> tuple[dict, dict[str, dict]]:
     """Run ``run``'s row and its files by table: of rank ``rank`` for a job's run (which needs
     one), else its only ones."""
     row = _row(root, rows, run)
-    ranks = run_ranks(row)
-    if rank is None and len(ranks) > 1:
-        raise OptionError(f"run `{run}` is a job of {len(ranks)} ranks ({ranks[0]}-{ranks[-1]}): give --rank R for one "
-                          "of them, or --aggregate sum|mean|max for all")
-    if rank is not None and rank not in ranks:
-        raise OptionError(f"run `{run}` has no rank {rank}; its ranks: "
-                          f"{', '.join(map(str, ranks)) if ranks else 'none (it is no job)'}")
-    files = row["files"] if rank is None else [f for f in row["files"] if rank_of(f["path"]) == rank]
-    return row, {f["table"]: f for f in files}
+    return row, {f["table"]: f for f in rank_files(row, rank)}
 
 
 def _hint(root: Path) -> str:
@@ -140,10 +127,7 @@ def run_profile(catalog: PathLike, run: str, rank: int | None = None) -> Profile
     if uri := object_uri(catalog):
         from tfprof.catalog import remote
 
-        if rank is not None:
-            raise OptionError(f"`{catalog}` is in object storage, which holds no job's ranks yet: --rank needs a catalog "
-                              "on disk")
-        return remote.run_profile(uri, run)
+        return remote.run_profile(uri, run, rank)
     root = require_catalog(catalog)
     with locked(root, shared=True):
         row, entries = _entries(root, check_runs(root, read_runs(root)), run, rank)

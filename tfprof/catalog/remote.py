@@ -28,17 +28,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import LEVELS, NO_VALUE, RUNS, RUNS_SCHEMA, check_name, partition_dir, with_run_column
+from tfprof.catalog.layout import (
+    LEVELS,
+    NO_VALUE,
+    RUNS,
+    RUNS_SCHEMA,
+    check_name,
+    combined_row,
+    partition_dir,
+    rank_files,
+    rank_of,
+    with_run_column,
+)
 from tfprof.catalog.storage import LOCK_KEY, ObjectStore, PreconditionFailed
 from tfprof.catalog.trust import check_runs
 from tfprof.errors import InputNotFoundError, OptionError, OutputError, ProfileFormatError
 from tfprof.ingest import Progress
-from tfprof.output import input_paths
 from tfprof.profile import Profile
 from tfprof.schema import TABLES
 from tfprof.store import read_manifest
 
-# a partition object tfprof writes (the three-level layout, or the run-only one): only these are
+# a partition object tfprof writes (the rank level's layout, or an older one): only these are
 # ever deleted as a dead writer's leftovers
 _PART_KEY = re.compile(r"[a-z][a-z0-9_]{0,63}/run=[^/]+(/host=[^/]+/worker=[^/]+(/rank=[^/]+)?)?"
                        r"/part-[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.parquet")
@@ -90,21 +100,27 @@ def _check_prefix(store: ObjectStore, has_runs: bool) -> None:
                           "give a new or empty prefix")
 
 
-def add_run(uri: str, run: str, tag_map: dict[str, str], force: bool, progress: Progress | None,
-            profile: Profile | None, given: dict, stage_inputs) -> dict:
-    """``tfprof.catalog.add_run`` for a catalog in object storage (see the module docstring);
-    ``stage_inputs(store, progress, given, profile)`` ingests into a local store."""
+def add_members(uri: str, run: str, tag_map: dict[str, str], force: bool, progress: Progress | None,
+                members: list[tuple[dict, Profile | None]], inputs, stage_inputs, rank_staged=None) -> dict:
+    """``tfprof.catalog.add_run`` (one member: tfprof's input options or a ``Profile``) and
+    ``add_job`` (a job's traces, ranked by ``rank_staged``) for a catalog in object storage (see
+    the module docstring); ``stage_inputs(store, progress, given, profile)`` ingests into a
+    local store."""
     store = ObjectStore(uri)
     store.client  # noqa: B018 - boto3 is needed: say so before the ingest
     store.exists_bucket()
-    inputs = input_paths(**given)
     found = store.get(RUNS)
     _check_prefix(store, found is not None)
     _plan(store, run, force, _runs_table(store, found and found[0]))  # refused before the ingest
+    job = rank_staged is not None
     with tempfile.TemporaryDirectory(prefix="tfprof-add-") as tmp:
-        staged = Path(tmp) / "store"
-        source = stage_inputs(staged, progress, given, profile)
-        manifest = read_manifest(staged)
+        staged = []
+        for k, (given, profile) in enumerate(members):
+            folder = Path(tmp) / f"store{k}"
+            staged.append((folder, stage_inputs(folder, None if job else progress, given, profile)))
+            if job and progress:
+                progress(k + 1, len(members), str(given["profile_path"]))
+        staged, ranks = rank_staged(members, staged) if job else (staged, [None])
         token = os.urandom(6).hex()
         with store.locked() as lock:
             found = store.get(RUNS)
@@ -116,7 +132,9 @@ def add_run(uri: str, run: str, tag_map: dict[str, str], force: bool, progress: 
                 if _PART_KEY.fullmatch(key) and key.split("/", 1)[0] in TABLES and key not in listed:
                     store.delete(key)
             old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
-            row, uploaded = _upload(store, staged, run, token, manifest, source, tag_map, inputs)
+            placed = [_upload(store, folder, run, token, read_manifest(folder), source, tag_map, inputs, rank)
+                      for (folder, source), rank in zip(staged, ranks)]
+            row, uploaded = combined_row([r for r, _ in placed]), [key for _, keys in placed for key in keys]
             kept = table.filter(pc.not_equal(table.column("run"), run))
             data = _serialise(pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
             lock.confirm()
@@ -144,11 +162,12 @@ def _plan(store: ObjectStore, run: str, force: bool, table: pa.Table) -> list[di
 
 
 def _upload(store: ObjectStore, staged: Path, run: str, token: str, manifest: dict, source: str,
-            tags: dict[str, str], inputs) -> tuple[dict, list[str]]:
-    """Upload the staged store's table files to their partitions; the run's row and the keys."""
+            tags: dict[str, str], inputs, rank: int | None = None) -> tuple[dict, list[str]]:
+    """Upload the staged store's table files to their partitions (of rank ``rank`` of a job);
+    the run's row and the keys."""
     files, uploaded = [], []
     for table in TABLES:
-        rel = (partition_dir(Path(), table, run, tags) / f"part-{token}.parquet").as_posix()
+        rel = (partition_dir(Path(), table, run, tags, rank) / f"part-{token}.parquet").as_posix()
         entry = manifest["files"][f"{table}.parquet"]
         uploaded.append(rel)
         store.upload(staged / f"{table}.parquet", rel)
@@ -255,8 +274,8 @@ def _fetch_all(store: ObjectStore, entries: list[dict]) -> list[pa.Table]:
         return list(pool.map(lambda e: _fetch(store, e), entries))
 
 
-def run_profile(uri: str, run: str) -> Profile:
-    """Run ``run`` of the catalog at ``uri`` as a ``Profile``."""
+def run_profile(uri: str, run: str, rank: int | None = None) -> Profile:
+    """Run ``run`` of the catalog at ``uri`` (rank ``rank`` of a job's run) as a ``Profile``."""
     check_name(run)
 
     def read(store: ObjectStore, rows: list[dict]) -> Profile:
@@ -264,7 +283,7 @@ def run_profile(uri: str, run: str) -> Profile:
         if not mine:
             names = [r["run"] for r in rows]
             raise OptionError(f"no run `{run}` in the catalog `{uri}`; runs: {', '.join(names) or 'none'}")
-        entries = {f["table"]: f for f in mine[0]["files"] if f["table"] in TABLES}
+        entries = {f["table"]: f for f in rank_files(mine[0], rank) if f["table"] in TABLES}
         tables = dict(zip(entries, _fetch_all(store, list(entries.values()))))
         return Profile(tables, source=mine[0]["format"])
 
@@ -282,7 +301,7 @@ def run_tables(uri: str, wanted: list[str] | None = None) -> dict[str, pa.Table]
         for name in names:
             parts = [(r, f) for r in rows for f in r["files"] if f["table"] == name]
             tables = _fetch_all(store, [f for _r, f in parts])
-            pieces = [_with_levels(t, row, name) for (row, _f), t in zip(parts, tables)]
+            pieces = [_with_levels(t, row, f, name) for (row, f), t in zip(parts, tables)]
             out[name] = pa.concat_tables(pieces) if pieces else with_run_column(name).empty_table()
         return out
 
@@ -311,9 +330,10 @@ def download(uri: str, wanted: list[str], dest: Path) -> tuple[dict[str, list[Pa
     return files, runs(uri)
 
 
-def _with_levels(table: pa.Table, row: dict, name: str) -> pa.Table:
+def _with_levels(table: pa.Table, row: dict, entry: dict, name: str) -> pa.Table:
     tags = dict(row["tags"] or [])
-    values = {"run": row["run"], **{k: tags.get(k) for k in LEVELS[1:]}}
+    rank = rank_of(entry["path"])
+    values = {"run": row["run"], **{k: tags.get(k) for k in LEVELS[1:]}, "rank": None if rank is None else str(rank)}
     for level in LEVELS:
         value = None if values[level] in (None, NO_VALUE) else values[level]
         table = table.append_column(level, pa.array([value] * table.num_rows, pa.string()))

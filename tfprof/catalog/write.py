@@ -28,6 +28,7 @@ from tfprof.catalog.layout import (
     RUNS_SCHEMA,
     STAGING,
     check_name,
+    combined_row,
     is_catalog,
     layout_moves,
     listed_files,
@@ -96,7 +97,8 @@ def add_run(
     if uri := object_uri(catalog):  # in object storage: tfprof.catalog.remote
         from tfprof.catalog import remote
 
-        return remote.add_run(uri, run, tag_map, force, progress, profile, given, stage_inputs)
+        return remote.add_members(uri, run, tag_map, force, progress, [(given, profile)], input_paths(**given),
+                                  stage_inputs)
     return _add(Path(catalog), run, tag_map, force, [(given, profile)], input_paths(**given), progress, job=False)
 
 
@@ -112,11 +114,13 @@ def add_job(catalog: PathLike, run: str, paths: list, *, tags: list[str] | dict[
 
     check_name(run)
     tag_map = parse_tags(tags)
-    if object_uri(catalog):
-        raise OptionError(f"`{catalog}`: a job's traces go into a catalog on disk for now (object storage holds runs of "
-                          "one trace); give a directory")
     traces = job_files(paths)
     members = [({"profile_path": trace}, None) for trace in traces]
+    if uri := object_uri(catalog):  # in object storage: tfprof.catalog.remote
+        from tfprof.catalog import remote
+
+        return remote.add_members(uri, run, tag_map, force, progress, members, Inputs(traces, []), stage_inputs,
+                                  rank_staged)
     return _add(Path(catalog), run, tag_map, force, members, Inputs(traces, []), progress, job=True)
 
 
@@ -125,8 +129,6 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
     """Add ``members`` (each tfprof's input options, or a ``Profile``) as run ``run``: one
     profile, or with ``job`` a job's traces, a rank each (``tfprof.ingest.job.assign_ranks``).
     Each is staged, then all are placed and the runs table replaced under the lock."""
-    from tfprof.ingest.job import assign_ranks
-
     clash = inputs.clash(root, directory=True)
     if clash:
         raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
@@ -145,16 +147,7 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
             stores.append((store, stage_inputs(store, None if job else progress, given, profile)))
             if job and progress:
                 progress(k + 1, len(members), str(given["profile_path"]))
-        ranks: list[int | None] = [None]
-        if job:
-            facts = []
-            for (given, _), (store, _) in zip(members, stores):
-                info = pq.read_table(store / "info.parquet").to_pylist()[0]
-                facts.append((Path(given["profile_path"]), info.get("rank"), info.get("world_size"), info.get("host")))
-            index = {Path(given["profile_path"]): k for k, (given, _) in enumerate(members)}
-            ranked = assign_ranks(facts)
-            stores = [stores[index[src.path]] for src in ranked]
-            ranks = [src.rank for src in ranked]
+        stores, ranks = rank_staged(members, stores) if job else (stores, [None])
         with locked(root):
             runs = read_runs(root)
             rows, unlisted, moves = _plan(root, run, tags, force, runs, tuple(ranks))
@@ -164,8 +157,7 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
             remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
             placed = [_place(root, store, run, token, read_manifest(store), source, tags, inputs, rank)
                       for (store, source), rank in zip(stores, ranks)]
-            row = {**placed[0], "files": [f for p in placed for f in p["files"]],
-                   **{k: sum(p[k] for p in placed) for k in ("nodes", "steps", "errors", "warnings")}}
+            row = combined_row(placed)
             kept = runs.filter(pc.not_equal(runs.column("run"), run))
             write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
             remove_files(root, old)  # the replaced run's files, now listed nowhere
@@ -177,6 +169,20 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
         (staging / f"{token}.lock").unlink(missing_ok=True)
         remove_stale_staging(root)
     return row
+
+
+def rank_staged(members: list[tuple[dict, Profile | None]], stores: list[tuple[Path, str]]) -> tuple[list, list]:
+    """A job's staged stores (``members``' traces, staged in that order) in rank order, and their
+    ranks (``tfprof.ingest.job.assign_ranks``, from each trace's ``info`` table and path)."""
+    from tfprof.ingest.job import assign_ranks
+
+    facts = []
+    for (given, _), (store, _) in zip(members, stores, strict=True):
+        info = pq.read_table(store / "info.parquet").to_pylist()[0]
+        facts.append((Path(given["profile_path"]), info.get("rank"), info.get("world_size"), info.get("host")))
+    index = {fact[0]: k for k, fact in enumerate(facts)}
+    ranked = assign_ranks(facts)
+    return [stores[index[src.path]] for src in ranked], [src.rank for src in ranked]
 
 
 def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table, ranks: tuple = (None,)):
