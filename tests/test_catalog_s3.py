@@ -395,6 +395,10 @@ def test_cli_on_a_catalog_in_s3(s3, cat, tmp_path):
     assert checked.returncode == 0 and checked.stdout == f"catalog {cat}: 1 runs\nrun r1: {len(TABLES)} files ok; its data: 0 errors, 0 warnings\n"
     assert _tfprof(s3, "runs", cat, "--remove", "r1").stdout == f"removed run r1 from {cat}\n"
     assert runs(cat).num_rows == 0
+    job = _tfprof(s3, "ingest", "--catalog", cat, "--run", "job", str(FIXTURES / "ranks" / "gloo4"))
+    assert job.returncode == 0 and job.stdout.startswith(f"added job job to {cat}: 4 ranks"), job.stderr
+    ranks = _tfprof(s3, "ranks", "--catalog", cat, "--run", "job")
+    assert ranks.returncode == 0 and "  straggler: rank 2 joins the collectives" in ranks.stdout, ranks.stderr
 
 
 _ADDER = """

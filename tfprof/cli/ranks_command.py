@@ -65,6 +65,9 @@ def ranks(
         check_target(out, force=force, inputs=protect, what="--out")
     if catalog is not None:
         from tfprof.catalog import run_profile, run_ranks, runs
+        from tfprof.catalog.storage import location
+
+        catalog = location(catalog)  # an s3:// URI stays one
 
         rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
         ranks = run_ranks(rows[0]) if rows else []

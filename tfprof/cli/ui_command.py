@@ -64,6 +64,9 @@ def ui(
         raise OptionError("give profiles, or --catalog DIR --run NAME, not both")
     if catalog is not None:
         from tfprof.catalog import run_profile, run_ranks, runs
+        from tfprof.catalog.storage import location
+
+        catalog = location(catalog)  # an s3:// URI stays one
 
         rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
         ranks = run_ranks(rows[0]) if rows else []
