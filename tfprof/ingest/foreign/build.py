@@ -65,22 +65,24 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     ``args``, in the order given (large and needed only by the trace table, so left unsorted).
     Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
     column is gathered once."""
-    ev = ev.select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t).alias(c)
-                    for c, t in EVENT_COLUMNS.items()])
+    # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
+    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t)
+                           .alias(c) for c, t in EVENT_COLUMNS.items()]).collect()
     args = ev["args"]
-    ev = ev.drop("args").with_columns(
+    ev = ev.lazy().drop("args").with_columns(
         *(pl.col(c).cast(pl.Categorical) for c in _REPEATED),
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),
-    )
-    ev = ev.with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"])))
+    ).collect()
+    ev = ev.lazy().with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"]))).collect()
     # a sort of numpy arrays (``nesting.order``) beats a multi-column polars sort
     ev = ev[nesting.order(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                           ev["event_id"].to_numpy())]
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
-    return ev.with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")), args
+    return ev.lazy().with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")
+                                  ).collect(), args
 
 
 def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
