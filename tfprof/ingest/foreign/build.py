@@ -246,7 +246,8 @@ def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.Dat
 
 def _marks(ev: pl.DataFrame) -> pl.DataFrame:
     """The step markers: ``step_num`` and its first ``start_ns``, in time order."""
-    return ev.filter(pl.col("role") == "step").group_by("step_num").agg(pl.col("start_ns").min()).sort("start_ns")
+    return ev.lazy().filter(pl.col("role") == "step").select("step_num", "start_ns").collect().group_by(
+        "step_num").agg(pl.col("start_ns").min()).sort("start_ns")
 
 
 def _step_of(marks: pl.DataFrame, start_ns: pl.Series) -> pl.Series:

@@ -16,7 +16,7 @@ def trace_events(ev: pl.DataFrame, args: pl.Series, runs: pl.DataFrame) -> pa.Ta
     start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
-    kept = ev.select("event_id", *_NAMED, "start_ns", "dur_ns", "_at")[rows]  # only the columns the table has
+    kept = ev.lazy().select("event_id", *_NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
     node_id, step = _linked(kept["event_id"], runs)
     columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
                "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
@@ -63,8 +63,7 @@ def flows(ev: pl.DataFrame) -> pa.Table:
     """One row per flow: its start and end instants and the spans they sit in."""
     ends = []
     for role, when, span in (("flow_start", "from_ns", "from_event"), ("flow_end", "to_ns", "to_event")):
-        part = ev.select("role", "flow_id", "category", "start_ns", "parent").filter(pl.col("role") == role).drop(
-            "role")
+        part = ev.lazy().filter(pl.col("role") == role).select("flow_id", "category", "start_ns", "parent").collect()
         ids = ev["event_id"].gather(part["parent"].clip(0))
         part = part.with_columns(pl.when(pl.col("parent") >= 0).then(ids).alias("span"))
         ends.append(part.group_by("flow_id", "category", maintain_order=True).agg(
