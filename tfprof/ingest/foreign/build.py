@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from tfprof import kernels
 from tfprof.ingest import derive, validate
-from tfprof.ingest.foreign import codes, gpu, memory, nesting
+from tfprof.ingest.foreign import codes, gpu, memory, nesting, trace_table
 from tfprof.schema import TABLES, conform
 
 EVENT_COLUMNS = {
@@ -65,22 +65,24 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     ``args``, in the order given (large and needed only by the trace table, so left unsorted).
     Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
     column is gathered once."""
-    ev = ev.select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t).alias(c)
-                    for c, t in EVENT_COLUMNS.items()])
+    # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
+    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t)
+                           .alias(c) for c, t in EVENT_COLUMNS.items()]).collect()
     args = ev["args"]
-    ev = ev.drop("args").with_columns(
+    ev = ev.lazy().drop("args").with_columns(
         *(pl.col(c).cast(pl.Categorical) for c in _REPEATED),
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),
-    )
-    ev = ev.with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"])))
-    # numpy's lexsort (last key first) over four int64 columns beats a multi-column polars sort
-    ev = ev[np.lexsort((ev["event_id"].to_numpy(), -ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
-                        ev["_thread"].to_numpy()))]
+    ).collect()
+    ev = ev.lazy().with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"]))).collect()
+    # a sort of numpy arrays (``nesting.order``) beats a multi-column polars sort
+    ev = ev[nesting.order(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
+                          ev["event_id"].to_numpy())]
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
-    return ev.with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")), args
+    return ev.lazy().with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")
+                                  ).collect(), args
 
 
 def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
@@ -244,7 +246,8 @@ def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.Dat
 
 def _marks(ev: pl.DataFrame) -> pl.DataFrame:
     """The step markers: ``step_num`` and its first ``start_ns``, in time order."""
-    return ev.filter(pl.col("role") == "step").group_by("step_num").agg(pl.col("start_ns").min()).sort("start_ns")
+    return ev.lazy().filter(pl.col("role") == "step").select("step_num", "start_ns").collect().group_by(
+        "step_num").agg(pl.col("start_ns").min()).sort("start_ns")
 
 
 def _step_of(marks: pl.DataFrame, start_ns: pl.Series) -> pl.Series:
@@ -316,10 +319,10 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
     out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False],
                                    **{k: [v] for k, v in job.items()}})
-    out["trace_events"] = _trace_events(ev, args, runs)
+    out["trace_events"] = trace_table.trace_events(ev, args, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()
-    out["flows"] = _flows(ev)
+    out["flows"] = trace_table.flows(ev)
     out["kernels"] = conform("kernels", acc.select(
         "event_id", pl.when(pl.col("linked")).then(pl.col("node_id")).alias("node_id"), "step", "device", "stream",
         "name", "start_ns", pl.col("dur_ns").alias("duration_ns"), "correlation", "kind").to_arrow())
@@ -341,46 +344,3 @@ def _code_frames(ev, op, frame_parent) -> pa.Table:
         pl.lit(0, pl.Int32).alias("func_start_line"),
     )
     return conform("code_frames", parsed.to_arrow())
-
-
-def _trace_events(ev, args, runs) -> pa.Table:
-    """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
-    start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
-    rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
-    rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
-    kept = ev[rows]
-    linked = kept.select("event_id").join(runs.select("event_id", "node_id", "step"), on="event_id", how="left",
-                                          maintain_order="left")
-    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
-               "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
-               "node_id": linked["node_id"].to_arrow(), "step": linked["step"].to_arrow(),
-               "args": args.gather(kept["_at"]).to_arrow()}
-    return conform("trace_events", columns, sort=False)
-
-
-_NAMED = ("process", "thread", "category", "name", "phase")  # the dictionary columns of trace_events
-
-
-def _dictionary(values: pl.Series) -> pa.DictionaryArray:
-    """A categorical series as an Arrow dictionary array whose dictionary is in order of first
-    appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
-    seen = values.drop_nulls().unique(maintain_order=True)
-    physical = values.to_physical()
-    where = np.zeros(int(physical.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
-    where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
-    indices = pa.array(where[physical.fill_null(0).to_numpy()], mask=physical.is_null().to_numpy())
-    return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
-
-
-def _flows(ev) -> pa.Table:
-    """One row per flow: its start and end instants and the spans they sit in."""
-    ends = []
-    for role, when, span in (("flow_start", "from_ns", "from_event"), ("flow_end", "to_ns", "to_event")):
-        part = ev.filter(pl.col("role") == role).select("flow_id", "category", "start_ns", "parent")
-        ids = ev["event_id"].gather(part["parent"].clip(0))
-        part = part.with_columns(pl.when(pl.col("parent") >= 0).then(ids).alias("span"))
-        ends.append(part.group_by("flow_id", "category", maintain_order=True).agg(
-            pl.col("start_ns").first().alias(when), pl.col("span").first().alias(span)))
-    flows = ends[0].join(ends[1], on=["flow_id", "category"], how="left", nulls_equal=True)
-    return conform("flows", flows.select(pl.col("flow_id").cast(pl.String), pl.col("category").cast(pl.String),
-                                         "from_ns", "to_ns", "from_event", "to_event").to_arrow())

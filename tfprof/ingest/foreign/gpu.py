@@ -47,7 +47,7 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
     ``ev`` row, null for none) and why none (``why``), and ``path``: the path a node of its own
     would have (``own_path``, the scope path of each GPU row, in row order)."""
     text = ("device", "name", "category", "op_type", "thread", "process")  # categoricals while building
-    gpu = ev.filter((pl.col("role") == "op") & pl.col("accelerator")).with_columns(
+    gpu = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator")).collect().with_columns(
         own_path.alias("path"), *(pl.col(c).cast(pl.String) for c in text))
     launch_rows = np.flatnonzero((ev["correlation"].is_not_null() & ~ev["accelerator"]).to_numpy())
     launches = ev[launch_rows].select(

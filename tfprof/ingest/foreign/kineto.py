@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, memory, torch_flops, trace_json
+from tfprof.ingest.foreign import build, codes, memory, torch_flops, trace_json
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
@@ -203,6 +203,34 @@ def _quoted_specials(args: pl.Expr) -> pl.Expr:
 
 
 def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
+    ev = ev.filter(pl.col("ph").is_in(["X", "i", "I", "s", "f", "t"]))
+    span = pl.col("ph") == "X"
+    kind = _by_kind(ev.select("name", "cat", "ph"))
+    ev = ev.with_columns(
+        (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("start_ns"),
+        pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
+        *kind[:1], pl.col("cat").alias("category"), *kind[1:],
+        (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
+    )
+    # args say something only here: a GPU event's device, a launch's correlation, Bytes
+    ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
+    return ev.with_columns(
+        pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
+        .alias("device"),
+        pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
+        pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
+        pl.when("_memory").then(_whole(_arg("Total Allocated"))).alias("in_use"),
+        pl.when("_memory").then(memory.kineto_allocator(_arg("Device Type"), _arg("Device Id"))).alias("allocator"),
+    )
+
+
+def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
+    """What an event's ``name``, ``cat`` and ``ph`` alone say (``keys``), worked out once per
+    distinct triple and gathered back per event: ``phase``, ``role``, ``label`` (the name of an op,
+    module or annotation is one scope level; a code frame keeps its file path), ``op_type``,
+    ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
+    ``_memory`` and ``step_num``."""
+    first, inverse = codes.distinct(*keys)
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
     accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
     span = ph == "X"
@@ -220,13 +248,9 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
     )
     own = pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
     frame = (cat == "python_function") & ~name.str.starts_with(MODULE_PREFIX)
-    ev = ev.filter(ph.is_in(["X", "i", "I", "s", "f", "t"])).with_columns(
-        (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("start_ns"),
-        pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
+    found = keys[first].select(
         pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).alias("phase"),
-        pl.col("cat").alias("category"),
         role.alias("role"),
-        # the name of an op, module or annotation is one scope level (a code frame keeps its file path)
         pl.when(frame).then(own).otherwise(own.str.replace_all("/", NAME_SLASH, literal=True)).alias("label"),
         name.alias("op_type"),
         accelerator.alias("accelerator"),
@@ -234,18 +258,9 @@ def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
         is_memory.alias("_memory"),
         pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
         .alias("step_num"),
-        (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
     )
-    # args say something only here: a GPU event's device, a launch's correlation, Bytes
-    ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
-    return ev.with_columns(
-        pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
-        .alias("device"),
-        pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
-        pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
-        pl.when("_memory").then(_whole(_arg("Total Allocated"))).alias("in_use"),
-        pl.when("_memory").then(memory.kineto_allocator(_arg("Device Type"), _arg("Device Id"))).alias("allocator"),
-    )
+    at = pl.Series(inverse)
+    return [found[c].gather(at) for c in found.columns]
 
 
 def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:

@@ -38,6 +38,46 @@ def _parents_py(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np
 
 
 
+def _longest_first_py(key: np.ndarray, neg_end: np.ndarray, order: np.ndarray) -> None:
+    """Within each run of ``order`` (a stable sort by ``key``) that shares a key, the events put
+    in ``neg_end`` order, stably, in place: a short run by insertion, a long one by merge sort."""
+    n = len(order)
+    a = 0
+    while a < n:
+        b = a + 1
+        while b < n and key[order[b]] == key[order[a]]:
+            b += 1
+        if b - a > 32:
+            run = order[a:b].copy()
+            order[a:b] = run[np.argsort(neg_end[run], kind="mergesort")]
+        else:
+            for i in range(a + 1, b):
+                v = order[i]
+                j = i - 1
+                while j >= a and neg_end[order[j]] > neg_end[v]:
+                    order[j + 1] = order[j]
+                    j -= 1
+                order[j + 1] = v
+        a = b
+
+
+def order(thread: np.ndarray, start: np.ndarray, end: np.ndarray, event_id: np.ndarray) -> np.ndarray:
+    """The positions of the events in (thread, start, end descending, event_id) order, the order
+    ``parents`` needs, ties in the given order: numpy's ``lexsort`` over the four keys; on the
+    kernels engine, when the ids already ascend and (thread, start) fits one int64, a stable
+    sort of that one key (the events mostly come in time order already, which it is quick on)
+    and a pass that orders the events sharing a (thread, start) longest first."""
+    neg_end = -end
+    span = int(start.max(initial=0)) - int(start.min(initial=0)) + 1
+    fits = len(start) > 0 and (int(thread.max()) + 1) * span < 2**62 and int(thread.min()) >= 0
+    if not (kernels.enabled() and fits and bool((np.diff(event_id) >= 0).all())):
+        return np.lexsort((event_id, neg_end, start, thread))
+    key = thread.astype(np.int64) * span + (start - start.min())
+    out = np.argsort(key, kind="stable")
+    kernels.compiled(_longest_first_py)(key, np.ascontiguousarray(neg_end, dtype=np.int64), out)
+    return out
+
+
 def parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray, span: np.ndarray) -> np.ndarray:
     """The innermost span enclosing each event on the same thread, as a position into the arrays
     (-1: none). The arrays must be sorted as ``_parents_py`` says."""

@@ -200,14 +200,16 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     scopes = pl.DataFrame(
         [(module, name, opcode, op_name) for module, ins in programs.items() for name, (opcode, op_name) in ins.items()],
         schema={"_program": pl.String, "hlo_op": pl.String, "_opcode": pl.String, "_op_name": pl.String}, orient="row")
-    raw = raw.with_columns((pl.col("hlo_module") + "(" + pl.col("program_id").cast(pl.String) + ")").alias("_program"))
+    raw = raw.lazy().with_columns((pl.col("hlo_module") + "(" + pl.col("program_id").cast(pl.String) + ")")
+                                  .alias("_program")).collect()
     if scopes.height:  # (a narrow join: the frame itself is not copied)
-        found = raw.select("_program", "hlo_op").join(scopes, on=["_program", "hlo_op"], how="left",
-                                                       maintain_order="left")
-        raw = raw.with_columns(found["_opcode"], found["_op_name"])
+        found = raw.lazy().select("_program", "hlo_op").collect().join(scopes, on=["_program", "hlo_op"],
+                                                                        how="left", maintain_order="left")
+        more = [found["_opcode"], found["_op_name"]]
     else:
-        raw = raw.with_columns(pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name"))
-    raw = raw.with_columns(_by_metadata(raw.select("process", "name", "display")))
+        more = [pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name")]
+    raw = raw.lazy().with_columns(*more).collect()
+    raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect())).collect()
     name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
     hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
@@ -216,8 +218,9 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     step = pl.col("step_num").is_not_null() if has_steps else pl.col("function_call")
     scope = pl.col("_op_name").str.split(";").list.first().fill_null("")
     hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
-    launched = pl.col("correlation").is_in(raw.filter(gpu.is_null())["correlation"].drop_nulls().implode())
-    ev = raw.with_columns(
+    launched = pl.col("correlation").is_in(raw.lazy().filter(gpu.is_null()).select("correlation").collect()
+                                           ["correlation"].drop_nulls().implode())
+    ev = raw.lazy().with_columns(
         pl.when(is_memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
         display.alias("category"),
         pl.when(hlo_op | tf_op | device_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
@@ -233,17 +236,17 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         pl.when(is_memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
                              .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
-    ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device")
+    ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device").collect()
     if not has_steps:  # tf.function calls, numbered in time order (ties in the events' order)
         steps = np.flatnonzero((ev["role"] == "step").to_numpy())
         number = np.empty(len(steps), np.int64)
         number[np.argsort(ev["start_ns"].to_numpy()[steps], kind="stable")] = np.arange(len(steps))
-        ev = ev.with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
-                             .scatter(steps, number))
+        ev = ev.lazy().with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
+                                    .scatter(steps, number)).collect()
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    ev = ev.with_columns(memory.on_rows(ev, rows, allocator=pl.col("args").str.json_path_match("$.allocator_name"),
-                                        in_use=pl.col("args").str.json_path_match("$.bytes_allocated")
-                                        .cast(pl.Int64, strict=False)))
+    ev = ev.lazy().with_columns(memory.on_rows(
+        ev, rows, allocator=pl.col("args").str.json_path_match("$.allocator_name"),
+        in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False))).collect()
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
@@ -279,13 +282,13 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
     to it: onto the thread of that op's last execution starting at or before the instant (else its
     first after), at the instant's time held within that execution. An instant whose ``tf_op`` names
     no op stays where it is (charged to the op around it on its own thread, if any)."""
-    mem = ev.filter((pl.col("role") == "memory") & pl.col("tf_op").is_not_null()).select(
-        "event_id", "start_ns", _node_path(pl.col("tf_op")).alias("_path")).sort("start_ns")
+    mem = ev.lazy().filter((pl.col("role") == "memory") & pl.col("tf_op").is_not_null()).select(
+        "event_id", "start_ns", _node_path(pl.col("tf_op")).alias("_path")).collect().sort("start_ns")
     if mem.height == 0:
         return ev
-    ops = ev.filter((pl.col("role") == "op") & pl.col("accelerator").not_()).select(
+    ops = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator").not_()).select(
         pl.col("label").alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
-        .alias("_to"), pl.col("process").alias("_process"), pl.col("thread").alias("_thread")).sort("_from")
+        .alias("_to"), pl.col("process").alias("_process"), pl.col("thread").alias("_thread")).collect().sort("_from")
     found = [mem.join_asof(ops, left_on="start_ns", right_on="_from", by="_path", strategy=how,
                             check_sortedness=False) for how in ("backward", "forward")]
     cols = ("_from", "_to", "_process", "_thread")
@@ -295,16 +298,16 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
     placed = placed.filter(pl.col("_from").is_not_null()).join(ev.select("event_id", "start_ns"), on="event_id",
                                                                maintain_order="left").select("event_id", *cols, at)
     rows = placed["event_id"].to_numpy()  # (an event's id is its row)
-    return ev.with_columns(ev[c].scatter(rows, placed[f]) for c, f in (("process", "_process"), ("thread", "_thread"),
-                                                                       ("start_ns", "start_ns")))
+    return ev.lazy().with_columns(ev[c].scatter(rows, placed[f]) for c, f in (
+        ("process", "_process"), ("thread", "_thread"), ("start_ns", "start_ns"))).collect()
 
 
 def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:
     """One instant per flow end: at the start of the producing event, at the start of the consuming one."""
     ends = []
     for column, role in (("producer", "flow_start"), ("consumer", "flow_end")):
-        ends.append(ev.filter(pl.col(column).is_not_null()).with_columns(
+        ends.append(ev.lazy().filter(pl.col(column).is_not_null()).with_columns(
             pl.lit("i").alias("phase"), pl.lit(role).alias("role"), pl.lit(0, pl.Int64).alias("dur_ns"),
-            pl.col(column).alias("flow_id"), pl.col(column).str.split(":").list.first().alias("category")))
+            pl.col(column).alias("flow_id"), pl.col(column).str.split(":").list.first().alias("category")).collect())
     top = ev["event_id"].max() + 1
     return pl.concat(ends).with_columns((pl.int_range(pl.len()) + top).cast(pl.Int64).alias("event_id"))

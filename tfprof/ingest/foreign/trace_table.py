@@ -1,0 +1,73 @@
+"""The two tables of a foreign trace that keep every event: ``trace_events`` (each event, in
+start order, with the node and step it counts for) and ``flows`` (each flow's two ends), from
+``build``'s sorted events."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from tfprof.schema import conform
+
+
+def trace_events(ev: pl.DataFrame, args: pl.Series, runs: pl.DataFrame) -> pa.Table:
+    """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
+    start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
+    rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
+    rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
+    kept = ev.lazy().select("event_id", *_NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
+    node_id, step = _linked(kept["event_id"], runs)
+    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
+               "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
+               "node_id": node_id, "step": step, "args": args.gather(kept["_at"]).to_arrow()}
+    return conform("trace_events", columns, sort=False)
+
+
+def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array]:
+    """The ``node_id`` and ``step`` of the run of each event of ``event_id`` (null for an event
+    that is no run): a lookup table over the event ids (a row's id is at most a few times the
+    rows), else a join."""
+    ids = event_id.to_numpy()
+    run_ids = runs["event_id"].to_numpy()
+    top = int(max(ids.max(initial=-1), run_ids.max(initial=-1))) + 1
+    at = None
+    if event_id.null_count() == 0 and runs["event_id"].null_count() == 0 and top <= 4 * len(ids) + (1 << 20) and (
+            min(ids.min(initial=0), run_ids.min(initial=0)) >= 0):
+        at = np.full(top, -1, np.int64)
+        at[run_ids] = np.arange(len(run_ids))
+    if at is None or not np.array_equal(at[run_ids], np.arange(len(run_ids))):  # (an id twice: the join's rows)
+        linked = event_id.to_frame().join(runs.select("event_id", "node_id", "step"), on="event_id", how="left",
+                                          maintain_order="left")
+        return linked["node_id"].to_arrow(), linked["step"].to_arrow()
+    pos = pl.Series(at[ids])
+    pos = pos.set(pos < 0, None)
+    return runs["node_id"].gather(pos).to_arrow(), runs["step"].gather(pos).to_arrow()
+
+
+_NAMED = ("process", "thread", "category", "name", "phase")  # the dictionary columns of trace_events
+
+
+def _dictionary(values: pl.Series) -> pa.DictionaryArray:
+    """A categorical series as an Arrow dictionary array whose dictionary is in order of first
+    appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
+    seen = values.drop_nulls().unique(maintain_order=True)
+    physical = values.to_physical()
+    where = np.zeros(int(physical.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
+    where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
+    indices = pa.array(where[physical.fill_null(0).to_numpy()], mask=physical.is_null().to_numpy())
+    return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
+
+
+def flows(ev: pl.DataFrame) -> pa.Table:
+    """One row per flow: its start and end instants and the spans they sit in."""
+    ends = []
+    for role, when, span in (("flow_start", "from_ns", "from_event"), ("flow_end", "to_ns", "to_event")):
+        part = ev.lazy().filter(pl.col("role") == role).select("flow_id", "category", "start_ns", "parent").collect()
+        ids = ev["event_id"].gather(part["parent"].clip(0))
+        part = part.with_columns(pl.when(pl.col("parent") >= 0).then(ids).alias("span"))
+        ends.append(part.group_by("flow_id", "category", maintain_order=True).agg(
+            pl.col("start_ns").first().alias(when), pl.col("span").first().alias(span)))
+    flows = ends[0].join(ends[1], on=["flow_id", "category"], how="left", nulls_equal=True)
+    return conform("flows", flows.select(pl.col("flow_id").cast(pl.String), pl.col("category").cast(pl.String),
+                                         "from_ns", "to_ns", "from_event", "to_event").to_arrow())
