@@ -78,23 +78,17 @@ def load_job(paths: list, progress: Callable[[int, int, str], None] | None = Non
     (``tfprof.ingest.job``) one at a time, or on ``workers`` threads (default: one per core
     when the job has more than ``PARALLEL_FROM`` traces), in rank order; ``progress(done,
     total, path)`` after each."""
+    from concurrent.futures import ThreadPoolExecutor
+
     files = job_files(paths)
     workers = workers or (os.cpu_count() or 1 if len(files) > PARALLEL_FROM else 1)
     facts = []
-    if workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # threads: the readers' heavy parts (the scan, Arrow and polars) run without the GIL
-        with ThreadPoolExecutor(workers) as pool:
-            for k, fact in enumerate(pool.map(rank_fact, files)):
-                facts.append(fact)
-                if progress:
-                    progress(k + 1, len(files), str(fact[0]))
-    else:
-        for k, path in enumerate(files):
-            facts.append(rank_fact(path))
+    # threads: the readers' heavy parts (the scan, Arrow and polars) run without the GIL
+    with ThreadPoolExecutor(workers) as pool:
+        for k, fact in enumerate((pool.map if workers > 1 else map)(rank_fact, files)):
+            facts.append(fact)
             if progress:
-                progress(k + 1, len(files), str(path))
+                progress(k + 1, len(files), str(fact[0]))
     return _ranked(facts)
 
 
