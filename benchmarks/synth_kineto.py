@@ -116,3 +116,45 @@ def write_job(folder: str | Path, ranks: int, *, steps: int = 4, straggler: int 
         path.write_text(json.dumps(trace, separators=(",", ":")))
         out.append(path)
     return out
+
+
+def write_gpu_job(folder: str | Path, ranks: int, *, steps: int = 3, straggler: int | None = None,
+                  late_us: int = 3000, step_us: int = 20_000) -> list[Path]:
+    """A synthetic distributed GPU job: one Kineto trace per rank (``rank-N.pt.trace.json``, with
+    ``distributedInfo``). Each step, ``aten::mm`` launches a compute kernel on stream 7 and
+    ``nccl:all_reduce`` an ``ncclKernel_AllReduce`` right after it, which runs until every
+    rank's compute is done (plus 200 µs): rank ``straggler`` computes ``late_us`` longer, so the
+    others' all-reduce waits that much more. Rank r's compute also varies by r % 3 µs."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    compute = [6000 + r % 3 + (late_us if r == straggler else 0) for r in range(ranks)]
+    done = max(compute)
+    out = []
+    for r in range(ranks):
+        events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
+        for s in range(steps):
+            t0, corr = T0 + s * step_us, 1000 * (s + 1)
+            kernels = [("aten::mm", f"sm80_xmma_gemm_{r % 2}", 10, compute[r]),
+                       ("nccl:all_reduce", "ncclKernel_AllReduce_RING_LL_Sum_float", 10 + compute[r],
+                        done - compute[r] + 200)]
+            events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
+                           "ts": t0, "dur": step_us - 1})
+            for k, (op, kernel, at, dur) in enumerate(kernels):
+                c, launch = corr + k, t0 + 2 + 4 * k
+                events += [
+                    {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": launch - 1, "dur": 3,
+                     "args": {"External id": c}},
+                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": launch,
+                     "dur": 1, "args": {"correlation": c, "external id": c}},
+                    {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": t0 + at, "dur": dur,
+                     "args": {"device": 0, "stream": 7, "correlation": c, "external id": c}},
+                    {"ph": "s", "id": c, "pid": 1, "tid": 1, "ts": launch, "cat": "ac2g", "name": "launch"},
+                    {"ph": "f", "id": c, "pid": 0, "tid": 7, "ts": t0 + at, "cat": "ac2g", "name": "launch", "bp": "e"},
+                ]
+        trace = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": r, "world_size": ranks},
+                 "deviceProperties": [{"id": 0, "name": "NVIDIA H100", "totalGlobalMem": 85_000_000_000}],
+                 "traceEvents": events}
+        path = folder / f"rank-{r}.pt.trace.json"
+        path.write_text(json.dumps(trace, separators=(",", ":")))
+        out.append(path)
+    return out

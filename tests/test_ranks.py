@@ -173,6 +173,31 @@ def test_a_job_read_from_files_on_threads(tmp_path):
     assert one.ranks["straggler"].sum() == 1
 
 
+def test_a_synthetic_gpu_job_splits_each_ranks_steps(tmp_path):
+    """Eight GPU ranks (``benchmarks/synth_kineto.write_gpu_job``: a compute kernel, then an NCCL
+    all-reduce that runs until every rank has computed; rank 3 computes 3 ms longer): each
+    rank's compute and exposed communication are its kernels' times, rank 3 is the straggler by
+    exactly its extra compute over the median rank's, and its GPU time is charged to the op that
+    launched it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from synth_kineto import write_gpu_job
+
+    write_gpu_job(tmp_path, 8, straggler=3)
+    job = tfprof.ranks(tmp_path, workers=1)
+    compute = [6000 + r % 3 + (3000 if r == 3 else 0) for r in range(8)]  # µs, as write_gpu_job makes them
+    for r in job.steps.iter_rows(named=True):
+        nccl = (max(compute) - compute[r["rank"]] + 200) * 1000
+        assert (r["compute_ns"], r["communication_ns"], r["collective_ns"]) == (compute[r["rank"]] * 1000, nccl, nccl)
+        assert r["compute_ns"] + r["communication_ns"] + r["memcpy_ns"] + r["idle_ns"] == r["window_ns"]
+        assert r["window_ns"] == (20_000_000 if r["step"] < 2 else 19_999_000)  # the last: to its marker's end
+    assert job.ranks.filter("straggler")["rank"].to_list() == [3]
+    assert job.ranks.row(0, named=True)["late_ns"] == round((compute[3] - statistics.median(compute)) * 1000)
+    mm = job.ops.filter((pl.col("name") == "aten::mm") & (pl.col("metric") == "accelerator")).row(0, named=True)
+    assert (mm["max_rank"], mm["max_ns"], mm["min_ns"]) == (3, 3 * compute[3] * 1000, 3 * min(compute) * 1000)
+
+
 def test_ranks_from_file_names_hosts_or_order(tmp_path):
     def source(rank=None, world=None, host=None, name="t.json"):
         return (tmp_path / name, rank, world, host)
