@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import check_name, locked, rank_files, read_runs, require_catalog, with_run_column
+from tfprof.catalog.layout import check_name, locked, rank_files, read_runs, require_catalog, run_ranks, with_run_column
 from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import check_runs, no_links, shown
 from tfprof.errors import OptionError, ProfileFormatError
@@ -46,6 +46,12 @@ def runs(catalog: PathLike) -> pa.Table:
         return read_runs(root)
 
 
+def job_ranks(catalog: PathLike, run: str) -> list[int]:
+    """The ranks run ``run`` of ``catalog`` holds (a job's), sorted; [] for a run that is no job,
+    an ``OptionError`` where there is no such run."""
+    return run_ranks(_row(catalog, runs(catalog).to_pylist(), run))
+
+
 def match_runs(catalog: PathLike, pattern: str) -> list[str]:
     """The names of the runs matching glob ``pattern`` (``*``, ``?``, ``[...]``), sorted; an
     ``OptionError`` when none does."""
@@ -57,7 +63,7 @@ def match_runs(catalog: PathLike, pattern: str) -> list[str]:
     return hit
 
 
-def _row(root: Path, rows: list[dict], run: str) -> dict:
+def _row(root: PathLike, rows: list[dict], run: str) -> dict:
     mine = [r for r in rows if r["run"] == run]
     if not mine:
         names = [r["run"] for r in rows]

@@ -155,10 +155,9 @@ def view_profile(flags: dict, opts, inputs: dict):
         raise OptionError("runs or ranks aggregated with --aggregate have no steps: drop -step and -output timeline "
                           "(or look at one run with --run NAME, one rank with --rank R)")
     if "run" in flags:  # a job's ranks aggregated
-        from tfprof.catalog import run_ranks, runs
+        from tfprof.catalog import job_ranks
 
-        rows = [r for r in runs(catalog).to_pylist() if r["run"] == flags["run"]]
-        if rows and not run_ranks(rows[0]):
+        if not job_ranks(catalog, flags["run"]):
             raise OptionError(f"--aggregate with --run aggregates a job's ranks, and run `{flags['run']}` is no job; "
                               "--runs PATTERN aggregates runs")
         return aggregate_profile(catalog, [flags["run"]], flags["aggregate"])

@@ -64,13 +64,11 @@ def ranks(
     if out is not None:
         check_target(out, force=force, inputs=protect, what="--out")
     if catalog is not None:
-        from tfprof.catalog import run_profile, run_ranks, runs
+        from tfprof.catalog import job_ranks, run_profile
         from tfprof.catalog.storage import location
 
         catalog = location(catalog)  # an s3:// URI stays one
-
-        rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
-        ranks = run_ranks(rows[0]) if rows else []
+        ranks = job_ranks(catalog, run)
         if not ranks:
             raise OptionError(f"`{run}` is no job's run in the catalog `{catalog}` (tfprof runs {catalog} lists the runs "
                               "and their ranks)")

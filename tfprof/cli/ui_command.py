@@ -63,21 +63,17 @@ def ui(
     if (catalog is None) == (not profiles) or (catalog is None) != (run is None):
         raise OptionError("give profiles, or --catalog DIR --run NAME, not both")
     if catalog is not None:
-        from tfprof.catalog import run_profile, run_ranks, runs
+        from tfprof.catalog import job_ranks, run_profile
         from tfprof.catalog.storage import location
 
         catalog = location(catalog)  # an s3:// URI stays one
-
-        rows = [r for r in runs(catalog).to_pylist() if r["run"] == run]
-        ranks = run_ranks(rows[0]) if rows else []
+        ranks = job_ranks(catalog, run)
         loaded = [run_profile(catalog, run, r) for r in ranks] if ranks else [run_profile(catalog, run)]
         labels = [f"{run}/rank-{r}" for r in ranks] if ranks else [run]
     else:
-        from tfprof.api.ranks import job_paths
-        from tfprof.store import MANIFEST
+        from tfprof.ui.profiles import expand_jobs
 
-        # a directory that is not a store: a job's traces, a profile each
-        paths = [f for p in profiles for f in (job_paths([p]) if p.is_dir() and not (p / MANIFEST).exists() else [p])]
+        paths, _ = expand_jobs(profiles, None)  # a directory that is not a store: a job's traces, a profile each
         loaded = [load_profile(profile_path=p) for p in paths]
         labels = [str(p) for p in paths]
     running = start(loaded, host=host, port=port, labels=labels, query_timeout=query_timeout,

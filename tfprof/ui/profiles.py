@@ -58,7 +58,7 @@ class Profiles:
         if loader is None:
             from tfprof.api import load as loader
         entries = []
-        items, labels = _expand_jobs(list(items), labels)
+        items, labels = expand_jobs(list(items), labels)
         for k, item in enumerate(items):
             if isinstance(item, Profile):
                 path = str(item.store) if item.store is not None else f"profile{k}"
@@ -111,7 +111,7 @@ class Profiles:
             return tree
 
 
-def _expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] | None]:
+def expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] | None]:
     """A directory that is not a store stands for the traces below it (a distributed job's, one
     per rank: ``tfprof.api.ranks.job_paths``); files, stores and profiles stay as they are."""
     from tfprof.api.ranks import job_paths
