@@ -417,35 +417,18 @@ async function loadAdvice() {
 }
 
 // Each step's time per GPU (tfprof steps): a bar split into its parts, then the report's table.
-const PARTS = [["compute_ns", "compute", "#e8833a"], ["communication_ns", "communication", "#7a5cc4"],
-  ["memcpy_ns", "memcpy/memset", "#3a8fd6"], ["idle_ns", "idle", "#d5d9e1"]];
-
 async function loadSteps() {
   const answer = await getJSON(`/api/steps/${state.pid}`);
   const card = el("div", "card");
   card.appendChild(el("h3", null, "Where each step's time goes"));
   const gpu = answer.rows.filter((r) => r.device !== null);
   if (gpu.length) {
-    const legend = el("div", "legend");
-    for (const [, label, colour] of PARTS) {
-      const key = el("span", "key"); key.style.background = colour;
-      legend.append(key, document.createTextNode(` ${label}  `));
-    }
-    card.appendChild(legend);
+    card.appendChild(partsLegend(PARTS));
     const longest = Math.max(...gpu.map((r) => r.window_ns));
     for (const r of gpu) {
       const row = el("div", "steprow");
       row.appendChild(el("span", "steplabel", `step ${r.step} · gpu:${r.device} · ${Fmt.time(r.window_ns / 1000)}`));
-      const bar = el("div", "stepbar");
-      bar.style.width = `${(100 * r.window_ns) / longest}%`;
-      for (const [column, label, colour] of PARTS) {
-        if (!r[column]) continue;
-        const part = el("div", "steppart");
-        part.style.width = `${(100 * r[column]) / r.window_ns}%`; part.style.background = colour;
-        part.title = `${label}: ${Fmt.time(r[column] / 1000)} (${((100 * r[column]) / r.window_ns).toFixed(1)}%)`;
-        bar.appendChild(part);
-      }
-      row.appendChild(bar);
+      row.appendChild(partsBar(r, r.window_ns, longest, PARTS));
       card.appendChild(row);
     }
   }

@@ -8,6 +8,34 @@ function hue(name) {
   return (h >>> 0) / 4294967296;
 }
 
+// tfprof steps' parts of a step's time, each [column, label, colour]
+const PARTS = [["compute_ns", "compute", "#e8833a"], ["communication_ns", "communication", "#7a5cc4"],
+  ["memcpy_ns", "memcpy/memset", "#3a8fd6"], ["idle_ns", "idle", "#d5d9e1"]];
+
+function partsLegend(parts) {
+  // a colour key per part
+  const legend = el("div", "legend");
+  for (const [, label, colour] of parts) {
+    const key = el("span", "key"); key.style.background = colour;
+    legend.append(key, document.createTextNode(` ${label}  `));
+  }
+  return legend;
+}
+
+function partsBar(values, total, longest, parts) {
+  // a step of `total` ns as a bar as long as its share of `longest`, split into `parts` of `values`
+  const bar = el("div", "stepbar");
+  bar.style.width = `${(100 * total) / longest}%`;
+  for (const [column, label, colour] of parts) {
+    if (!values[column]) continue;
+    const part = el("div", "steppart"), share = (100 * values[column]) / total;
+    part.style.width = `${share}%`; part.style.background = colour;
+    part.title = `${label}: ${Fmt.time(values[column] / 1000)} (${share.toFixed(1)}%)`;
+    bar.appendChild(part);
+  }
+  return bar;
+}
+
 function fitCanvas(canvas) {
   const r = canvas.getBoundingClientRect(), dpr = window.devicePixelRatio || 1;
   const w = Math.max(1, Math.round(r.width * dpr)), h = Math.max(1, Math.round(r.height * dpr));
