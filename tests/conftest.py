@@ -17,6 +17,41 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PROFILE_FIXTURES = sorted(
     p.name for p in FIXTURES.iterdir() if (p / "graph.pb").is_file() and (p / "golden" / "totals.json").is_file()
 )
+GOLDEN = Path(__file__).parent / "golden"
+GOLDEN_FIXTURES = sorted(p.parent.name for p in GOLDEN.glob("*/cases.json"))
+
+
+def golden_cases():
+    """Every golden case with a report, as ``pytest.param(fixture, case)``."""
+    for name in GOLDEN_FIXTURES:
+        for case in json.loads((GOLDEN / name / "cases.json").read_text()):
+            if (GOLDEN / name / f"{case['id']}.txt").read_text():
+                yield pytest.param(name, case, id=f"{name}-{case['id']}")
+
+
+_ALONE: dict = {}  # each fixture's profile, loaded once
+
+
+def golden_case_on(prof, fixture: str, case: dict) -> str | None:
+    """Golden case ``case`` of ``fixture`` on ``prof`` (its profile read back from a catalog): the
+    report, asserted equal byte for byte to the one of the fixture's profile alone; None where
+    both refuse the case's options."""
+    import tfprof
+    from tfprof.api import run_view
+    from tfprof.errors import OptionError
+
+    if fixture not in _ALONE:
+        _ALONE[fixture] = tfprof.load(FIXTURES / fixture / "profile.pb")
+    options = {k: v for k, v in case["options"].items() if k != "output"}
+    try:
+        alone = run_view(_ALONE[fixture], case["cmd"], options).text
+    except OptionError:
+        with pytest.raises(OptionError):
+            run_view(prof, case["cmd"], options)
+        return None
+    got = run_view(prof, case["cmd"], options).text
+    assert got == alone
+    return got
 
 
 # The tests run on the compiled kernels (tfprof.kernels): the reference paths have their own

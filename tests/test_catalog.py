@@ -4,7 +4,6 @@ against per-run views, and SQL across runs through the sandbox."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import FIXTURES, GOLDEN, GOLDEN_FIXTURES, golden_case_on, golden_cases
 
 import tfprof
 from tfprof.api import run_view
@@ -19,10 +19,6 @@ from tfprof.catalog import add_run, aggregate_profile, match_runs, remove_run, r
 from tfprof.catalog.layout import NO_VALUE, RUNS, STAGING, listed_files
 from tfprof.errors import OptionError, OutputError, ProfileFormatError, QueryError
 from tfprof.schema import TABLES
-
-GOLDEN = Path(__file__).parent / "golden"
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN_FIXTURES = sorted(p.parent.name for p in GOLDEN.glob("*/cases.json"))
 
 
 @pytest.fixture(scope="module")
@@ -38,31 +34,17 @@ def _body(text: str) -> str:
     return text[text.find("node name |"):]
 
 
-def _golden_cases():
-    for name in GOLDEN_FIXTURES:
-        for case in json.loads((GOLDEN / name / "cases.json").read_text()):
-            if (GOLDEN / name / f"{case['id']}.txt").read_text():
-                yield pytest.param(name, case, id=f"{name}-{case['id']}")
-
-
 _RUNS: dict[str, tfprof.Profile] = {}
 
 
-@pytest.mark.parametrize("fixture,case", list(_golden_cases()))
+@pytest.mark.parametrize("fixture,case", list(golden_cases()))
 def test_every_golden_case_through_a_run_of_the_catalog(golden_catalog, fixture, case):
     """The run's report equals the profile's own, byte for byte (header included)."""
     if fixture not in _RUNS:
         _RUNS[fixture] = run_profile(golden_catalog, fixture)
-    options = {k: v for k, v in case["options"].items() if k != "output"}
-    try:
-        alone = run_view(tfprof.load(FIXTURES / fixture / "profile.pb"), case["cmd"], options).text
-    except OptionError:
-        with pytest.raises(OptionError):
-            run_view(_RUNS[fixture], case["cmd"], options)
-        return
-    got = run_view(_RUNS[fixture], case["cmd"], options).text
-    assert got == alone
-    if case["id"] not in ("op_account_double", "code_account_double"):  # decided divergences (test_golden)
+    got = golden_case_on(_RUNS[fixture], fixture, case)
+    # the golden file too, but for the divergences from the real tool decided in test_golden
+    if got is not None and case["id"] not in ("op_account_double", "code_account_double"):
         assert _body(got) == _body((GOLDEN / fixture / f"{case['id']}.txt").read_text())
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import FIXTURES, GOLDEN_FIXTURES, golden_case_on, golden_cases
 
 import tfprof
 from tfprof.api import run_view
@@ -40,9 +41,6 @@ from tfprof.catalog.storage import LOCK_KEY, ObjectStore, WriterLock, location, 
 from tfprof.errors import InputNotFoundError, MissingDependencyError, OptionError, OutputError, ProfileFormatError
 from tfprof.schema import TABLES
 
-GOLDEN = Path(__file__).parent / "golden"
-FIXTURES = Path(__file__).parent / "fixtures"
-GOLDEN_FIXTURES = sorted(p.parent.name for p in GOLDEN.glob("*/cases.json"))
 BUCKET = "tfprof-test"
 
 
@@ -99,29 +97,15 @@ def golden_s3(s3) -> str:
     return uri
 
 
-def _golden_cases():
-    for name in GOLDEN_FIXTURES:
-        for case in json.loads((GOLDEN / name / "cases.json").read_text()):
-            if (GOLDEN / name / f"{case['id']}.txt").read_text():
-                yield pytest.param(name, case, id=f"{name}-{case['id']}")
-
-
 _RUNS: dict[str, tfprof.Profile] = {}
 
 
-@pytest.mark.parametrize("fixture,case", list(_golden_cases()))
+@pytest.mark.parametrize("fixture,case", list(golden_cases()))
 def test_every_golden_case_through_a_run_in_s3(golden_s3, fixture, case):
     """A run read back from S3 prints what its profile alone prints, byte for byte."""
     if fixture not in _RUNS:
         _RUNS[fixture] = run_profile(golden_s3, fixture)
-    options = {k: v for k, v in case["options"].items() if k != "output"}
-    try:
-        alone = run_view(tfprof.load(FIXTURES / fixture / "profile.pb"), case["cmd"], options).text
-    except OptionError:
-        with pytest.raises(OptionError):
-            run_view(_RUNS[fixture], case["cmd"], options)
-        return
-    assert run_view(_RUNS[fixture], case["cmd"], options).text == alone
+    golden_case_on(_RUNS[fixture], fixture, case)
 
 
 def test_runs_table_and_objects(golden_s3):
