@@ -9,6 +9,7 @@ SQL checks the files of the tables a query names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -71,6 +72,9 @@ class Profile:
         self._memo: dict[object, object] = {}
         # the files (and store directory) the profile was read from: never written over
         self.inputs: Inputs = input_paths(profile_path=store) if store is not None else Inputs()
+        # where its views run when its numbers are not here (a Spark aggregate of a catalog's runs:
+        # tfprof.catalog.spark_views); ``executor(spec)`` returns what an engine returns for it
+        self.executor: Callable | None = None
 
     # ----------------------------------------------------------------------- construction
 

@@ -310,14 +310,15 @@ def run_tables(uri: str, wanted: list[str] | None = None) -> dict[str, pa.Table]
     return out
 
 
-def download(uri: str, wanted: list[str], dest: Path) -> tuple[dict[str, list[Path]], pa.Table]:
-    """Copy the partitions of tables ``wanted`` of every run into ``dest`` (the catalog's
+def download(uri: str, wanted: list[str], dest: Path, names: list[str] | None = None
+             ) -> tuple[dict[str, list[Path]], pa.Table]:
+    """Copy the partitions of tables ``wanted`` of every run (of runs ``names``) into ``dest`` (the catalog's
     layout; each object checked: size, tail, CRC-32), for an engine that reads Parquet files;
     returns the files per table and the runs table they belong to."""
 
     def read(store: ObjectStore, rows: list[dict]) -> dict[str, list[Path]]:
         out: dict[str, list[Path]] = {name: [] for name in TABLES}
-        entries = [f for r in rows for f in r["files"] if f["table"] in wanted]
+        entries = [f for r in rows if names is None or r["run"] in names for f in r["files"] if f["table"] in wanted]
         with ThreadPoolExecutor(max_workers=8) as pool:
             for entry, data in zip(entries, pool.map(lambda e: _fetch_bytes(store, e), entries)):
                 file = dest / entry["path"]  # (checked by check_runs: relative, no `..`)

@@ -93,7 +93,8 @@ def _arrow(df) -> pa.Table:
 
 class SparkSql:
     """The reference backend's ``Sql`` (``tfprof.queries.reference.sql``) on Spark: the same
-    ``run(name, params, **frames)``, each file transpiled once."""
+    ``run(name, params, **frames)``, each file transpiled once; ``frame`` leaves the result on
+    Spark (``tfprof.catalog.spark_views`` chains the steps of a view so)."""
 
     _count = 0
 
@@ -101,26 +102,45 @@ class SparkSql:
         self.spark = session(master)
 
     def run(self, name: str, params: dict[str, object] | None = None, **frames: pl.DataFrame) -> pl.DataFrame:
+        views: list[str] = []
+        try:
+            return pl.from_arrow(_arrow(self._query(name, params, frames, views)))
+        finally:
+            for view in views:
+                self.spark.catalog.dropTempView(view)
+
+    def frame(self, name: str, params: dict[str, object] | None = None, **frames):
+        """File ``name`` over ``frames`` (polars frames or Spark DataFrames) as a Spark DataFrame,
+        not computed yet. (Spark resolves the temporary views when it reads the SQL: they are
+        dropped at once.)"""
+        views: list[str] = []
+        try:
+            return self._query(name, params, frames, views)
+        finally:
+            for view in views:
+                self.spark.catalog.dropTempView(view)
+
+    def _query(self, name: str, params: dict[str, object] | None, frames: dict, views: list[str]):
         SparkSql._count += 1
         text = to_spark(sql_text(name))
-        views = {}
+        named = {}
         for table, frame in frames.items():
             # a private name per call: temp views are per session, and views of one step never clash
-            views[table] = f"{table.lstrip('_')}_{SparkSql._count}"
-            df = self.spark.createDataFrame(frame.to_arrow())
-            # a large local relation is copied into every task that reads it: materialised once, it is
-            # read as partitions (the display step on 266k closure rows: 24 s as a relation, 5 s so)
-            (df.localCheckpoint() if frame.height > _LOCAL_ROWS else df).createOrReplaceTempView(views[table])
-        for table, view in views.items():
+            named[table] = f"{table.lstrip('_')}_{SparkSql._count}"
+            if isinstance(frame, pl.DataFrame):
+                df = self.spark.createDataFrame(frame.to_arrow())
+                # a large local relation is copied into every task that reads it: materialised once, it
+                # is read as partitions (the display step on 266k closure rows: 24 s as a relation, 5 s so)
+                df = df.localCheckpoint() if frame.height > _LOCAL_ROWS else df
+            else:
+                df = frame
+            df.createOrReplaceTempView(named[table])
+            views.append(named[table])
+        for table, view in named.items():
             text = re.sub(rf"(?<![\w`]){re.escape(table)}(?![\w`])", view, text)
         wanted = set(re.findall(r":(\w+)", text))
         bound = {k: v for k, v in (params or {}).items() if k in wanted}
-        try:
-            out = pl.from_arrow(_arrow(self.spark.sql(text, args=bound)))
-        finally:
-            for view in views.values():
-                self.spark.catalog.dropTempView(view)
-        return out
+        return self.spark.sql(text, args=bound)
 
     def close(self) -> None:
         pass

@@ -69,6 +69,8 @@ def displayed(prof: Profile, spec: TreeSpec, metrics: tuple[str, ...] | None = N
     """Run ``spec`` on ``prof`` on the engine this module picks. ``metrics`` (self columns): a
     report needs only those, and the numba trees then carry only them (and what the spec sorts
     and filters on); the other engines return every column."""
+    if prof.executor is not None:  # its numbers live elsewhere (a Spark aggregate): its views run there
+        return prof.executor(spec)
     layout = spec.layout
     on_sql = on_sql_backend()
     if layout in _TREES:

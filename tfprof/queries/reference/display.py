@@ -72,6 +72,22 @@ def _sort_type(column: str | None) -> pl.DataType:
     return pl.Float64 if metric is not None and metric.kind == "ratio" else pl.Int64
 
 
+def flag_columns(spec: TreeSpec) -> list[pl.Expr]:
+    """What ``display.sql`` reads of each node beside the closure, from its name and numbers
+    (``total_*`` joined on): ``start_hit``, ``trim_hit`` and ``passes``."""
+    return [
+        (full_match("name", spec.start) if spec.start is not None else pl.lit(False)).alias("start_hit"),
+        full_match("name", spec.trim).alias("trim_hit"),
+        _passes(spec).alias("passes"),
+    ]
+
+
+def display_params(spec: TreeSpec, code_mode: bool) -> dict[str, object]:
+    """``display.sql``'s parameters for ``spec``."""
+    return {"match_all": spec.start is None, "max_depth": spec.max_depth, "root_visits": spec.root_visits,
+            "code_mode": code_mode}
+
+
 def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> tuple[pl.DataFrame, dict[str, int]]:
     """The printed rows of ``forest`` in display order (``depth``, ``level``, ``parent_row``, self
     and ``total_*`` columns) and the root's totals."""
@@ -84,16 +100,8 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
     root = with_root_ratios(_root(frame), spec.time_scale)
     frame = with_ratios(frame.join(_totals(sql, closure, frame, frame), on="id", how="left"), spec.time_scale)
 
-    match_all = spec.start is None
-    flags = frame.select(
-        "id",
-        (full_match("name", spec.start) if not match_all else pl.lit(False)).alias("start_hit"),
-        full_match("name", spec.trim).alias("trim_hit"),
-        _passes(spec).alias("passes"),
-    )
-    params = {"match_all": match_all, "max_depth": spec.max_depth, "root_visits": spec.root_visits,
-              "code_mode": code_mode}
-    shown = sql.run("display", params, _forest=flags, _closure=closure)
+    flags = frame.select("id", *flag_columns(spec))
+    shown = sql.run("display", display_params(spec, code_mode), _forest=flags, _closure=closure)
     rows = frame.join(shown, on="id")
     if spec.displayed_only:
         rows = rows.drop(*("total_" + c for c in (*_totaled(), *maxed()))).join(
@@ -101,6 +109,13 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
         rows = with_ratios(rows, spec.time_scale)
         root = with_root_ratios(_root(rows, extra_count=1), spec.time_scale)  # tfprof's root counts itself here
 
+    return in_display_order(sql, rows, keys, spec), root
+
+
+def in_display_order(sql: Sql, rows: pl.DataFrame, keys: pl.DataFrame, spec: TreeSpec) -> pl.DataFrame:
+    """The printed ``rows`` (``display.sql``'s ``depth`` and ``dparent`` joined on) in display
+    order, with ``level`` and ``parent_row``: siblings ranked by the order option, the printed
+    tree keyed in pre-order. ``keys``: the forest's pre-order keys (of these rows at least)."""
     ranked = sql.run("display_order", _shown=rows.join(keys, on="id").select(
         "id", "dparent", *_sort_columns(spec), "key"))
     placed = sql.run("path_keys", {"width": width(ranked["sib"].max() or 0)}, _tree=ranked)
@@ -109,4 +124,4 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
     parents = rows.select(pl.col("id").alias("dparent"), pl.col("_row").cast(pl.Int64).alias("parent_row"))
     rows = rows.join(parents, on="dparent", how="left", maintain_order="left").with_columns(
         pl.col("parent_row").fill_null(-1), pl.col("level").cast(pl.Int64))
-    return rows.drop("_row", "key", "dparent", "sort_metric", "sort_name", strict=False), root
+    return rows.drop("_row", "key", "dparent", "sort_metric", "sort_name", strict=False)

@@ -45,14 +45,28 @@ def show_groups(sql: Sql, prof: Profile, spec: TreeSpec, nodes: pl.DataFrame) ->
                          on="node_id")
     members = grouped.join(accounted_nodes(prof, spec).filter("accounted"), on="node_id").select(
         pl.col("node_id").alias("id"), "grp")
-    every = [*summed(), "run_count", "definitions"]
-    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), every, "node_id")
-    sums = sql.run("groups", _members=members, _values=values)
-    rows = wide(sums, every, "value", key="grp").rename({"grp": "name", "run_count": "runs"})
+    values = long(nodes.with_columns(pl.lit(1).alias("definitions")), list(group_sums()), "node_id")
+    rows = wide(sql.run("groups", _members=members, _values=values), list(group_sums()), "value", key="grp")
+    largest = None
     if maxed():  # a group holds its largest member's
         largest = (members.join(nodes.select(pl.col("node_id").alias("id"), *maxed()), on="id")
-                   .group_by("grp").agg(*(pl.col(c).max() for c in maxed())).rename({"grp": "name"}))
-        rows = rows.join(largest, on="name", how="left").with_columns(pl.col(c).fill_null(0) for c in maxed())
+                   .group_by("grp").agg(*(pl.col(c).max() for c in maxed())))
+    return list_groups(sql, rows, spec, largest)
+
+
+def group_sums() -> tuple[str, ...]:
+    """The columns ``groups.sql`` sums per group for ``list_groups``."""
+    return (*summed(), "run_count", "definitions")
+
+
+def list_groups(sql: Sql, rows: pl.DataFrame, spec: TreeSpec,
+                largest: pl.DataFrame | None = None) -> tuple[pl.DataFrame, dict[str, int]]:
+    """``show_groups`` from the sums per group (``grp`` and ``group_sums()``; ``largest``: the
+    ``maxed`` columns' largest member per group): ordered, cumulated, cut and filtered."""
+    rows = rows.rename({"grp": "name", "run_count": "runs"})
+    if largest is not None:
+        rows = rows.join(largest.rename({"grp": "name"}), on="name", how="left").with_columns(
+            pl.col(c).fill_null(0) for c in maxed())
     rows = with_ratios(rows, spec.time_scale)
     order = [c for c in spec.order if c != "name"]
     rows = rows.sort("name").sort(order, descending=True, maintain_order=True) if order else rows.sort("name")

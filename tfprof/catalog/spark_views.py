@@ -1,0 +1,254 @@
+"""The scope and group (``op``) views of a Spark aggregate (``tfprof.catalog.spark_members``),
+run on Spark: the reference backend's steps, each a SQL file over frames that stay on Spark,
+and only the printed rows brought back.
+
+The steps are those of ``tfprof.queries.reference`` (``layouts.scope``, ``display.show_tree``,
+``groups.show_groups``) and read the same SQL files; what those do with polars on whole frames
+is done here on Spark: joins as Spark joins, the regex and threshold flags by the same polars
+expressions on each batch of rows (``mapInArrow``: so a regex means what it means locally),
+long and wide forms as Spark's unpivot and pivot. Once ``display.sql`` has said which nodes
+print, those rows come back and the rest (their order, the groups' list) runs locally, by the
+reference backend's own functions. The details a report prints about a node (shape, device,
+op types, input shapes) are fetched for the printed nodes only. ``tests/test_spark.py`` holds
+every result equal to the local engine's on the same runs.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+
+from tfprof.catalog.spark_members import Members
+from tfprof.errors import OptionError
+from tfprof.profile import Profile
+from tfprof.queries.engine import Displayed
+from tfprof.queries.reference.display import display_params, flag_columns, in_display_order
+from tfprof.queries.reference.groups import group_sums, list_groups
+from tfprof.queries.reference.layouts import added, counted, full_match
+from tfprof.queries.reference.sql import Sql, width
+from tfprof.queries.spec import SCOPE_PARENT, TreeSpec
+from tfprof.queries.ticks import scaled_spec
+from tfprof.schema import TABLES
+from tfprof.schema.metrics import computed, maxed, ratios
+
+NUMBERS = ("params", "float_ops", "macs", "run_count", "exec_micros", "accelerator_exec_micros", "cpu_exec_micros",
+           "requested_bytes", "peak_bytes", "residual_bytes", "output_bytes")
+_SYNTHETIC = 1 << 62  # ids of the producers of printed nodes' inputs in a details profile
+
+
+class SparkViews:
+    """``Profile.executor`` of a Spark aggregate: ``self(spec)`` runs a scope or group view."""
+
+    def __init__(self, members: Members) -> None:
+        self.m = members
+
+    def __call__(self, spec: TreeSpec) -> Displayed:
+        if maxed() or ratios() or computed():
+            raise OptionError("a view over runs on Spark counts tfprof's own metrics only; a plugin registered more: "
+                              "run it with the local engine (drop --engine spark)")
+        if spec.step >= 0 or spec.samples:
+            raise OptionError("runs or ranks aggregated have no steps: drop -step and the @step columns")
+        spec = scaled_spec(spec, self.m.ticks)
+        if spec.layout == "scope":
+            return self._scope(spec)
+        if spec.layout == "groups":
+            return self._groups(spec)
+        raise OptionError(f"the {spec.name} view over runs does not run on Spark yet; scope and op do "
+                          "(drop --engine spark for the others)")
+
+    # ------------------------------------------------------------------ scope
+
+    def _scope(self, spec: TreeSpec) -> Displayed:
+        from pyspark.sql import functions as F
+
+        from tfprof.catalog.spark import SparkSql
+        from tfprof.queries.metrics import attach_details, extras_for, node_frame
+        from tfprof.queries.scope import with_root
+
+        q = SparkSql()
+        tree = q.frame("scope_tree", _names=self.m.nodes.select(F.col("id").alias("node_id"), "name")).localCheckpoint()
+        keys = q.frame("path_keys", {"width": width(tree.agg(F.max("sib")).first()[0] or 0)},
+                       _tree=tree.select("id", "parent", "sib")).select("id", "key")
+        parent_counts = pl.select(full_match(pl.lit(SCOPE_PARENT), spec.account)).item()
+        numbers = self.m.nodes.select(F.col("id").alias("node_id"), F.col("params").alias("parameters"),
+                                      *(c for c in NUMBERS if c != "params"))
+        frame = (tree.join(numbers, "node_id", "left").join(self._accounted(spec), "node_id", "left")
+                 .fillna(0, subset=list(counted()))
+                 .withColumn("accounted", F.when(F.col("node_id").isNull(), F.lit(parent_counts))
+                             .otherwise(F.coalesce(F.col("accounted"), F.lit(False))))
+                 .drop("parent", "sib"))
+        closure = q.frame("closure", _keys=keys).localCheckpoint()
+        kept = q.frame("account", _closure=closure, _accounted=frame.select("id", "accounted")).localCheckpoint()
+        frame = frame.join(kept, "id", "left_semi").localCheckpoint()
+        keys = keys.join(kept, "id", "left_semi")
+        closure = (closure.join(kept, "id", "left_semi")
+                   .join(kept.withColumnRenamed("id", "anc"), "anc", "left_semi").localCheckpoint())
+        root = _root(frame)
+        frame = frame.join(_totals(q, closure, frame, frame.select("id")), "id", "left").localCheckpoint()
+        flags = _flags(frame, spec)
+        shown = q.frame("display", display_params(spec, False), _forest=flags, _closure=closure).localCheckpoint()
+        rows = frame.join(shown, "id")
+        if spec.displayed_only:
+            rows = rows.drop(*(c for c in rows.columns if c.startswith("total_"))).join(
+                _totals(q, closure, rows, shown.select("id")), "id", "left")
+        rows = pl.from_arrow(rows.toArrow())
+        if spec.displayed_only:
+            root = _root_of(rows, extra_count=1)  # tfprof's root counts itself here
+        local = Sql()
+        try:
+            rows = in_display_order(local, rows, pl.from_arrow(keys.join(shown, "id", "left_semi").toArrow()), spec)
+        finally:
+            local.close()
+        details = self._details(rows["node_id"].drop_nulls())
+        rows = attach_details(rows.drop("id"), node_frame(details, -1, extras_for(spec.options)),
+                              {"shape": [], "op_types": [SCOPE_PARENT]})
+        return Displayed(with_root(rows, root, spec.root_op_type))
+
+    def _accounted(self, spec: TreeSpec):
+        """Per union node (``node_id``) that counts, ``accounted`` true: any of its op types
+        fully matches any account regex. The distinct op types are few: they are matched here."""
+        from pyspark.sql import functions as F
+
+        if spec.account is None:
+            return self.m.nodes.select(F.col("id").alias("node_id"), F.lit(True).alias("accounted"))
+        kinds = pl.DataFrame({"op_type": [r[0] for r in self.m.types.select("op_type").distinct().collect()]},
+                             schema={"op_type": pl.String})
+        hits = kinds.filter(full_match("op_type", spec.account))["op_type"].to_list()
+        return (self.m.types.filter(F.col("op_type").isin(hits)).select(F.col("id").alias("node_id")).distinct()
+                .withColumn("accounted", F.lit(True)))
+
+    # ------------------------------------------------------------------ groups
+
+    def _groups(self, spec: TreeSpec) -> Displayed:
+        from pyspark.sql import functions as F
+
+        from tfprof.catalog.spark import SparkSql
+        from tfprof.queries.metrics import node_frame
+        from tfprof.queries.op import member_sets, picked_members
+
+        q = SparkSql()
+        members = self.m.statics.select("id", F.col(spec.group_key).cast("string").alias("grp"))
+        if spec.account is not None:
+            members = members.join(self._accounted(spec).withColumnRenamed("node_id", "id"), "id", "left_semi")
+        values = _long(self.m.nodes.select("id", F.col("params").alias("parameters"),
+                                           *(c for c in NUMBERS if c != "params"), F.lit(1).alias("definitions")),
+                       list(group_sums()))
+        sums = pl.from_arrow(q.frame("groups", _members=members, _values=values).toArrow())
+        from tfprof.queries.reference.sql import wide
+
+        local = Sql()
+        try:
+            rows, root = list_groups(local, wide(sums, list(group_sums()), "value", key="grp"), spec)
+        finally:
+            local.close()
+        rows = rows.with_columns(pl.lit(True).alias("accounted"))
+        printed = members.filter(F.col("grp").isin(rows["name"].to_list()))
+        sets = member_sets(spec.options)
+        if sets:
+            pairs = pl.from_arrow(printed.join(self.m.statics.select("id", "canonical_device"), "id")
+                                  .join(self.m.types, "id", "left").select("grp", "canonical_device", "op_type")
+                                  .distinct().toArrow())
+            pairs = pairs.select(pl.col("grp").alias("op"), pl.col("canonical_device").alias("device"),
+                                 pl.when(pl.col("op_type").is_not_null()).then(pl.concat_list("op_type"))
+                                 .otherwise(pl.lit([], pl.List(pl.String))).alias("op_types"))
+            rows = rows.join(pairs.group_by("op").agg(*sets).rename({"op": "name"}), on="name", how="left",
+                             maintain_order="left")
+        # the members the report prints (input shapes) or the proto holds; none otherwise
+        picked = pl.DataFrame(schema={"node_id": pl.Int64, "op": pl.String})
+        if "input_shapes" in spec.options.select or spec.options.output.kind == "proto":
+            picked = pl.from_arrow(printed.select(F.col("id").alias("node_id"), F.col("grp").alias("op")).toArrow())
+        nodes = node_frame(self._details(picked["node_id"]), -1, ("op_types", "input_shapes"))
+        kept = picked_members(nodes.join(picked, on="node_id", maintain_order="left"), spec)
+        return Displayed(rows, dict(root), kept)
+
+    # ------------------------------------------------------------------ details
+
+    def _details(self, ids: pl.Series) -> Profile:
+        """A profile of the union nodes ``ids`` only: their rows of ``nodes``, op types, input
+        shapes and aggregated numbers, for what a report prints about them."""
+        from pyspark.sql import functions as F
+
+        if ids.is_empty():
+            return Profile({})
+        spark = self.m.spark
+        wanted = F.broadcast(spark.createDataFrame(pa.table({"id": pa.array(ids.to_list(), pa.int64())})))
+        nodes = self.m.nodes.join(wanted, "id", "left_semi")
+        statics = pl.from_arrow(nodes.select("id", "name").join(self.m.statics, "id").toArrow())
+        numbers = pl.from_arrow(nodes.select(F.col("id").alias("node_id"), *NUMBERS).toArrow())
+        types = pl.from_arrow(self.m.types.join(wanted, "id", "left_semi").toArrow())
+        inputs = pl.from_arrow(self.m.inputs.join(wanted, "id", "left_semi").toArrow()).with_row_index("_producer")
+        producer = (pl.col("_producer").cast(pl.Int64) + _SYNTHETIC).alias("input_id")
+        tables = {
+            "nodes": statics.rename({"id": "node_id"}),
+            "node_types": types.rename({"id": "node_id"}),
+            "node_inputs": inputs.select(pl.col("id").alias("node_id"), "input_idx", pl.lit("").alias("input_name"),
+                                         producer, pl.lit(0).alias("output_slot")),
+            "output_shapes": inputs.filter(pl.col("dims").is_not_null()).select(
+                producer.alias("node_id"), pl.lit(0).alias("slot"), "dims"),
+        }
+        prof = Profile({name: _as_table(name, frame) for name, frame in tables.items()})
+        means = numbers.sort("node_id").select("node_id", *(pl.col(c).fill_null(0).cast(pl.Int64) for c in NUMBERS))
+        prof.memo(("index", "step_means"), lambda: {"metrics": means})
+        prof.memo("time_scale", lambda: self.m.ticks)
+        return prof
+
+
+def _as_table(name: str, frame: pl.DataFrame) -> pa.Table:
+    schema = TABLES[name].schema
+    return frame.select(schema.names).to_arrow().cast(schema)
+
+
+def _long(df, columns: list[str]):
+    """``df``'s ``columns`` in long form (``id``, ``metric``, ``value``), on Spark."""
+    from pyspark.sql import functions as F
+
+    return df.select("id", *(F.col(c).cast("long").alias(c) for c in columns)).unpivot("id", columns, "metric", "value")
+
+
+def _totals(q, closure, frame, counted):
+    """``tfprof.queries.reference.display``'s subtree totals on Spark: per node ``id``, the
+    ``total_*`` of ``subtree_totals.sql`` over the nodes of its subtree in ``counted``."""
+    from pyspark.sql import functions as F
+
+    columns = [*added(), "definition_count"]
+    values = _long(frame.withColumn("definition_count", F.lit(1)), columns)
+    sums = q.frame("subtree_totals", _closure=closure.select("anc", "id"), _values=values, _counted=counted)
+    wide = sums.groupBy("id").pivot("metric", columns).agg(F.first("total"))
+    return wide.select("id", *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias("total_" + c) for c in columns))
+
+
+def _root(frame) -> dict[str, int]:
+    """The root's totals over the forest ``frame`` (on Spark): sums, and the node count."""
+    from pyspark.sql import functions as F
+
+    row = frame.agg(*(F.sum(c).cast("long").alias(c) for c in added()), F.count("*").alias("_n")).first()
+    root = {"total_" + c: int(row[c] or 0) for c in counted()}
+    root["total_definition_count"] = int(row["_n"])
+    return root
+
+
+def _root_of(rows: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
+    sums = rows.select(*(pl.col(c).sum().cast(pl.Int64) for c in added())).row(0, named=True)
+    root = {"total_" + c: int(sums[c] or 0) for c in counted()}
+    root["total_definition_count"] = rows.height + extra_count
+    return root
+
+
+def _flags(frame, spec: TreeSpec):
+    """``display.sql``'s ``_forest`` on Spark: the flags of ``flag_columns(spec)``, worked out by
+    polars on each batch of ``frame``'s rows."""
+
+    def on_batches(batches):
+        import polars as pl
+        import pyarrow as pa
+
+        from tfprof.queries.reference.display import flag_columns
+
+        exprs = flag_columns(spec)
+        for batch in batches:
+            out = pl.from_arrow(pa.Table.from_batches([batch])).select("id", *exprs).to_arrow()
+            yield from out.cast(pa.schema([("id", pa.int64()), ("start_hit", pa.bool_()), ("trim_hit", pa.bool_()),
+                                           ("passes", pa.bool_())])).to_batches()
+
+    flag_columns(spec)  # a bad regex fails here, on the driver, not in a task
+    return frame.mapInArrow(on_batches, "id long, start_hit boolean, trim_hit boolean, passes boolean")
