@@ -65,3 +65,76 @@ def test_golden_case_on_spark_is_the_local_report(catalog, fixture, case):
 ])
 def test_sql_over_the_catalog_on_spark_equals_duckdb(catalog, query):
     assert spark_sql(catalog, query).to_pylist() == sql(catalog, query).to_pylist()
+
+
+# ---------------------------------------------------------------- runs aggregated on Spark
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory) -> Path:
+    """Runs of tfprof's own profiles (whole µs) and a Kineto trace (ns), and a job of four ranks."""
+    from tfprof.catalog import add_job
+
+    root = tmp_path_factory.mktemp("members") / "cat"
+    for run, path in (("n-1", FIXTURES / "cnn/profile.pb"), ("n-2", FIXTURES / "multistep/profile.pb"),
+                      ("n-3", FIXTURES / "rnn/profile.pb"), ("k-1", FIXTURES / "foreign/torch_cnn.pt.trace.json")):
+        add_run(root, run, profile_path=path)
+    add_job(root, "job", sorted((FIXTURES / "ranks/gloo4").glob("rank-*")))
+    return root
+
+
+def _member_cases():
+    """Golden options of the scope and op views (every sixth), beside options that reach every
+    step: account regexes, thresholds, start/trim/show/hide, displayed-only, the printed sets."""
+    for cmd in ("scope", "op"):
+        cases = [c for c in json.loads((GOLDEN / "cnn" / "cases.json").read_text()) if c["cmd"] == cmd]
+        for case in cases[::6]:
+            yield pytest.param(cmd, {k: v for k, v in case["options"].items() if k != "output"}, id=f"{cmd}-{case['id']}")
+    yield pytest.param("scope", {"max_depth": 5, "account_type_regexes": ["Conv.*", "MatMul"], "min_micros": 2,
+                                 "select": ["micros", "params", "op_types", "device", "input_shapes"]}, id="scope-account")
+    yield pytest.param("scope", {"max_depth": 6, "start_name_regexes": [".*conv.*"], "trim_name_regexes": [".*grad.*"],
+                                 "hide_name_regexes": [".*Relu.*"], "account_displayed_op_only": True,
+                                 "order_by": "micros"}, id="scope-walk")
+    yield pytest.param("op", {"max_depth": 12, "select": ["micros", "device", "op_types", "input_shapes", "occurrence"],
+                              "order_by": "occurrence"}, id="op-sets")
+
+
+@pytest.mark.parametrize("names,how", [(["n-1", "n-2", "n-3"], "sum"), (["n-1", "k-1"], "mean"), (["job"], "max")],
+                         ids=["own-sum", "mixed-mean", "ranks-max"])
+@pytest.mark.parametrize("cmd,options", list(_member_cases()))
+def test_runs_aggregated_on_spark_are_the_local_aggregate(members, names, how, cmd, options):
+    """A view over runs (or ranks) aggregated on Spark prints what the local aggregate prints."""
+    from tfprof.catalog import aggregate_profile
+
+    prof = _aggregated(members, tuple(names), how)
+    assert prof.row_counts()["nodes"] == 0  # nothing per node on the driver: the view runs on Spark
+    before = SparkSql._count
+    assert run_view(prof, cmd, options).text == run_view(aggregate_profile(members, names, how), cmd, options).text
+    assert SparkSql._count > before
+
+
+_AGGREGATED: dict = {}
+
+
+def _aggregated(root: Path, names: tuple, how: str):
+    from tfprof.catalog.spark_members import spark_aggregate
+
+    if (names, how) not in _AGGREGATED:
+        _AGGREGATED[names, how] = spark_aggregate(root, list(names), how)
+    return _AGGREGATED[names, how]
+
+
+def test_runs_aggregated_on_spark_from_the_command_line(members, capsys):
+    """`tfprof scope|op --catalog DIR --runs P --aggregate H --engine spark` prints the local bytes; the
+    graph view aggregates on the driver and runs its SQL on Spark; a bad regex is one line, exit 2."""
+    from tfprof.cli.main import main
+
+    for cmd in ("scope", "op", "graph"):
+        args = [cmd, "--catalog", str(members), "--runs", "n-*", "--aggregate", "sum", "--max_depth", "4"]
+        assert main(args) == 0
+        local = capsys.readouterr().out
+        assert main([*args, "--engine", "spark"]) == 0
+        assert capsys.readouterr().out == local
+    assert main(["scope", "--catalog", str(members), "--run", "job", "--aggregate", "mean", "--engine", "spark",
+                 "--show_name_regexes", "(unclosed"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "show_name_regexes" in err

@@ -34,7 +34,7 @@ from tfprof.schema import TABLES
 AGGREGATES = ("sum", "mean", "max")
 # Tables describing the graph (keyed by node, no step): carried over for the union of nodes.
 STRUCTURE = ("nodes", "node_inputs", "node_types", "output_shapes", "node_attrs", "code_frames")
-NUMBERS = ("params", "float_ops", *STEP_METRICS)
+NUMBERS = ("params", "float_ops", "macs", *STEP_METRICS)
 _KEY = ["name", "_dup"]
 
 

@@ -156,11 +156,7 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
     statics = (first.join(frames["nodes"], ["member", "node_id"])
                .select("id", *(c for c in TABLES["nodes"].schema.names if c not in ("node_id", "name"))))
     types = first.join(frames["node_types"], ["member", "node_id"]).select("id", F.col("op_type").cast("string"))
-    shapes = frames["output_shapes"].select("member", F.col("node_id").alias("input_id"),
-                                            F.col("slot").alias("output_slot"), "dims")
-    inputs = (first.join(frames["node_inputs"], ["member", "node_id"])
-              .join(shapes, ["member", "input_id", "output_slot"], "left")
-              .select("id", "input_idx", "dims"))
+    inputs = _input_shapes(frames, nodes, first)
     ticks = nodes.agg(F.max("ticks")).first()[0] or 1  # (none: no node)
     small = {}
     for name in ("devices", "info"):
@@ -170,3 +166,23 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
                    inputs=inputs.localCheckpoint(), ticks=int(ticks), count=len(chosen),
                    source=source, small=small)
 
+
+
+def _input_shapes(frames: dict, nodes, first):
+    """Per union node and input (``id``, ``input_idx``, ``dims``): the producer's output shape at
+    the recorded slot, as ``aggregate_profile``'s union holds it: the inputs of the node's first
+    member, each producer taken to its union node, whose shapes are its own first member's."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    name = F.coalesce(F.col("name"), F.lit(""))
+    keyed = frames["nodes"].select("member", "node_id", name.alias("name"), F.row_number().over(
+        Window.partitionBy("member", name).orderBy("node_id")).alias("dup"))
+    union_id = keyed.join(nodes.select("id", "name", "dup"), ["name", "dup"]).select(
+        "member", F.col("node_id").alias("input_id"), F.col("id").alias("producer"))
+    shapes = first.join(frames["output_shapes"], ["member", "node_id"]).select(
+        F.col("id").alias("producer"), F.col("slot").alias("output_slot"), "dims")
+    return (first.join(frames["node_inputs"], ["member", "node_id"])
+            .join(union_id, ["member", "input_id"], "left")
+            .join(shapes, ["producer", "output_slot"], "left")
+            .select("id", "input_idx", "dims"))

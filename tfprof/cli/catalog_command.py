@@ -129,9 +129,11 @@ def take_view_flags(tokens: list[str]) -> tuple[dict, list[str]]:
     return flags, rest
 
 
-def view_profile(flags: dict, opts, inputs: dict):
-    """The profile a view with ``flags`` runs on: one run, or runs aggregated (None: no catalog,
-    the view's inputs say which profile)."""
+def view_profile(flags: dict, opts, inputs: dict, cmd: str = "scope"):
+    """The profile view ``cmd`` with ``flags`` runs on: one run, or runs aggregated (None: no
+    catalog, the view's inputs say which profile). With ``--engine spark``, runs aggregated for a
+    scope or group view stay on Spark (``tfprof.catalog.spark_members``); the other views
+    aggregate here and run their SQL there."""
     from tfprof.errors import OptionError
 
     _check_engine(flags.get("engine", "local"))
@@ -160,8 +162,16 @@ def view_profile(flags: dict, opts, inputs: dict):
         if not job_ranks(catalog, flags["run"]):
             raise OptionError(f"--aggregate with --run aggregates a job's ranks, and run `{flags['run']}` is no job; "
                               "--runs PATTERN aggregates runs")
-        return aggregate_profile(catalog, [flags["run"]], flags["aggregate"])
-    return aggregate_profile(catalog, match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum"))
+        names, how = [flags["run"]], flags["aggregate"]
+    else:
+        names, how = match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum")
+    from tfprof.api.options import VIEWS
+
+    if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "groups"):
+        from tfprof.catalog.spark_members import spark_aggregate
+
+        return spark_aggregate(catalog, names, how, master=flags.get("master"))
+    return aggregate_profile(catalog, names, how)
 
 
 def _rank(flags: dict) -> int | None:

@@ -335,7 +335,7 @@ def _view_command(cmd: str, summary: str):
             from tfprof.api import check_output
 
             check_output(cmd, opts, force=force, inputs=protected(inputs))  # before the profile loads
-        prof = view_profile(many, opts, inputs) or load_profile(**inputs)
+        prof = view_profile(many, opts, inputs, cmd) or load_profile(**inputs)
         with view_engine(many):
             _run_view(cmd, prof, opts, fmt=fmt, force=force, inputs=protected(inputs), gates=fail_if or ())
 

@@ -39,6 +39,8 @@ SELECT
     -- the union node
     i.id,
     i.name,
+    -- which node of that name it is in each member (1: the first in node-id order)
+    i.dup,
     -- where its structure (op, op types, shapes) comes from: the first member that has it
     i.member AS first_member,
     i.node_id AS first_node,
@@ -69,4 +71,4 @@ SELECT
          ELSE SUM(s.output_bytes) END AS output_bytes
 FROM scaled s
 JOIN ids i ON i.name = s.name AND i.dup = s.dup
-GROUP BY i.id, i.name, i.member, i.node_id
+GROUP BY i.id, i.name, i.dup, i.member, i.node_id
