@@ -37,13 +37,15 @@ QUERIES = {
         "sql", "select n.op, avg(e.duration_micros) as mean_us, count(*) as n from execs e join nodes n on "
                "n.run = e.run and n.node_id = e.node_id where e.run = 'run-003' and n.run = 'run-003' group by n.op "
                "order by mean_us desc limit 10", "--catalog", "{cat}"],
+    "op view, runs summed": ["op", "--catalog", "{cat}", "--runs", "*", "--aggregate", "sum", "--max_depth", "10",
+                             "--select", "micros"],
     "scope view of one run (--max_depth 3)": ["scope", "--catalog", "{cat}", "--run", "run-003", "--max_depth", "3",
                                               "--select", "micros"],
 }
 
 
-def _tree_rss(root: int) -> int:
-    """RSS in bytes of ``root`` and all its descendants (from /proc)."""
+def _tree_rss(root: int) -> tuple[int, int]:
+    """RSS in bytes of ``root`` and all its descendants, and of ``root`` alone (from /proc)."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -62,18 +64,20 @@ def _tree_rss(root: int) -> int:
         kids = [p for p, pp in parents.items() if pp == pid and p not in tree]
         tree.update(kids)
         frontier += kids
-    return sum(rss.get(p, 0) for p in tree)
+    return sum(rss.get(p, 0) for p in tree), rss.get(root, 0)
 
 
-def timed(cmd: list[str], env: dict) -> tuple[float, int, str]:
-    """Run ``cmd``; (seconds, peak bytes of its process tree, stdout)."""
+def timed(cmd: list[str], env: dict) -> tuple[float, int, str, int]:
+    """Run ``cmd``; (seconds, peak bytes of its process tree, stdout, peak bytes of its own
+    process: the Python driver, without Spark's JVM)."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = [0]
+    peak = [0, 0]
 
     def sample() -> None:
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            tree, own = _tree_rss(proc.pid)
+            peak[0], peak[1] = max(peak[0], tree), max(peak[1], own)
             time.sleep(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -83,7 +87,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, int, str]:
     sampler.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode()[-2000:]}")
-    return seconds, peak[0], out.decode()
+    return seconds, peak[0], out.decode(), peak[1]
 
 
 def make(args, env: dict) -> None:
@@ -93,7 +97,7 @@ def make(args, env: dict) -> None:
             pb = Path(tmp) / f"run{i}.pb"
             subprocess.run([sys.executable, str(HERE / "synth.py"), "--nodes", str(args.nodes), "--steps",
                             str(args.steps), "--seed", str(i), "--out", str(pb)], check=True, env=env)
-            seconds, peak, _ = timed([sys.executable, "-m", "tfprof", "ingest", "--catalog", str(args.out), "--run",
+            seconds, peak, _, _ = timed([sys.executable, "-m", "tfprof", "ingest", "--catalog", str(args.out), "--run",
                                       f"run-{i:03d}", "--tag", f"seed={i}", str(pb)], env)
             per_run.append(seconds)
             print(f"added run-{i:03d}: {seconds:.1f} s, peak {peak / 2**20:,.0f} MiB", flush=True)
@@ -107,17 +111,18 @@ def measure(args, env: dict) -> None:
     engines = [("duckdb (local)", sys.executable, [])]
     if args.spark_python:
         engines.append(("spark local[*]", args.spark_python, ["--engine", "spark"]))
-    print("| query | engine | seconds | peak memory |")
-    print("| --- | --- | ---: | ---: |")
+    print("| query | engine | seconds | peak memory | Python's own peak |")
+    print("| --- | --- | ---: | ---: | ---: |")
     for label, argv in QUERIES.items():
         if args.only and args.only not in label:
             continue
         outputs = {}
         for engine, python, extra in engines:
             cmd = [python, "-m", "tfprof", *[a.format(cat=args.out) for a in argv], *extra]
-            seconds, peak, out = timed(cmd, env)
+            seconds, peak, out, own = timed(cmd, env)
             outputs[engine] = out
-            print(f"| {label} | {engine} | {seconds:.1f} | {peak / 2**20:,.0f} MiB |", flush=True)
+            print(f"| {label} | {engine} | {seconds:.1f} | {peak / 2**20:,.0f} MiB | {own / 2**20:,.0f} MiB |",
+                  flush=True)
         if len(set(outputs.values())) != 1:
             raise SystemExit(f"{label}: the engines printed different results")
 

@@ -455,3 +455,17 @@ def test_sql_over_s3_on_spark_equals_duckdb(s3, cat):
     with on_spark():  # a view of a run in S3 with its SQL on Spark
         got = _scope(run_profile(cat, "a"))
     assert got == _scope(tfprof.load(tfprof.sample_path("cnn")))
+
+
+@pytest.mark.spark
+def test_runs_in_s3_aggregated_on_spark(s3, cat):
+    """Runs in S3 aggregated on Spark (their partitions copied, each checked) print the local aggregate."""
+    pytest.importorskip("pyspark", reason="needs pyspark: pip install 'tfprof[spark]'")
+    from tfprof.catalog.spark_members import spark_aggregate
+
+    add_run(cat, "a", profile_path=tfprof.sample_path("cnn"))
+    add_run(cat, "b", profile_path=tfprof.sample_path("multistep"))
+    add_run(cat, "c", profile_path=FIXTURES / "rnn" / "profile.pb")  # not asked for: not copied
+    for cmd in ("scope", "op"):
+        want = run_view(aggregate_profile(cat, ["a", "b"], "mean"), cmd, {"max_depth": 4}).text
+        assert run_view(spark_aggregate(cat, ["a", "b"], "mean"), cmd, {"max_depth": 4}).text == want

@@ -13,14 +13,12 @@ checked first), so a later add or remove cannot change it under the view.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
 
 from tfprof.catalog.aggregate import AGGREGATES
 from tfprof.catalog.layout import locked, read_runs, require_catalog, run_ranks
 from tfprof.catalog.read import partition_files, verify_partitions
+from tfprof.catalog.spark_views import Members, SparkViews
 from tfprof.catalog.storage import object_uri
 from tfprof.catalog.trust import check_runs
 from tfprof.errors import OptionError
@@ -44,25 +42,6 @@ READ = {
 }
 
 
-@dataclass
-class Members:
-    """What a view over members reads, on Spark: ``nodes`` (the aggregated numbers per union
-    node: ``id``, ``name``, ``first_member``, ``first_node`` and ``NUMBERS``), ``statics`` (each
-    union node's row of ``nodes`` in its first member: id, shape, device, the group columns),
-    ``types`` (id, op_type) and ``inputs`` (id, input_idx, dims: the producer's output shape);
-    the finest ticks per µs of the members' times, and the first member's devices and info."""
-
-    spark: object
-    nodes: object
-    statics: object
-    types: object
-    inputs: object
-    ticks: int
-    count: int
-    source: str
-    small: dict[str, pa.Table] = field(default_factory=dict)
-
-
 def member_list(rows: list[dict], names: list[str]) -> list[tuple[str, int | None]]:
     """(run, rank) per member, in order: each run of ``names``, a job's run as each of its ranks."""
     by_name = {r["run"]: r for r in rows}
@@ -76,13 +55,10 @@ def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", maste
     """Runs ``names`` of ``catalog`` aggregated per node with ``how`` (the module docstring), as a
     profile whose scope and group views (``op``) run on Spark.
 
-    >>> # doctest: +SKIP
-    >>> prof = spark_aggregate("runs/", ["a", "b"], "sum")
-    >>> print(tfprof.view_text(prof, "scope", max_depth=3))
+    For example (pyspark installed): ``print(tfprof.api.run_view(spark_aggregate("runs/", ["a",
+    "b"], "sum"), "op", {"max_depth": 10}).text)``; views other than scope and op say so.
     """
     from tfprof.catalog.spark import session
-    from tfprof.catalog.spark_views import SparkViews
-
     if how not in AGGREGATES:
         raise OptionError(f"unknown --aggregate `{how}`; valid: {', '.join(AGGREGATES)}")
     if not names:

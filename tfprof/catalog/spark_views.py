@@ -15,10 +15,12 @@ every result equal to the local engine's on the same runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import polars as pl
 import pyarrow as pa
 
-from tfprof.catalog.spark_members import Members
+from tfprof.catalog.aggregate import NUMBERS
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.engine import Displayed
@@ -31,9 +33,26 @@ from tfprof.queries.ticks import scaled_spec
 from tfprof.schema import TABLES
 from tfprof.schema.metrics import computed, maxed, ratios
 
-NUMBERS = ("params", "float_ops", "macs", "run_count", "exec_micros", "accelerator_exec_micros", "cpu_exec_micros",
-           "requested_bytes", "peak_bytes", "residual_bytes", "output_bytes")
 _SYNTHETIC = 1 << 62  # ids of the producers of printed nodes' inputs in a details profile
+
+
+@dataclass
+class Members:
+    """What a view over members reads, on Spark: ``nodes`` (the aggregated numbers per union
+    node: ``id``, ``name``, ``first_member``, ``first_node`` and ``NUMBERS``), ``statics`` (each
+    union node's row of ``nodes`` in its first member: id, shape, device, the group columns),
+    ``types`` (id, op_type) and ``inputs`` (id, input_idx, dims: the producer's output shape);
+    the finest ticks per µs of the members' times, and the first member's devices and info."""
+
+    spark: object
+    nodes: object
+    statics: object
+    types: object
+    inputs: object
+    ticks: int
+    count: int
+    source: str
+    small: dict[str, pa.Table] = field(default_factory=dict)
 
 
 class SparkViews:

@@ -37,7 +37,8 @@ Many runs (docs/SCALE.md):
   --catalog DIR --run NAME       one run of a catalog (the same report as its profile alone)
   --catalog DIR --run JOB --rank R   one rank of a job's run (--aggregate: all its ranks)
   --catalog DIR --runs PATTERN   runs matching a glob, aggregated per node: --aggregate sum|mean|max
-  --engine spark [--master URL]  run the view's reference SQL on Spark (tfprof[spark])
+  --engine spark [--master URL]  run the view's reference SQL on Spark (tfprof[spark]); runs
+                                 aggregated for scope and op stay there, only printed rows return
 """
 
 
