@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 QUERIES = {
-    "scope view, runs summed (--max_depth 3)": ["scope", "--catalog", "{cat}", "--runs", "*", "--aggregate", "sum",
+    "scope view, runs summed (--max_depth 3)": ["scope", "--catalog", "{cat}", "--runs", "{runs}", "--aggregate", "sum",
                                                "--max_depth", "3", "--select", "micros"],
     "SQL: time per run": ["sql", "select run, count(*) as n, sum(duration_micros) as us from execs group by run "
                                  "order by run", "--catalog", "{cat}"],
@@ -37,7 +37,7 @@ QUERIES = {
         "sql", "select n.op, avg(e.duration_micros) as mean_us, count(*) as n from execs e join nodes n on "
                "n.run = e.run and n.node_id = e.node_id where e.run = 'run-003' and n.run = 'run-003' group by n.op "
                "order by mean_us desc limit 10", "--catalog", "{cat}"],
-    "op view, runs summed": ["op", "--catalog", "{cat}", "--runs", "*", "--aggregate", "sum", "--max_depth", "10",
+    "op view, runs summed": ["op", "--catalog", "{cat}", "--runs", "{runs}", "--aggregate", "sum", "--max_depth", "10",
                              "--select", "micros"],
     "scope view of one run (--max_depth 3)": ["scope", "--catalog", "{cat}", "--run", "run-003", "--max_depth", "3",
                                               "--select", "micros"],
@@ -118,7 +118,7 @@ def measure(args, env: dict) -> None:
             continue
         outputs = {}
         for engine, python, extra in engines:
-            cmd = [python, "-m", "tfprof", *[a.format(cat=args.out) for a in argv], *extra]
+            cmd = [python, "-m", "tfprof", *[a.format(cat=args.out, runs=args.pattern) for a in argv], *extra]
             seconds, peak, out, own = timed(cmd, env)
             outputs[engine] = out
             print(f"| {label} | {engine} | {seconds:.1f} | {peak / 2**20:,.0f} MiB | {own / 2**20:,.0f} MiB |",
@@ -135,6 +135,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--measure", action="store_true", help="time the queries on an existing catalog")
+    ap.add_argument("--pattern", default="*", help="the runs the aggregated views read (a glob; default all)")
     ap.add_argument("--only", help="time only the queries whose label contains this (e.g. SQL, view)")
     ap.add_argument("--spark-python", help="a Python with pyspark (e.g. .venv-spark/bin/python) to time Spark too")
     args = ap.parse_args()

@@ -12,7 +12,10 @@ checked first), so a later add or remove cannot change it under the view.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from tfprof.catalog.aggregate import AGGREGATES
@@ -74,6 +77,7 @@ def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", maste
             files, listed = partition_files(root, names)
             verify_partitions(root, [e for t in READ for e in listed[t]])
             members = _members(spark, root, files, chosen, how, _format(rows, chosen))
+            members.guard = functools.partial(_unchanged, root, names, _rows_of(rows, names))
     tables = {name: TABLES[name].schema.empty_table() for name in TABLES}
     tables.update(members.small)
     prof = Profile(tables, source=members.source)
@@ -81,6 +85,21 @@ def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", maste
     prof.memo("time_scale", lambda: members.ticks)
     prof.executor = SparkViews(members)
     return prof
+
+
+@contextlib.contextmanager
+def _unchanged(root: Path, names: list[str], rows: list[dict]) -> Iterator[None]:
+    """The catalog's shared lock, held while Spark reads partitions after ``spark_aggregate``
+    returned: they are still the ones checked then unless runs ``names`` (their ``rows``) were
+    replaced or removed meanwhile, which this refuses."""
+    with locked(root, shared=True):
+        if _rows_of(check_runs(root, read_runs(root)), names) != rows:
+            raise OptionError(f"a run of the view was replaced or removed from `{root}` while it ran: run it again")
+        yield
+
+
+def _rows_of(rows: list[dict], names: list[str]) -> list[dict]:
+    return [r for r in rows if r["run"] in names]
 
 
 def _format(rows: list[dict], chosen: list[tuple[str, int | None]]) -> str:
@@ -97,8 +116,9 @@ def _staged(uri: str, names: list[str], how: str, spark) -> Members:
     with tempfile.TemporaryDirectory(prefix="tfprof-spark-") as tmp:
         files, runs = download(uri, list(READ), Path(tmp), names)
         chosen = member_list(runs.to_pylist(), names)
-        rows = runs.to_pylist()
-        return _members(spark, Path(tmp), files, chosen, how, _format(rows, chosen))  # checkpointed: copies may go
+        members = _members(spark, Path(tmp), files, chosen, how, _format(runs.to_pylist(), chosen))
+        members.inputs = members.inputs.localCheckpoint()  # now: the copies go
+        return members
 
 
 def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple[str, int | None]], how: str,
@@ -139,7 +159,7 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
         rows = frames[name].filter(F.col("member") == 0).drop("member").toArrow()
         small[name] = rows.select(TABLES[name].schema.names).cast(TABLES[name].schema)
     return Members(spark=spark, nodes=nodes, statics=statics.localCheckpoint(), types=types.localCheckpoint(),
-                   inputs=inputs.localCheckpoint(), ticks=int(ticks), count=len(chosen),
+                   inputs=inputs, ticks=int(ticks), count=len(chosen),
                    source=source, small=small)
 
 

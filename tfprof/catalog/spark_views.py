@@ -15,6 +15,8 @@ every result equal to the local engine's on the same runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -41,8 +43,9 @@ class Members:
     """What a view over members reads, on Spark: ``nodes`` (the aggregated numbers per union
     node: ``id``, ``name``, ``first_member``, ``first_node`` and ``NUMBERS``), ``statics`` (each
     union node's row of ``nodes`` in its first member: id, shape, device, the group columns),
-    ``types`` (id, op_type) and ``inputs`` (id, input_idx, dims: the producer's output shape);
-    the finest ticks per µs of the members' times, and the first member's devices and info."""
+    ``types`` (id, op_type) and ``inputs`` (id, input_idx, dims: the producer's output shape,
+    read from the partitions only if a view asks, inside ``guard()``); the finest ticks per µs
+    of the members' times, and the first member's devices and info."""
 
     spark: object
     nodes: object
@@ -52,6 +55,7 @@ class Members:
     ticks: int
     count: int
     source: str
+    guard: Callable[[], AbstractContextManager] = nullcontext
     small: dict[str, pa.Table] = field(default_factory=dict)
 
 
@@ -87,7 +91,7 @@ class SparkViews:
         q = SparkSql()
         tree = q.frame("scope_tree", _names=self.m.nodes.select(F.col("id").alias("node_id"), "name")).localCheckpoint()
         keys = q.frame("path_keys", {"width": width(tree.agg(F.max("sib")).first()[0] or 0)},
-                       _tree=tree.select("id", "parent", "sib")).select("id", "key")
+                       _tree=tree.select("id", "parent", "sib")).select("id", "key").localCheckpoint()
         parent_counts = pl.select(full_match(pl.lit(SCOPE_PARENT), spec.account)).item()
         numbers = self.m.nodes.select(F.col("id").alias("node_id"), F.col("params").alias("parameters"),
                                       *(c for c in NUMBERS if c != "params"))
@@ -118,8 +122,9 @@ class SparkViews:
             rows = in_display_order(local, rows, pl.from_arrow(keys.join(shown, "id", "left_semi").toArrow()), spec)
         finally:
             local.close()
-        details = self._details(rows["node_id"].drop_nulls())
-        rows = attach_details(rows.drop("id"), node_frame(details, -1, extras_for(spec.options)),
+        details = self._details(rows["node_id"].drop_nulls(), _wants_shapes(spec))
+        extras = (*extras_for(spec.options), *(("input_shapes",) if _wants_shapes(spec) else ()))
+        rows = attach_details(rows.drop("id"), node_frame(details, -1, tuple(dict.fromkeys(extras))),
                               {"shape": [], "op_types": [SCOPE_PARENT]})
         return Displayed(with_root(rows, root, spec.root_op_type))
 
@@ -174,17 +179,17 @@ class SparkViews:
                              maintain_order="left")
         # the members the report prints (input shapes) or the proto holds; none otherwise
         picked = pl.DataFrame(schema={"node_id": pl.Int64, "op": pl.String})
-        if "input_shapes" in spec.options.select or spec.options.output.kind == "proto":
+        if _wants_shapes(spec):
             picked = pl.from_arrow(printed.select(F.col("id").alias("node_id"), F.col("grp").alias("op")).toArrow())
-        nodes = node_frame(self._details(picked["node_id"]), -1, ("op_types", "input_shapes"))
+        nodes = node_frame(self._details(picked["node_id"], True), -1, ("op_types", "input_shapes"))
         kept = picked_members(nodes.join(picked, on="node_id", maintain_order="left"), spec)
         return Displayed(rows, dict(root), kept)
 
     # ------------------------------------------------------------------ details
 
-    def _details(self, ids: pl.Series) -> Profile:
+    def _details(self, ids: pl.Series, shapes: bool) -> Profile:
         """A profile of the union nodes ``ids`` only: their rows of ``nodes``, op types, input
-        shapes and aggregated numbers, for what a report prints about them."""
+        shapes (with ``shapes``) and aggregated numbers, for what a report prints about them."""
         from pyspark.sql import functions as F
 
         if ids.is_empty():
@@ -195,7 +200,11 @@ class SparkViews:
         statics = pl.from_arrow(nodes.select("id", "name").join(self.m.statics, "id").toArrow())
         numbers = pl.from_arrow(nodes.select(F.col("id").alias("node_id"), *NUMBERS).toArrow())
         types = pl.from_arrow(self.m.types.join(wanted, "id", "left_semi").toArrow())
-        inputs = pl.from_arrow(self.m.inputs.join(wanted, "id", "left_semi").toArrow()).with_row_index("_producer")
+        inputs = pl.DataFrame(schema={"id": pl.Int64, "input_idx": pl.Int32, "dims": pl.List(pl.Int64)})
+        if shapes:  # read from the partitions now, the catalog's lock held again (``Members.guard``)
+            with self.m.guard():
+                inputs = pl.from_arrow(self.m.inputs.join(wanted, "id", "left_semi").toArrow())
+        inputs = inputs.with_row_index("_producer")
         producer = (pl.col("_producer").cast(pl.Int64) + _SYNTHETIC).alias("input_id")
         tables = {
             "nodes": statics.rename({"id": "node_id"}),
@@ -210,6 +219,11 @@ class SparkViews:
         prof.memo(("index", "step_means"), lambda: {"metrics": means})
         prof.memo("time_scale", lambda: self.m.ticks)
         return prof
+
+
+def _wants_shapes(spec: TreeSpec) -> bool:
+    """Whether a view prints its nodes' input shapes or writes them (the proto output)."""
+    return "input_shapes" in spec.options.select or spec.options.output.kind == "proto"
 
 
 def _as_table(name: str, frame: pl.DataFrame) -> pa.Table:
