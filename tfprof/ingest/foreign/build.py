@@ -66,11 +66,11 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
     column is gathered once."""
     # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
-    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t)
-                           .alias(c) for c, t in EVENT_COLUMNS.items()]).collect()
+    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None))
+                           .cast(pl.Categorical if c in _REPEATED else t).alias(c)
+                           for c, t in EVENT_COLUMNS.items()]).collect()
     args = ev["args"]
     ev = ev.lazy().drop("args").with_columns(
-        *(pl.col(c).cast(pl.Categorical) for c in _REPEATED),
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),

@@ -185,8 +185,12 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
         text(True, data, offs, ok)
         cols[name] = checked_strings(n_events, offs, data, ok)
     for name, col in (*_INT_COLUMNS.items(), ("function_call", C_PRESENCE)):
+        found = hits[hits[:, xargs.H_COL] == col]
+        if len(found) == 0 and col != C_PRESENCE:  # (no buffer of values for a column of nulls)
+            cols[name] = pl.repeat(None, n_events, dtype=pl.Int64, eager=True)
+            continue
         values, ok = np.zeros(n_events, np.int64), np.zeros(n_events, bool)
-        xargs.ints(buf, hits[hits[:, xargs.H_COL] == col], col, values, ok)
+        xargs.ints(buf, found, col, values, ok)
         cols[name] = pl.Series(ok) if col == C_PRESENCE else pl.Series(pa.Int64Array.from_buffers(
             pa.int64(), n_events, [pa.py_buffer(np.packbits(ok, bitorder="little")), pa.py_buffer(values)]))
     del hits
@@ -195,11 +199,13 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
     base = np.array([start_ns + ts for ts in lines[:, L_TS].tolist()], np.int64)  # checked in range (xspace)
     ent = np.where(ev_ent < 0, len(entries), ev_ent)
     display = _entry_strings(buf, entries, M_DISP_S, M_DISP_E)
+    display = pl.select(pl.when(pl.lit(display) != "").then(pl.lit(display))).to_series()
+    # names as categoricals: a code per event gathered from the few planes, lines and metadata entries
     frame = pl.DataFrame({
-        "process": pl.Series([p.name for p in space.planes], dtype=pl.String).gather(line_plane[ev_line]),
-        "thread": pl.Series(thread, dtype=pl.String).gather(ev_line),
-        "name": _entry_strings(buf, entries, M_NAME_S, M_NAME_E).gather(ent),
-        "display": pl.select(pl.when(pl.lit(display) != "").then(pl.lit(display))).to_series().gather(ent),
+        "process": pl.Series([p.name for p in space.planes], dtype=pl.Categorical).gather(line_plane[ev_line]),
+        "thread": pl.Series(thread, dtype=pl.Categorical).gather(ev_line),
+        "name": _entry_strings(buf, entries, M_NAME_S, M_NAME_E).cast(pl.Categorical).gather(ent),
+        "display": display.cast(pl.Categorical).gather(ent),
         "start_ns": base[ev_line] + _ns(ev_off),
         "dur_ns": _ns(ev_dur),
         "args": args,

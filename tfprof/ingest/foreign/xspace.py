@@ -186,8 +186,9 @@ def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
                 for column, stat in (("correlation", "correlation_id"), ("tf_op", "tf_op"),
                                      ("requested_bytes", "requested_bytes")):
                     cols[column].append(stats.get(stat))
-    return pl.DataFrame(cols, schema_overrides={"program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
-                                               "display": pl.String, "hlo_op": pl.String, "hlo_module": pl.String,
+    names = dict.fromkeys(("process", "thread", "name", "display"), pl.Categorical)
+    return pl.DataFrame(cols, schema_overrides={**names, "program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
+                                               "hlo_op": pl.String, "hlo_module": pl.String,
                                                "producer": pl.String, "consumer": pl.String, "correlation": pl.Int64,
                                                "tf_op": pl.String, "requested_bytes": pl.Int64})
 
@@ -220,17 +221,19 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
     launched = pl.col("correlation").is_in(raw.lazy().filter(gpu.is_null()).select("correlation").collect()
                                            ["correlation"].drop_nulls().implode())
+    # the name columns stay categoricals (the event's own text columns are cast, null on most events)
+    cat = pl.Categorical
     ev = raw.lazy().with_columns(
-        pl.when(is_memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
+        pl.when(is_memory).then(pl.lit("i", cat)).otherwise(pl.lit("X", cat)).alias("phase"),
         display.alias("category"),
-        pl.when(hlo_op | tf_op | device_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
-        .when(is_memory).then(pl.lit("memory")).otherwise(pl.lit("other")).alias("role"),
+        pl.when(hlo_op | tf_op | device_op).then(pl.lit("op", cat)).when(step).then(pl.lit("step", cat))
+        .when(is_memory).then(pl.lit("memory", cat)).otherwise(pl.lit("other", cat)).alias("role"),
         # a GPU event nobody launched on the host is named by the op its stats name, else by itself
-        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path)
-        .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")), name))
+        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path.cast(cat))
+        .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")).cast(cat), name))
         .when(tf_op).then(pl.col("_tf_path")).otherwise(name).alias("label"),
-        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op")).when(device_op).then(name).otherwise(display)
-        .alias("op_type"),
+        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op").cast(cat)).when(device_op).then(name)
+        .otherwise(display).alias("op_type"),
         pl.col("_device").alias("device"),
         gpu.is_not_null().alias("accelerator"),
         pl.when(is_memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
@@ -260,11 +263,12 @@ def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
     first, inverse = codes.distinct(*keys)
     name, display = pl.col("name"), pl.col("display")
     gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
-    found = keys[first].select(
-        gpu.alias("_gpu"),
-        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0")).alias("_device"),
+    found = keys[first].with_columns(pl.all().cast(pl.String)).select(
+        gpu.cast(pl.Categorical).alias("_gpu"),
+        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0"))
+        .cast(pl.Categorical).alias("_device"),
         (display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()).alias("_tf_op"),
-        name.str.head(name.str.len_chars() - display.str.len_chars() - 1).alias("_tf_path"),
+        name.str.head(name.str.len_chars() - display.str.len_chars() - 1).cast(pl.Categorical).alias("_tf_path"),
         (name.is_in(list(MEMORY_EVENTS)) & gpu.is_null()).alias("_memory"),
         name.str.starts_with("end: ").alias("_end"),
     )
@@ -287,7 +291,7 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
     if mem.height == 0:
         return ev
     ops = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator").not_()).select(
-        pl.col("label").alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
+        pl.col("label").cast(pl.String).alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
         .alias("_to"), pl.col("process").alias("_process"), pl.col("thread").alias("_thread")).collect().sort("_from")
     found = [mem.join_asof(ops, left_on="start_ns", right_on="_from", by="_path", strategy=how,
                             check_sortedness=False) for how in ("backward", "forward")]
@@ -307,7 +311,8 @@ def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:
     ends = []
     for column, role in (("producer", "flow_start"), ("consumer", "flow_end")):
         ends.append(ev.lazy().filter(pl.col(column).is_not_null()).with_columns(
-            pl.lit("i").alias("phase"), pl.lit(role).alias("role"), pl.lit(0, pl.Int64).alias("dur_ns"),
-            pl.col(column).alias("flow_id"), pl.col(column).str.split(":").list.first().alias("category")).collect())
+            pl.lit("i", pl.Categorical).alias("phase"), pl.lit(role, pl.Categorical).alias("role"),
+            pl.lit(0, pl.Int64).alias("dur_ns"), pl.col(column).alias("flow_id"),
+            pl.col(column).str.split(":").list.first().cast(pl.Categorical).alias("category")).collect())
     top = ev["event_id"].max() + 1
     return pl.concat(ends).with_columns((pl.int_range(pl.len()) + top).cast(pl.Int64).alias("event_id"))
