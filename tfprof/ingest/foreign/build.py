@@ -63,8 +63,8 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     ``row``, its position in that order, ``parent``: the row of the innermost span enclosing each
     event on its thread (-1: none), and ``_at``: its position in ``ev`` as given; and ``ev``'s
     ``args``, in the order given (large and needed only by the trace table, so left unsorted).
-    Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
-    column is gathered once."""
+    Threads are ordered by (process, thread) name; only the sort keys are sorted, then the
+    columns are gathered (``_sorted``)."""
     # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
     ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None))
                            .cast(pl.Categorical if c in _REPEATED else t).alias(c)
@@ -73,16 +73,41 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     ev = ev.lazy().drop("args").with_columns(
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),
     ).collect()
-    ev = ev.lazy().with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"]))).collect()
+    thread = _thread_ranks(ev["process"], ev["thread"])
     # a sort of numpy arrays (``nesting.order``) beats a multi-column polars sort
-    ev = ev[nesting.order(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
-                          ev["event_id"].to_numpy())]
+    order = nesting.order(thread, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["event_id"].to_numpy())
+    box = [ev]
+    del ev
+    ev = _sorted(box, order, thread)
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
     return ev.lazy().with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")
                                   ).collect(), args
+
+
+def _sorted(box: list[pl.DataFrame], order: np.ndarray, thread: np.ndarray) -> pl.DataFrame:
+    """The frame in ``box`` (taken over: the list is emptied) in ``order``, with ``_at`` (each row's
+    place in it) and ``_thread`` (``thread``, gathered too). A column at a time, each freed once
+    gathered, so that the two orders of a column are not all alive at once; and some not gathered:
+    a column of nulls is made anew, ``_at`` is ``order`` itself, and so is ``event_id`` where the
+    ids are the rows' places (as the XSpace reader numbers its events)."""
+    cols = box.pop().get_columns()
+    at = pl.Series("_at", order, dtype=pl.Int64)
+    ids = next(c for c in cols if c.name == "event_id")
+    ids_are_rows = ids.null_count() == 0 and np.array_equal(ids.to_numpy(), np.arange(len(ids)))
+    index = pl.Series(order)
+    out = []
+    for i in range(len(cols)):
+        column, cols[i] = cols[i], None
+        if column.name == "event_id" and ids_are_rows:
+            out.append(at.alias("event_id"))
+        elif column.null_count() == len(column):
+            out.append(pl.repeat(None, len(column), dtype=column.dtype, eager=True).alias(column.name))
+        else:
+            out.append(column.gather(index))
+        del column
+    return pl.DataFrame([*out, at, pl.Series("_thread", thread[order], dtype=pl.Int64)])
 
 
 def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
