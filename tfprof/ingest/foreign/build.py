@@ -58,7 +58,7 @@ def _us(ns: pl.Expr) -> pl.Expr:
     return q + ((r > 500) | ((r == 500) & (q % 2 != 0))).cast(pl.Int64)
 
 
-def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+def _nested(ev: pl.DataFrame, args: pl.Series | pa.Array | None) -> tuple[pl.DataFrame, pl.Series | pa.Array]:
     """``ev`` (its ``EVENT_COLUMNS`` but ``args``) in (thread, start, longest first) order with
     ``row``, its position in that order, ``parent``: the row of the innermost span enclosing each
     event on its thread (-1: none), and ``_at``: its position in ``ev`` as given; and ``ev``'s
@@ -68,9 +68,9 @@ def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
     ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None))
                            .cast(pl.Categorical if c in _REPEATED else t).alias(c)
-                           for c, t in EVENT_COLUMNS.items()]).collect()
-    args = ev["args"]
-    ev = ev.lazy().drop("args").with_columns(
+                           for c, t in EVENT_COLUMNS.items() if c != "args" or args is None]).collect()
+    args = ev["args"] if args is None else args
+    ev = ev.lazy().drop("args", strict=False).with_columns(
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
     ).collect()
@@ -192,14 +192,19 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     ).select("node_id", "depth", "label")
 
 
-def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | None = None,
-          flops: Flops | None = None, job: dict | None = None) -> dict[str, pa.Table]:
+def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | None = None,
+          counters: pl.DataFrame | None = None, flops: Flops | None = None,
+          job: dict | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
-    events; ``flops`` estimates each op execution's float ops (None: the reader has no count);
+    events; ``args``: their ``args`` apart from the frame (an Arrow array, which polars would
+    copy; the first rows, one per event that is no flow end) when the frame has none;
+    ``flops`` estimates each op execution's float ops (None: the reader has no count);
     ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them.
     Given in a one-item list, the events are taken over (the list is emptied), so that their
     text columns are freed once build holds its own categorical copy of them."""
-    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev)
+    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev, args)
+    if flops is not None and isinstance(args, pa.Array):
+        args = pl.Series(args)
     parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
     is_role = {r: (ev["role"] == r).to_numpy() for r in ("op", "scope", "frame")}
     label = ev["label"]

@@ -8,10 +8,11 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tfprof.ingest.wire.tables import gather
 from tfprof.schema import conform
 
 
-def trace_events(ev: pl.DataFrame, args: pl.Series, runs: pl.DataFrame) -> pa.Table:
+def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFrame) -> pa.Table:
     """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
     start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
@@ -20,8 +21,26 @@ def trace_events(ev: pl.DataFrame, args: pl.Series, runs: pl.DataFrame) -> pa.Ta
     node_id, step = _linked(kept["event_id"], runs)
     columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
                "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
-               "node_id": node_id, "step": step, "args": args.gather(kept["_at"]).to_arrow()}
+               "node_id": node_id, "step": step, "args": _texts_at(args, kept["_at"].to_numpy())}
     return conform("trace_events", columns, sort=False)
+
+
+def _texts_at(args: pl.Series | pa.Array, at: np.ndarray) -> pa.Array:
+    """``args``' values at ``at``. An Arrow array of large strings (the XSpace reader's) is
+    gathered by one kernel pass straight into the 32-bit offsets the table holds, where they fit:
+    polars would copy the text once into its own strings and again out of them."""
+    if isinstance(args, pl.Series):
+        return args.gather(at).to_arrow()
+    _, offsets, data = args.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[args.offset:args.offset + len(args) + 1]
+    valid = args.is_valid().to_numpy(zero_copy_only=False)[at]
+    starts = offsets[at]
+    ends = np.where(valid, offsets[at + 1], starts)
+    if int((ends - starts).sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
+        return args.take(pa.array(at))
+    text, offs = gather(np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8), starts, ends)
+    return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text),
+                                       pa.py_buffer(np.packbits(valid, bitorder="little")))
 
 
 def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array]:

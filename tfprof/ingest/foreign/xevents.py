@@ -133,6 +133,14 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
     """The raw event frame of ``xspace._raw_reference`` for the XSpace in ``buf`` (its bytes),
     ``outline`` its outline and ``space`` protobuf's decoding of its skeleton; None when an event
     is damaged or a str value is not UTF-8 (the caller lets protobuf say which)."""
+    found = frame_and_args(buf, outline, space, start_ns)
+    return None if found is None else found[0].insert_column(6, pl.Series("args", found[1]))
+
+
+def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> tuple[pl.DataFrame, pa.Array] | None:
+    """``columns``' frame without ``args``, and the ``args`` as the Arrow array the kernel wrote
+    (large strings over its buffer), which polars would copy: the reader keeps it as it is until
+    the trace table takes its rows in start order (``trace_table.trace_events``)."""
     lines, entries, n_events = outline.lines, outline.entries, outline.events
     names, stats = _stat_names(space)
     index = {name: i for i, name in enumerate(names)}
@@ -166,7 +174,8 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
             hits = np.empty((n[N_HITS], 6), np.int64)
     hits = hits[:n[N_HITS]]
     dkeys, didx, _, drep = doubles
-    args = checked_strings(n_events, offs, out, valid)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    args = pa.LargeStringArray.from_buffers(n_events, pa.py_buffer(offs), pa.py_buffer(out), bitmap)
     del out, offs, valid
     raw_txt, raw_off = _texts(names, lambda s: s.encode())
     cols = {}
@@ -208,8 +217,7 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
         "display": display.cast(pl.Categorical).gather(ent),
         "start_ns": base[ev_line] + _ns(ev_off),
         "dur_ns": _ns(ev_dur),
-        "args": args,
         **{c: cols.pop(c) for c in ("hlo_op", "hlo_module", "program_id", "step_num", "function_call", "producer",
                                     "consumer", "correlation", "tf_op", "requested_bytes")},
     })
-    return frame
+    return frame, args

@@ -117,19 +117,22 @@ def read(path: Path, data) -> dict[str, pa.Table]:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
     _check_line_starts(path, space, lines, start_ns)
-    raw = xevents.columns(buf, outline, space, start_ns) if outline is not None else None
-    if raw is None:
+    found = xevents.frame_and_args(buf, outline, space, start_ns) if outline is not None else None
+    if found is None:
         if outline is not None:  # an event the kernels do not read: protobuf says what is wrong, or reads it
             space = _space(path, data)
         raw = _raw_reference(space, start_ns)
-    del outline, buf, data
-    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
+        found = raw.drop("args"), raw["args"]
+        del raw
+    raw, args = found
+    del outline, buf, data, found
+    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), args, programs)
     del raw
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
     owned = [ev]  # build takes the events over
     del ev
-    return build.build(owned, job={"host": space.hostnames[0]} if space.hostnames else None)
+    return build.build(owned, args=args, job={"host": space.hostnames[0]} if space.hostnames else None)
 
 
 def _start_ns(path: Path, value) -> int:
@@ -197,7 +200,10 @@ def _flow(stats: dict, id_key: str, type_key: str) -> str | None:
     return f"{stats.get(type_key, '')}:{stats[id_key]}" if id_key in stats else None
 
 
-def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
+def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> pl.DataFrame:
+    """The reader's event frame (``build.EVENT_COLUMNS`` but ``args``, and the flow ends after the
+    events) from the raw one (``args``: each raw event's ``args``, apart: only the memory
+    instants' are read here)."""
     scopes = pl.DataFrame(
         [(module, name, opcode, op_name) for module, ins in programs.items() for name, (opcode, op_name) in ins.items()],
         schema={"_program": pl.String, "hlo_op": pl.String, "_opcode": pl.String, "_op_name": pl.String}, orient="row")
@@ -247,9 +253,11 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         ev = ev.lazy().with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
                                     .scatter(steps, number)).collect()
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    ev = ev.lazy().with_columns(memory.on_rows(
-        ev, rows, allocator=pl.col("args").str.json_path_match("$.allocator_name"),
-        in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False))).collect()
+    mem_args = args.gather(rows) if isinstance(args, pl.Series) else pl.Series(args.take(pa.array(rows)))
+    ev = ev.lazy().with_columns(memory.scattered(pl.DataFrame({"args": mem_args}).select(
+        allocator=pl.col("args").str.json_path_match("$.allocator_name"),
+        in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False)),
+        rows, ev.height)).collect()
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
