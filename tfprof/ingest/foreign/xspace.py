@@ -315,10 +315,13 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:
-    """One instant per flow end: at the start of the producing event, at the start of the consuming one."""
+    """One instant per flow end: at the start of the producing event, at the start of the consuming
+    one. Only what build reads of a flow end is kept (where it lies, its flow; and, as its event's,
+    ``correlation`` and ``accelerator``, which build reads before it looks at roles): the rest is null."""
     ends = []
     for column, role in (("producer", "flow_start"), ("consumer", "flow_end")):
-        ends.append(ev.lazy().filter(pl.col(column).is_not_null()).with_columns(
+        ends.append(ev.lazy().filter(pl.col(column).is_not_null()).select(
+            "process", "thread", "start_ns", "correlation", "accelerator",
             pl.lit("i", pl.Categorical).alias("phase"), pl.lit(role, pl.Categorical).alias("role"),
             pl.lit(0, pl.Int64).alias("dur_ns"), pl.col(column).alias("flow_id"),
             pl.col(column).str.split(":").list.first().cast(pl.Categorical).alias("category")).collect())
