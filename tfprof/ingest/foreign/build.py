@@ -220,7 +220,9 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     children = ops[op_parent[ops] >= 0]
     np.add.at(inner, op_parent[children], dur[children])
     marks = _marks(ev)
-    op = ev[ops].with_columns(
+    # (only the columns the op executions are read for: they are joined and sorted again below)
+    op = ev.lazy().select("event_id", "row", "_at", "start_ns", "dur_ns", "op_type", "device").collect()[ops]
+    op = op.with_columns(
         pl.Series("path", _paths(label, scope_parent, ops)),
         pl.Series("self_ns", np.maximum(dur[ops] - inner[ops], 0)),
     )
@@ -254,6 +256,11 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     found = validate.Findings()
     unlinked = own.filter(~pl.col("linked"))
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
+    # the tables that keep every event read only these columns: the rest, and the arrays per event
+    # above, are freed before those tables are made
+    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label
+    ev = ev.lazy().select("event_id", *trace_table.NAMED, "start_ns", "dur_ns", "_at", "role", "label", "flow_id",
+                          "parent").collect()
     return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None,
                    job or {})
 

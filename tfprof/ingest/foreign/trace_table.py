@@ -17,9 +17,9 @@ def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFram
     start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
-    kept = ev.lazy().select("event_id", *_NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
+    kept = ev.lazy().select("event_id", *NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
     node_id, step = _linked(kept["event_id"], runs)
-    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
+    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in NAMED},
                "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
                "node_id": node_id, "step": step, "args": _texts_at(args, kept["_at"].to_numpy())}
     return conform("trace_events", columns, sort=False)
@@ -64,7 +64,8 @@ def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array
     return runs["node_id"].gather(pos).to_arrow(), runs["step"].gather(pos).to_arrow()
 
 
-_NAMED = ("process", "thread", "category", "name", "phase")  # the dictionary columns of trace_events
+NAMED = ("process", "thread", "category", "name", "phase")
+"""The dictionary columns of trace_events."""
 
 
 def _dictionary(values: pl.Series) -> pa.DictionaryArray:
