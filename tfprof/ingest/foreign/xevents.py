@@ -125,7 +125,10 @@ def _entry_strings(buf: np.ndarray, entries: np.ndarray, s: int, e: int) -> pl.S
 
 
 def _ns(ps: np.ndarray) -> np.ndarray:
-    """Picoseconds to ns, rounded half up, as ``(ps + 500) // 1000`` without overflow."""
+    """Picoseconds to ns, rounded half up, as ``(ps + 500) // 1000`` without overflow (one
+    division, not three, where the sum cannot overflow: numpy divides slowly)."""
+    if len(ps) == 0 or int(ps.max()) < 2**63 - 500:
+        return (ps + 500) // 1000
     return ps // 1000 + (ps % 1000 + 500) // 1000
 
 
@@ -134,13 +137,15 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
     ``outline`` its outline and ``space`` protobuf's decoding of its skeleton; None when an event
     is damaged or a str value is not UTF-8 (the caller lets protobuf say which)."""
     found = frame_and_args(buf, outline, space, start_ns)
-    return None if found is None else found[0].insert_column(6, pl.Series("args", found[1]))
+    return None if found is None else found[0].drop("_meta").insert_column(6, pl.Series("args", found[1]))
 
 
 def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> tuple[pl.DataFrame, pa.Array] | None:
-    """``columns``' frame without ``args``, and the ``args`` as the Arrow array the kernel wrote
-    (large strings over its buffer), which polars would copy: the reader keeps it as it is until
-    the trace table takes its rows in start order (``trace_table.trace_events``)."""
+    """``columns``' frame without ``args`` but with ``_meta`` (what tells an event's plane and
+    metadata apart: its metadata entry's row, or for an event whose metadata is missing, past
+    them, its plane), and the ``args`` as the Arrow array the kernel wrote (large strings over
+    its buffer), which polars would copy: the reader keeps it as it is until the trace table
+    takes its rows in start order (``trace_table.trace_events``)."""
     lines, entries, n_events = outline.lines, outline.entries, outline.events
     names, stats = _stat_names(space)
     index = {name: i for i, name in enumerate(names)}
@@ -219,5 +224,6 @@ def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> t
         "dur_ns": _ns(ev_dur),
         **{c: cols.pop(c) for c in ("hlo_op", "hlo_module", "program_id", "step_num", "function_call", "producer",
                                     "consumer", "correlation", "tf_op", "requested_bytes")},
+        "_meta": np.where(ev_ent < 0, len(entries) + line_plane[ev_line], ev_ent),
     })
     return frame, args

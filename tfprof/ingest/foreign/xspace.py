@@ -216,7 +216,9 @@ def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> 
     else:
         more = [pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name")]
     raw = raw.lazy().with_columns(*more).collect()
-    raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect())).collect()
+    raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect(),
+                                               raw["_meta"].to_numpy() if "_meta" in raw.columns else None)
+                                  ).drop("_meta", strict=False).collect()
     name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
     hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
@@ -262,13 +264,15 @@ def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> 
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
 
-def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
+def _by_metadata(keys: pl.DataFrame, meta: np.ndarray | None) -> list[pl.Series]:
     """What an event's plane and metadata alone say (``keys``: its ``process``, ``name`` and
     ``display``), worked out once per distinct triple and gathered back per event: ``_gpu`` (the
     plane's GPU number, null off a GPU), ``_device``, ``_tf_op`` (a TensorFlow op off the GPU:
     named ``<path>:<type>``, its display name the type), ``_tf_path`` (that name without its type),
-    ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event)."""
-    first, inverse = codes.distinct(*keys)
+    ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event). ``meta``:
+    a number per event that tells those triples apart where the reader has one (``xevents``), so
+    that they need not be told apart by their text."""
+    first, inverse = codes.distinct(*keys) if meta is None else codes.distinct_keys(meta)
     name, display = pl.col("name"), pl.col("display")
     gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
     found = keys[first].with_columns(pl.all().cast(pl.String)).select(
