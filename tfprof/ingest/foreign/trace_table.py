@@ -17,11 +17,16 @@ def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFram
     start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
-    kept = ev.lazy().select("event_id", *NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
-    node_id, step = _linked(kept["event_id"], runs)
-    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in NAMED},
-               "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
-               "node_id": node_id, "step": step, "args": _texts_at(args, kept["_at"].to_numpy())}
+    # a column at a time, each made the table's as soon as it is gathered (less alive at once)
+    index = pl.Series(rows)
+    event_id = ev["event_id"].gather(index)
+    node_id, step = _linked(event_id, runs)
+    columns = {"event_id": event_id.to_arrow()}
+    del event_id
+    columns.update({c: _dictionary(ev[c].gather(index)) for c in NAMED})
+    columns.update({"start_ns": ev["start_ns"].gather(index).to_arrow(),
+                    "duration_ns": ev["dur_ns"].gather(index).to_arrow(), "node_id": node_id, "step": step,
+                    "args": _texts_at(args, ev["_at"].to_numpy()[rows])})
     return conform("trace_events", columns, sort=False)
 
 
