@@ -104,8 +104,9 @@ def _sorted(box: list[pl.DataFrame], order: np.ndarray, thread: np.ndarray) -> p
             out.append(at.alias("event_id"))
         elif column.null_count() == len(column):
             out.append(pl.repeat(None, len(column), dtype=column.dtype, eager=True).alias(column.name))
-        else:
-            out.append(column.gather(index))
+        else:  # (a gather from many chunks, as polars' lazy queries leave a column, costs about twice
+            # a copy into one and a gather from it)
+            out.append((column.rechunk() if column.n_chunks() > 1 else column).gather(index))
         del column
     return pl.DataFrame([*out, at, pl.Series("_thread", thread[order], dtype=pl.Int64)])
 
