@@ -58,31 +58,57 @@ def _us(ns: pl.Expr) -> pl.Expr:
     return q + ((r > 500) | ((r == 500) & (q % 2 != 0))).cast(pl.Int64)
 
 
-def _nested(ev: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+def _nested(ev: pl.DataFrame, args: pl.Series | pa.Array | None) -> tuple[pl.DataFrame, pl.Series | pa.Array]:
     """``ev`` (its ``EVENT_COLUMNS`` but ``args``) in (thread, start, longest first) order with
     ``row``, its position in that order, ``parent``: the row of the innermost span enclosing each
     event on its thread (-1: none), and ``_at``: its position in ``ev`` as given; and ``ev``'s
     ``args``, in the order given (large and needed only by the trace table, so left unsorted).
-    Threads are ordered by (process, thread) name; only the sort keys are sorted, then every
-    column is gathered once."""
+    Threads are ordered by (process, thread) name; only the sort keys are sorted, then the
+    columns are gathered (``_sorted``)."""
     # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
-    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None)).cast(t)
-                           .alias(c) for c, t in EVENT_COLUMNS.items()]).collect()
-    args = ev["args"]
-    ev = ev.lazy().drop("args").with_columns(
-        *(pl.col(c).cast(pl.Categorical) for c in _REPEATED),
+    ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None))
+                           .cast(pl.Categorical if c in _REPEATED else t).alias(c)
+                           for c, t in EVENT_COLUMNS.items() if c != "args" or args is None]).collect()
+    args = ev["args"] if args is None else args
+    ev = ev.lazy().drop("args", strict=False).with_columns(
         pl.col("accelerator").fill_null(False),
         (pl.col("start_ns") + pl.col("dur_ns")).alias("end_ns"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_at"),
     ).collect()
-    ev = ev.lazy().with_columns(pl.Series("_thread", _thread_ranks(ev["process"], ev["thread"]))).collect()
+    thread = _thread_ranks(ev["process"], ev["thread"])
     # a sort of numpy arrays (``nesting.order``) beats a multi-column polars sort
-    ev = ev[nesting.order(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
-                          ev["event_id"].to_numpy())]
+    order = nesting.order(thread, ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["event_id"].to_numpy())
+    box = [ev]
+    del ev
+    ev = _sorted(box, order, thread)
     parent = nesting.parents(ev["_thread"].to_numpy(), ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(),
                              (ev["phase"] == "X").to_numpy())
     return ev.lazy().with_columns(pl.Series("parent", parent), pl.int_range(pl.len(), dtype=pl.Int64).alias("row")
                                   ).collect(), args
+
+
+def _sorted(box: list[pl.DataFrame], order: np.ndarray, thread: np.ndarray) -> pl.DataFrame:
+    """The frame in ``box`` (taken over: the list is emptied) in ``order``, with ``_at`` (each row's
+    place in it) and ``_thread`` (``thread``, gathered too). A column at a time, each freed once
+    gathered, so that the two orders of a column are not all alive at once; and some not gathered:
+    a column of nulls is made anew, ``_at`` is ``order`` itself, and so is ``event_id`` where the
+    ids are the rows' places (as the XSpace reader numbers its events)."""
+    cols = box.pop().get_columns()
+    at = pl.Series("_at", order, dtype=pl.Int64)
+    ids = next(c for c in cols if c.name == "event_id")
+    ids_are_rows = ids.null_count() == 0 and np.array_equal(ids.to_numpy(), np.arange(len(ids)))
+    index = pl.Series(order)
+    out = []
+    for i in range(len(cols)):
+        column, cols[i] = cols[i], None
+        if column.name == "event_id" and ids_are_rows:
+            out.append(at.alias("event_id"))
+        elif column.null_count() == len(column):
+            out.append(pl.repeat(None, len(column), dtype=column.dtype, eager=True).alias(column.name))
+        else:  # (a gather from many chunks, as polars' lazy queries leave a column, costs about twice
+            # a copy into one and a gather from it)
+            out.append((column.rechunk() if column.n_chunks() > 1 else column).gather(index))
+        del column
+    return pl.DataFrame([*out, at, pl.Series("_thread", thread[order], dtype=pl.Int64)])
 
 
 def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
@@ -167,14 +193,19 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     ).select("node_id", "depth", "label")
 
 
-def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | None = None,
-          flops: Flops | None = None, job: dict | None = None) -> dict[str, pa.Table]:
+def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | None = None,
+          counters: pl.DataFrame | None = None, flops: Flops | None = None,
+          job: dict | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
-    events; ``flops`` estimates each op execution's float ops (None: the reader has no count);
+    events; ``args``: their ``args`` apart from the frame (an Arrow array, which polars would
+    copy; the first rows, one per event that is no flow end) when the frame has none;
+    ``flops`` estimates each op execution's float ops (None: the reader has no count);
     ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them.
     Given in a one-item list, the events are taken over (the list is emptied), so that their
     text columns are freed once build holds its own categorical copy of them."""
-    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev)
+    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev, args)
+    if flops is not None and isinstance(args, pa.Array):
+        args = pl.Series(args)
     parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
     is_role = {r: (ev["role"] == r).to_numpy() for r in ("op", "scope", "frame")}
     label = ev["label"]
@@ -190,7 +221,9 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | Non
     children = ops[op_parent[ops] >= 0]
     np.add.at(inner, op_parent[children], dur[children])
     marks = _marks(ev)
-    op = ev[ops].with_columns(
+    # (only the columns the op executions are read for: they are joined and sorted again below)
+    op = ev.lazy().select("event_id", "row", "_at", "start_ns", "dur_ns", "op_type", "device").collect()[ops]
+    op = op.with_columns(
         pl.Series("path", _paths(label, scope_parent, ops)),
         pl.Series("self_ns", np.maximum(dur[ops] - inner[ops], 0)),
     )
@@ -224,6 +257,11 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, counters: pl.DataFrame | Non
     found = validate.Findings()
     unlinked = own.filter(~pl.col("linked"))
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
+    # the tables that keep every event read only these columns: the rest, and the arrays per event
+    # above, are freed before those tables are made
+    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label
+    ev = ev.lazy().select("event_id", *trace_table.NAMED, "start_ns", "dur_ns", "_at", "role", "label", "flow_id",
+                          "parent").collect()
     return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None,
                    job or {})
 

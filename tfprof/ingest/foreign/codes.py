@@ -19,10 +19,10 @@ def distinct(*columns: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     key = of(columns[0])
     for more in map(of, columns[1:]):  # the product of the columns' distinct counts stays far below 2**63
         key = key * (int(more.max(initial=0)) + 1) + more
-    return _distinct(key)
+    return distinct_keys(key)
 
 
-def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct_keys(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the first position of each distinct value of ``key``, non-negative ints; for each element,
     the number of its value among them), in value order: a table over the values when they are
     few enough to index (no sort), else numpy's sort."""

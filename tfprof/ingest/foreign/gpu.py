@@ -18,6 +18,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tfprof.ingest.foreign import codes
+
 UNLINKED_SCOPE = "[unlinked GPU events]"
 """The scope of the nodes made for GPU events that link to no op."""
 
@@ -56,16 +58,26 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
     ).sort(pl.col("op_row") < 0, "event_id").unique("correlation", keep="first", maintain_order=True).drop("event_id")
     linked = gpu.join(launches, on="correlation", how="left")
     has_op = pl.col("op_row") >= 0
+    thread = pl.col("thread")
     return linked.with_columns(
         pl.when(has_op).then(pl.col("op_row")).alias("op_row"),
         pl.when(pl.col("correlation").is_null()).then(pl.lit("it carries no correlation id"))
         .when(pl.col("launch").is_null()).then(pl.lit("no launch call has its correlation id"))
         .when(~has_op).then(pl.lit("no op encloses its launch call `") + pl.col("launch") + "`")
         .alias("why"),
-        pl.col("thread").str.extract(_STREAM, 1).fill_null(pl.col("thread").str.strip_chars()).alias("stream"),
-        kind(pl.col("category"), pl.col("name")).alias("kind"),
+        # (text tests on the few distinct threads and names, not on every GPU event)
+        _per_distinct(linked, ("thread",), thread.str.extract(_STREAM, 1).fill_null(thread.str.strip_chars()))
+        .alias("stream"),
+        _per_distinct(linked, ("category", "name"), kind(pl.col("category"), pl.col("name"))).alias("kind"),
     ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
              "correlation", "kind", "op_row", "why", "path", "thread", "process")
+
+
+def _per_distinct(frame: pl.DataFrame, columns: tuple[str, ...], expr: pl.Expr) -> pl.Series:
+    """``expr`` (which reads only ``columns``) worked out once per distinct combination of their
+    values in ``frame`` and gathered back per row."""
+    first, inverse = codes.distinct(*(frame[c] for c in columns))
+    return frame[first].select(expr).to_series().gather(inverse)
 
 
 def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series) -> pl.DataFrame:

@@ -50,9 +50,14 @@ def kineto_allocator(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
 def on_rows(ev: pl.DataFrame, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
     """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only (a JSON lookup in the args of
     the memory instants, not of every event), null on the others."""
-    found = ev[rows].select(**exprs)
-    return [pl.Series(name, [], found[name].dtype).extend_constant(None, ev.height).scatter(rows, found[name])
-            for name in exprs]
+    return scattered(ev[rows].select(**exprs), rows, ev.height)
+
+
+def scattered(found: pl.DataFrame, rows: np.ndarray, height: int) -> list[pl.Series]:
+    """Each column of ``found`` (a value per row of ``rows``) as a column of ``height`` rows, null
+    but on ``rows``."""
+    return [pl.Series(name, [], found[name].dtype).extend_constant(None, height).scatter(rows, found[name])
+            for name in found.columns]
 
 
 def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:

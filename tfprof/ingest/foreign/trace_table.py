@@ -8,20 +8,44 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tfprof.ingest.wire.tables import gather
 from tfprof.schema import conform
 
 
-def trace_events(ev: pl.DataFrame, args: pl.Series, runs: pl.DataFrame) -> pa.Table:
+def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFrame) -> pa.Table:
     """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
     start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
-    kept = ev.lazy().select("event_id", *_NAMED, "start_ns", "dur_ns", "_at").collect()[rows]  # the table's columns
-    node_id, step = _linked(kept["event_id"], runs)
-    columns = {"event_id": kept["event_id"].to_arrow(), **{c: _dictionary(kept[c]) for c in _NAMED},
-               "start_ns": kept["start_ns"].to_arrow(), "duration_ns": kept["dur_ns"].to_arrow(),
-               "node_id": node_id, "step": step, "args": args.gather(kept["_at"]).to_arrow()}
+    # a column at a time, each made the table's as soon as it is gathered (less alive at once)
+    index = pl.Series(rows)
+    event_id = ev["event_id"].gather(index)
+    node_id, step = _linked(event_id, runs)
+    columns = {"event_id": event_id.to_arrow()}
+    del event_id
+    columns.update({c: _dictionary(ev[c].gather(index)) for c in NAMED})
+    columns.update({"start_ns": ev["start_ns"].gather(index).to_arrow(),
+                    "duration_ns": ev["dur_ns"].gather(index).to_arrow(), "node_id": node_id, "step": step,
+                    "args": _texts_at(args, ev["_at"].to_numpy()[rows])})
     return conform("trace_events", columns, sort=False)
+
+
+def _texts_at(args: pl.Series | pa.Array, at: np.ndarray) -> pa.Array:
+    """``args``' values at ``at``. An Arrow array of large strings (the XSpace reader's) is
+    gathered by one kernel pass straight into the 32-bit offsets the table holds, where they fit:
+    polars would copy the text once into its own strings and again out of them."""
+    if isinstance(args, pl.Series):
+        return args.gather(at).to_arrow()
+    _, offsets, data = args.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[args.offset:args.offset + len(args) + 1]
+    valid = args.is_valid().to_numpy(zero_copy_only=False)[at]
+    starts = offsets[at]
+    ends = np.where(valid, offsets[at + 1], starts)
+    if int((ends - starts).sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
+        return args.take(pa.array(at))
+    text, offs = gather(np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8), starts, ends)
+    return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text),
+                                       pa.py_buffer(np.packbits(valid, bitorder="little")))
 
 
 def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array]:
@@ -45,7 +69,8 @@ def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array
     return runs["node_id"].gather(pos).to_arrow(), runs["step"].gather(pos).to_arrow()
 
 
-_NAMED = ("process", "thread", "category", "name", "phase")  # the dictionary columns of trace_events
+NAMED = ("process", "thread", "category", "name", "phase")
+"""The dictionary columns of trace_events."""
 
 
 def _dictionary(values: pl.Series) -> pa.DictionaryArray:

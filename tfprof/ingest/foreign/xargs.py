@@ -91,7 +91,9 @@ def _bound(kind, vs, ve, kmax):
     return kmax if kind == REF else DOUBLE_BOUND
 
 
-@njit(cache=True, _nrt=False)
+# (inlined, as ``_text`` is: called once per stat, a call passing this many arrays cost more than
+# the value's writing; keras x3300's events kernel 0.81 -> 0.60 s)
+@njit(cache=True, _nrt=False, inline="always")
 def _json_value(buf, nm, scratch, plane, sd, skeys, svals, stab, empty, key_txt, key_off, dkeys, didx, djs_txt,
                 djs_off, dbl, n, out, o, write):
     """``json.dumps`` of name ``nm``'s value. A double before its text is known (no ``dkeys``) is
@@ -250,7 +252,7 @@ def events(buf, lines, md, mkeys, mvals, mtab, ents, sd, skeys, svals, stab, emp
     return 0
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _text(buf, ss, se, plane, none_text, sd, skeys, svals, stab, empty, raw_txt, raw_off, dkeys, didx, drep_txt, drep_off,
           out, o, write):
     """``str()`` of the stat ``buf[ss:se]``'s value: (end, whether it is None); a None value is

@@ -125,7 +125,10 @@ def _entry_strings(buf: np.ndarray, entries: np.ndarray, s: int, e: int) -> pl.S
 
 
 def _ns(ps: np.ndarray) -> np.ndarray:
-    """Picoseconds to ns, rounded half up, as ``(ps + 500) // 1000`` without overflow."""
+    """Picoseconds to ns, rounded half up, as ``(ps + 500) // 1000`` without overflow (one
+    division, not three, where the sum cannot overflow: numpy divides slowly)."""
+    if len(ps) == 0 or int(ps.max()) < 2**63 - 500:
+        return (ps + 500) // 1000
     return ps // 1000 + (ps % 1000 + 500) // 1000
 
 
@@ -133,6 +136,16 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
     """The raw event frame of ``xspace._raw_reference`` for the XSpace in ``buf`` (its bytes),
     ``outline`` its outline and ``space`` protobuf's decoding of its skeleton; None when an event
     is damaged or a str value is not UTF-8 (the caller lets protobuf say which)."""
+    found = frame_and_args(buf, outline, space, start_ns)
+    return None if found is None else found[0].drop("_meta").insert_column(6, pl.Series("args", found[1]))
+
+
+def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> tuple[pl.DataFrame, pa.Array] | None:
+    """``columns``' frame without ``args`` but with ``_meta`` (what tells an event's plane and
+    metadata apart: its metadata entry's row, or for an event whose metadata is missing, past
+    them, its plane), and the ``args`` as the Arrow array the kernel wrote (large strings over
+    its buffer), which polars would copy: the reader keeps it as it is until the trace table
+    takes its rows in start order (``trace_table.trace_events``)."""
     lines, entries, n_events = outline.lines, outline.entries, outline.events
     names, stats = _stat_names(space)
     index = {name: i for i, name in enumerate(names)}
@@ -166,7 +179,8 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
             hits = np.empty((n[N_HITS], 6), np.int64)
     hits = hits[:n[N_HITS]]
     dkeys, didx, _, drep = doubles
-    args = checked_strings(n_events, offs, out, valid)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    args = pa.LargeStringArray.from_buffers(n_events, pa.py_buffer(offs), pa.py_buffer(out), bitmap)
     del out, offs, valid
     raw_txt, raw_off = _texts(names, lambda s: s.encode())
     cols = {}
@@ -185,8 +199,12 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
         text(True, data, offs, ok)
         cols[name] = checked_strings(n_events, offs, data, ok)
     for name, col in (*_INT_COLUMNS.items(), ("function_call", C_PRESENCE)):
+        found = hits[hits[:, xargs.H_COL] == col]
+        if len(found) == 0 and col != C_PRESENCE:  # (no buffer of values for a column of nulls)
+            cols[name] = pl.repeat(None, n_events, dtype=pl.Int64, eager=True)
+            continue
         values, ok = np.zeros(n_events, np.int64), np.zeros(n_events, bool)
-        xargs.ints(buf, hits[hits[:, xargs.H_COL] == col], col, values, ok)
+        xargs.ints(buf, found, col, values, ok)
         cols[name] = pl.Series(ok) if col == C_PRESENCE else pl.Series(pa.Int64Array.from_buffers(
             pa.int64(), n_events, [pa.py_buffer(np.packbits(ok, bitorder="little")), pa.py_buffer(values)]))
     del hits
@@ -195,15 +213,17 @@ def columns(buf: np.ndarray, outline: Outline, space, start_ns: int) -> pl.DataF
     base = np.array([start_ns + ts for ts in lines[:, L_TS].tolist()], np.int64)  # checked in range (xspace)
     ent = np.where(ev_ent < 0, len(entries), ev_ent)
     display = _entry_strings(buf, entries, M_DISP_S, M_DISP_E)
+    display = pl.select(pl.when(pl.lit(display) != "").then(pl.lit(display))).to_series()
+    # names as categoricals: a code per event gathered from the few planes, lines and metadata entries
     frame = pl.DataFrame({
-        "process": pl.Series([p.name for p in space.planes], dtype=pl.String).gather(line_plane[ev_line]),
-        "thread": pl.Series(thread, dtype=pl.String).gather(ev_line),
-        "name": _entry_strings(buf, entries, M_NAME_S, M_NAME_E).gather(ent),
-        "display": pl.select(pl.when(pl.lit(display) != "").then(pl.lit(display))).to_series().gather(ent),
+        "process": pl.Series([p.name for p in space.planes], dtype=pl.Categorical).gather(line_plane[ev_line]),
+        "thread": pl.Series(thread, dtype=pl.Categorical).gather(ev_line),
+        "name": _entry_strings(buf, entries, M_NAME_S, M_NAME_E).cast(pl.Categorical).gather(ent),
+        "display": display.cast(pl.Categorical).gather(ent),
         "start_ns": base[ev_line] + _ns(ev_off),
         "dur_ns": _ns(ev_dur),
-        "args": args,
         **{c: cols.pop(c) for c in ("hlo_op", "hlo_module", "program_id", "step_num", "function_call", "producer",
                                     "consumer", "correlation", "tf_op", "requested_bytes")},
+        "_meta": np.where(ev_ent < 0, len(entries) + line_plane[ev_line], ev_ent),
     })
-    return frame
+    return frame, args

@@ -117,19 +117,22 @@ def read(path: Path, data) -> dict[str, pa.Table]:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
     _check_line_starts(path, space, lines, start_ns)
-    raw = xevents.columns(buf, outline, space, start_ns) if outline is not None else None
-    if raw is None:
+    found = xevents.frame_and_args(buf, outline, space, start_ns) if outline is not None else None
+    if found is None:
         if outline is not None:  # an event the kernels do not read: protobuf says what is wrong, or reads it
             space = _space(path, data)
         raw = _raw_reference(space, start_ns)
-    del outline, buf, data
-    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), programs)
+        found = raw.drop("args"), raw["args"]
+        del raw
+    raw, args = found
+    del outline, buf, data, found
+    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), args, programs)
     del raw
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
     owned = [ev]  # build takes the events over
     del ev
-    return build.build(owned, job={"host": space.hostnames[0]} if space.hostnames else None)
+    return build.build(owned, args=args, job={"host": space.hostnames[0]} if space.hostnames else None)
 
 
 def _start_ns(path: Path, value) -> int:
@@ -186,8 +189,9 @@ def _raw_reference(space: xplane_pb2.XSpace, start_ns: int) -> pl.DataFrame:
                 for column, stat in (("correlation", "correlation_id"), ("tf_op", "tf_op"),
                                      ("requested_bytes", "requested_bytes")):
                     cols[column].append(stats.get(stat))
-    return pl.DataFrame(cols, schema_overrides={"program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
-                                               "display": pl.String, "hlo_op": pl.String, "hlo_module": pl.String,
+    names = dict.fromkeys(("process", "thread", "name", "display"), pl.Categorical)
+    return pl.DataFrame(cols, schema_overrides={**names, "program_id": pl.Int64, "step_num": pl.Int64, "args": pl.String,
+                                               "hlo_op": pl.String, "hlo_module": pl.String,
                                                "producer": pl.String, "consumer": pl.String, "correlation": pl.Int64,
                                                "tf_op": pl.String, "requested_bytes": pl.Int64})
 
@@ -196,7 +200,10 @@ def _flow(stats: dict, id_key: str, type_key: str) -> str | None:
     return f"{stats.get(type_key, '')}:{stats[id_key]}" if id_key in stats else None
 
 
-def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
+def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> pl.DataFrame:
+    """The reader's event frame (``build.EVENT_COLUMNS`` but ``args``, and the flow ends after the
+    events) from the raw one (``args``: each raw event's ``args``, apart: only the memory
+    instants' are read here)."""
     scopes = pl.DataFrame(
         [(module, name, opcode, op_name) for module, ins in programs.items() for name, (opcode, op_name) in ins.items()],
         schema={"_program": pl.String, "hlo_op": pl.String, "_opcode": pl.String, "_op_name": pl.String}, orient="row")
@@ -209,7 +216,9 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     else:
         more = [pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name")]
     raw = raw.lazy().with_columns(*more).collect()
-    raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect())).collect()
+    raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect(),
+                                               raw["_meta"].to_numpy() if "_meta" in raw.columns else None)
+                                  ).drop("_meta", strict=False).collect()
     name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
     hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
@@ -220,17 +229,19 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
     hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
     launched = pl.col("correlation").is_in(raw.lazy().filter(gpu.is_null()).select("correlation").collect()
                                            ["correlation"].drop_nulls().implode())
+    # the name columns stay categoricals (the event's own text columns are cast, null on most events)
+    cat = pl.Categorical
     ev = raw.lazy().with_columns(
-        pl.when(is_memory).then(pl.lit("i")).otherwise(pl.lit("X")).alias("phase"),
+        pl.when(is_memory).then(pl.lit("i", cat)).otherwise(pl.lit("X", cat)).alias("phase"),
         display.alias("category"),
-        pl.when(hlo_op | tf_op | device_op).then(pl.lit("op")).when(step).then(pl.lit("step"))
-        .when(is_memory).then(pl.lit("memory")).otherwise(pl.lit("other")).alias("role"),
+        pl.when(hlo_op | tf_op | device_op).then(pl.lit("op", cat)).when(step).then(pl.lit("step", cat))
+        .when(is_memory).then(pl.lit("memory", cat)).otherwise(pl.lit("other", cat)).alias("role"),
         # a GPU event nobody launched on the host is named by the op its stats name, else by itself
-        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path)
-        .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")), name))
+        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path.cast(cat))
+        .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")).cast(cat), name))
         .when(tf_op).then(pl.col("_tf_path")).otherwise(name).alias("label"),
-        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op")).when(device_op).then(name).otherwise(display)
-        .alias("op_type"),
+        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op").cast(cat)).when(device_op).then(name)
+        .otherwise(display).alias("op_type"),
         pl.col("_device").alias("device"),
         gpu.is_not_null().alias("accelerator"),
         pl.when(is_memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
@@ -244,27 +255,32 @@ def _classify(raw: pl.DataFrame, programs: dict) -> pl.DataFrame:
         ev = ev.lazy().with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
                                     .scatter(steps, number)).collect()
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    ev = ev.lazy().with_columns(memory.on_rows(
-        ev, rows, allocator=pl.col("args").str.json_path_match("$.allocator_name"),
-        in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False))).collect()
+    mem_args = args.gather(rows) if isinstance(args, pl.Series) else pl.Series(args.take(pa.array(rows)))
+    ev = ev.lazy().with_columns(memory.scattered(pl.DataFrame({"args": mem_args}).select(
+        allocator=pl.col("args").str.json_path_match("$.allocator_name"),
+        in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False)),
+        rows, ev.height)).collect()
     ev = _place_memory(ev)
     return pl.concat([ev, _flow_events(ev)], how="diagonal_relaxed")
 
 
-def _by_metadata(keys: pl.DataFrame) -> list[pl.Series]:
+def _by_metadata(keys: pl.DataFrame, meta: np.ndarray | None) -> list[pl.Series]:
     """What an event's plane and metadata alone say (``keys``: its ``process``, ``name`` and
     ``display``), worked out once per distinct triple and gathered back per event: ``_gpu`` (the
     plane's GPU number, null off a GPU), ``_device``, ``_tf_op`` (a TensorFlow op off the GPU:
     named ``<path>:<type>``, its display name the type), ``_tf_path`` (that name without its type),
-    ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event)."""
-    first, inverse = codes.distinct(*keys)
+    ``_memory`` (an allocator instant off the GPU) and ``_end`` (an ``end: …`` event). ``meta``:
+    a number per event that tells those triples apart where the reader has one (``xevents``), so
+    that they need not be told apart by their text."""
+    first, inverse = codes.distinct(*keys) if meta is None else codes.distinct_keys(meta)
     name, display = pl.col("name"), pl.col("display")
     gpu = pl.col("process").str.extract(r"^/device:GPU:(\d+)$", 1)
-    found = keys[first].select(
-        gpu.alias("_gpu"),
-        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0")).alias("_device"),
+    found = keys[first].with_columns(pl.all().cast(pl.String)).select(
+        gpu.cast(pl.Categorical).alias("_gpu"),
+        pl.when(gpu.is_not_null()).then("/device:gpu:" + gpu).otherwise(pl.lit("/device:cpu:0"))
+        .cast(pl.Categorical).alias("_device"),
         (display.is_not_null() & name.str.ends_with(":" + display.fill_null("")) & gpu.is_null()).alias("_tf_op"),
-        name.str.head(name.str.len_chars() - display.str.len_chars() - 1).alias("_tf_path"),
+        name.str.head(name.str.len_chars() - display.str.len_chars() - 1).cast(pl.Categorical).alias("_tf_path"),
         (name.is_in(list(MEMORY_EVENTS)) & gpu.is_null()).alias("_memory"),
         name.str.starts_with("end: ").alias("_end"),
     )
@@ -287,7 +303,7 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
     if mem.height == 0:
         return ev
     ops = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator").not_()).select(
-        pl.col("label").alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
+        pl.col("label").cast(pl.String).alias("_path"), pl.col("start_ns").alias("_from"), (pl.col("start_ns") + pl.col("dur_ns"))
         .alias("_to"), pl.col("process").alias("_process"), pl.col("thread").alias("_thread")).collect().sort("_from")
     found = [mem.join_asof(ops, left_on="start_ns", right_on="_from", by="_path", strategy=how,
                             check_sortedness=False) for how in ("backward", "forward")]
@@ -303,11 +319,15 @@ def _place_memory(ev: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flow_events(ev: pl.DataFrame) -> pl.DataFrame:
-    """One instant per flow end: at the start of the producing event, at the start of the consuming one."""
+    """One instant per flow end: at the start of the producing event, at the start of the consuming
+    one. Only what build reads of a flow end is kept (where it lies, its flow; and, as its event's,
+    ``correlation`` and ``accelerator``, which build reads before it looks at roles): the rest is null."""
     ends = []
     for column, role in (("producer", "flow_start"), ("consumer", "flow_end")):
-        ends.append(ev.lazy().filter(pl.col(column).is_not_null()).with_columns(
-            pl.lit("i").alias("phase"), pl.lit(role).alias("role"), pl.lit(0, pl.Int64).alias("dur_ns"),
-            pl.col(column).alias("flow_id"), pl.col(column).str.split(":").list.first().alias("category")).collect())
+        ends.append(ev.lazy().filter(pl.col(column).is_not_null()).select(
+            "process", "thread", "start_ns", "correlation", "accelerator",
+            pl.lit("i", pl.Categorical).alias("phase"), pl.lit(role, pl.Categorical).alias("role"),
+            pl.lit(0, pl.Int64).alias("dur_ns"), pl.col(column).alias("flow_id"),
+            pl.col(column).str.split(":").list.first().cast(pl.Categorical).alias("category")).collect())
     top = ev["event_id"].max() + 1
     return pl.concat(ends).with_columns((pl.int_range(pl.len()) + top).cast(pl.Int64).alias("event_id"))
