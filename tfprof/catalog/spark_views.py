@@ -29,7 +29,7 @@ from tfprof.queries.engine import Displayed
 from tfprof.queries.reference.display import display_params, flag_columns, in_display_order
 from tfprof.queries.reference.groups import group_sums, list_groups
 from tfprof.queries.reference.layouts import added, counted, full_match
-from tfprof.queries.reference.sql import Sql, width
+from tfprof.queries.reference.sql import Sql, wide, width
 from tfprof.queries.spec import SCOPE_PARENT, TreeSpec
 from tfprof.queries.ticks import scaled_spec
 from tfprof.schema import TABLES
@@ -158,8 +158,6 @@ class SparkViews:
                                            *(c for c in NUMBERS if c != "params"), F.lit(1).alias("definitions")),
                        list(group_sums()))
         sums = pl.from_arrow(q.frame("groups", _members=members, _values=values).toArrow())
-        from tfprof.queries.reference.sql import wide
-
         local = Sql()
         try:
             rows, root = list_groups(local, wide(sums, list(group_sums()), "value", key="grp"), spec)
