@@ -12,10 +12,10 @@ its objects and holds the writers' lock, ``remote`` adds, removes and reads runs
 from tfprof.catalog.aggregate import AGGREGATES, aggregate_profile
 from tfprof.catalog.check import check_catalog
 from tfprof.catalog.layout import run_ranks
-from tfprof.catalog.read import job_ranks, match_runs, run_profile, runs, sql
+from tfprof.catalog.read import job_ranks, match_runs, member_profiles, run_profile, runs, sql
 from tfprof.catalog.write import add_job, add_run, remove_run
 
-__all__ = ["AGGREGATES", "add_job", "add_run", "aggregate_profile", "check_catalog", "job_ranks", "match_runs", "remove_run", "run_profile",
+__all__ = ["AGGREGATES", "add_job", "add_run", "aggregate_profile", "check_catalog", "job_ranks", "match_runs", "member_profiles", "remove_run", "run_profile",
            "run_ranks", "runs", "spark_aggregate", "sql"]
 
 

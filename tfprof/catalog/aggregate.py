@@ -23,7 +23,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.catalog.layout import run_ranks
-from tfprof.catalog.read import run_profile, runs
+from tfprof.catalog.read import member_profiles, runs
 from tfprof.errors import OptionError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile
@@ -68,8 +68,7 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
     numbers: list[pl.DataFrame] = []
     first: Profile | None = None
     scales: list[int] = []  # each run's ticks per µs (tfprof.queries.ticks)
-    for run, rank in members:
-        prof = run_profile(catalog, run, rank)
+    for prof in member_profiles(catalog, members):
         keys = _keys(prof.table("nodes"))
         if union is None:
             first, union = prof, keys.select(*_KEY, "node_id")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -129,21 +130,34 @@ def run_profile(catalog: PathLike, run: str, rank: int | None = None) -> Profile
     >>> run_profile(cat, "a").row_counts()["nodes"]
     467
     """
-    check_name(run)
+    [prof] = member_profiles(catalog, [(run, rank)])
+    return prof
+
+
+def member_profiles(catalog: PathLike, members: list[tuple[str, int | None]]) -> Iterator[Profile]:
+    """``run_profile(catalog, run, rank)`` for each (run, rank) of ``members``, one at a time,
+    the runs table read and checked once (a job's row lists every rank's files: checking it per
+    rank made a 1,000-rank job's ranks quadratic to read)."""
+    for run, _ in members:
+        check_name(run)
     if uri := object_uri(catalog):
         from tfprof.catalog import remote
 
-        return remote.run_profile(uri, run, rank)
+        for run, rank in members:
+            yield remote.run_profile(uri, run, rank)
+        return
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        row, entries = _entries(root, check_runs(root, read_runs(root)), run, rank)
-        checked: set[Path] = set()
-        files = {name: partition_file(root, entries[name], checked) for name in TABLES if name in entries}
-        verify_partitions(root, [entries[name] for name in files])  # all at once: on several threads when large
-        tables = {name: _read(file, name, entries[name]) for name, file in files.items()}
-    prof = Profile(tables, source=row["format"])
-    prof.inputs = input_paths(profile_path=root)  # no output may land in the catalog
-    return prof
+        rows = check_runs(root, read_runs(root))
+        for run, rank in members:
+            row, entries = _entries(root, rows, run, rank)
+            checked: set[Path] = set()
+            files = {name: partition_file(root, entries[name], checked) for name in TABLES if name in entries}
+            verify_partitions(root, [entries[name] for name in files])  # all at once: on several threads when large
+            tables = {name: _read(file, name, entries[name]) for name, file in files.items()}
+            prof = Profile(tables, source=row["format"])
+            prof.inputs = input_paths(profile_path=root)  # no output may land in the catalog
+            yield prof
 
 
 def partition_files(catalog: PathLike, names: list[str] | None = None) -> tuple[dict[str, list[Path]], dict]:

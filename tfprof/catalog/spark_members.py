@@ -152,7 +152,7 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
     statics = (first.join(frames["nodes"], ["member", "node_id"])
                .select("id", *(c for c in TABLES["nodes"].schema.names if c not in ("node_id", "name"))))
     types = first.join(frames["node_types"], ["member", "node_id"]).select("id", F.col("op_type").cast("string"))
-    inputs = _input_shapes(frames, nodes, first)
+    inputs = _union_inputs(frames, nodes, first)
     ticks = nodes.agg(F.max("ticks")).first()[0] or 1  # (none: no node)
     small = {}
     for name in ("devices", "info"):
@@ -164,10 +164,11 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
 
 
 
-def _input_shapes(frames: dict, nodes, first):
-    """Per union node and input (``id``, ``input_idx``, ``dims``): the producer's output shape at
-    the recorded slot, as ``aggregate_profile``'s union holds it: the inputs of the node's first
-    member, each producer taken to its union node, whose shapes are its own first member's."""
+def _union_inputs(frames: dict, nodes, first):
+    """The union's ``node_inputs`` as ``aggregate_profile`` makes them, and each input's shape:
+    per union node and input (``id``, ``input_idx``, ``input_id``, ``dims``), the inputs of the
+    node's first member, each producer taken to its union node (null: no such node), and the
+    producer's output shape at the recorded slot, from the producer's own first member."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -181,4 +182,4 @@ def _input_shapes(frames: dict, nodes, first):
     return (first.join(frames["node_inputs"], ["member", "node_id"])
             .join(union_id, ["member", "input_id"], "left")
             .join(shapes, ["producer", "output_slot"], "left")
-            .select("id", "input_idx", "dims"))
+            .select("id", "input_idx", F.col("producer").alias("input_id"), "dims"))

@@ -1,8 +1,8 @@
-"""The scope and group (``op``) views of a Spark aggregate (``tfprof.catalog.spark_members``),
+"""The scope, graph and group (``op``) views of a Spark aggregate (``tfprof.catalog.spark_members``),
 run on Spark: the reference backend's steps, each a SQL file over frames that stay on Spark,
 and only the printed rows brought back.
 
-The steps are those of ``tfprof.queries.reference`` (``layouts.scope``, ``display.show_tree``,
+The steps are those of ``tfprof.queries.reference`` (``layouts.scope``, ``layouts.graph``, ``display.show_tree``,
 ``groups.show_groups``) and read the same SQL files; what those do with polars on whole frames
 is done here on Spark: joins as Spark joins, the regex and threshold flags by the same polars
 expressions on each batch of rows (``mapInArrow``: so a regex means what it means locally),
@@ -23,6 +23,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.catalog.aggregate import NUMBERS
+from tfprof.catalog.spark import SparkSql
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.engine import Displayed
@@ -43,8 +44,8 @@ class Members:
     """What a view over members reads, on Spark: ``nodes`` (the aggregated numbers per union
     node: ``id``, ``name``, ``first_member``, ``first_node`` and ``NUMBERS``), ``statics`` (each
     union node's row of ``nodes`` in its first member: id, shape, device, the group columns),
-    ``types`` (id, op_type) and ``inputs`` (id, input_idx, dims: the producer's output shape,
-    read from the partitions only if a view asks, inside ``guard()``); the finest ticks per µs
+    ``types`` (id, op_type) and ``inputs`` (id, input_idx, input_id: the producer's union node,
+    dims: its output shape; read from the partitions only if a view asks, inside ``guard()``); the finest ticks per µs
     of the members' times, and the first member's devices and info."""
 
     spark: object
@@ -60,7 +61,7 @@ class Members:
 
 
 class SparkViews:
-    """``Profile.executor`` of a Spark aggregate: ``self(spec)`` runs a scope or group view."""
+    """``Profile.executor`` of a Spark aggregate: ``self(spec)`` runs a scope, graph or group view."""
 
     def __init__(self, members: Members) -> None:
         self.m = members
@@ -74,42 +75,82 @@ class SparkViews:
         spec = scaled_spec(spec, self.m.ticks)
         if spec.layout == "scope":
             return self._scope(spec)
+        if spec.layout == "graph":
+            return self._graph(spec)
         if spec.layout == "groups":
             return self._groups(spec)
-        raise OptionError(f"the {spec.name} view over runs does not run on Spark yet; scope and op do "
-                          "(drop --engine spark for the others)")
+        raise OptionError(f"the {spec.name} view over runs does not run on Spark yet; scope, graph and op do "
+                          "(drop --engine spark for it)")
 
     # ------------------------------------------------------------------ scope
 
     def _scope(self, spec: TreeSpec) -> Displayed:
+        """``layouts.scope`` on Spark: the name-prefix tree, synthetic parents included."""
         from pyspark.sql import functions as F
 
-        from tfprof.catalog.spark import SparkSql
-        from tfprof.queries.metrics import attach_details, extras_for, node_frame
-        from tfprof.queries.scope import with_root
-
         q = SparkSql()
-        tree = q.frame("scope_tree", _names=self.m.nodes.select(F.col("id").alias("node_id"), "name")).localCheckpoint()
+        tree = q.frame("scope_tree", _names=self._names()).localCheckpoint()
         keys = q.frame("path_keys", {"width": width(tree.agg(F.max("sib")).first()[0] or 0)},
                        _tree=tree.select("id", "parent", "sib")).select("id", "key").localCheckpoint()
         parent_counts = pl.select(full_match(pl.lit(SCOPE_PARENT), spec.account)).item()
-        numbers = self.m.nodes.select(F.col("id").alias("node_id"), F.col("params").alias("parameters"),
-                                      *(c for c in NUMBERS if c != "params"))
-        frame = (tree.join(numbers, "node_id", "left").join(self._accounted(spec), "node_id", "left")
+        frame = (tree.join(self._numbers(), "node_id", "left").join(self._accounted(spec), "node_id", "left")
                  .fillna(0, subset=list(counted()))
                  .withColumn("accounted", F.when(F.col("node_id").isNull(), F.lit(parent_counts))
                              .otherwise(F.coalesce(F.col("accounted"), F.lit(False))))
                  .drop("parent", "sib"))
+        return self._show(q, frame, keys, spec, keep_accounted=True, defaults={"shape": [], "op_types": [SCOPE_PARENT]})
+
+    def _graph(self, spec: TreeSpec) -> Displayed:
+        """``layouts.graph`` on Spark: the accounting walk over the union's edges, round after
+        round until no key changes, each round's frames checkpointed."""
+        from pyspark.sql import functions as F
+
+        q = SparkSql()
+        names = self._names()
+        with self.m.guard():  # the edges come from the partitions
+            inputs = self.m.inputs.select(F.col("id").alias("node_id"), "input_idx", "input_id")
+            edges = q.frame("graph_edges", _nodes=names, _inputs=inputs).localCheckpoint()
+        w = width(self.m.nodes.count(), edges.agg(F.max("slot")).first()[0] or 0)
+        keys = frontier = q.frame("graph_roots", {"width": w}, _nodes=names, _edges=edges).localCheckpoint()
+        while not frontier.isEmpty():
+            frontier = q.frame("graph_relax", {"width": w}, _keys=keys, _frontier=frontier, _edges=edges).localCheckpoint()
+            keys = keys.join(frontier, "id", "left_anti").unionByName(frontier).localCheckpoint()
+        accounted = self._accounted(spec).filter("accounted").drop("accounted")
+        frame = (self._numbers().join(names, "node_id").join(accounted, "node_id")
+                 .join(keys.withColumnRenamed("id", "node_id"), "node_id")
+                 .withColumn("id", F.col("node_id")).withColumn("accounted", F.lit(True)))
+        return self._show(q, frame.drop("key"), frame.select("id", "key"), spec, keep_accounted=False, defaults={})
+
+    def _names(self):
+        from pyspark.sql import functions as F
+
+        return self.m.nodes.select(F.col("id").alias("node_id"), "name")
+
+    def _numbers(self):
+        """Each union node's numbers (``node_id`` and the node frame's names)."""
+        from pyspark.sql import functions as F
+
+        return self.m.nodes.select(F.col("id").alias("node_id"), F.col("params").alias("parameters"),
+                                   *(c for c in NUMBERS if c != "params"))
+
+    def _show(self, q, frame, keys, spec: TreeSpec, *, keep_accounted: bool, defaults: dict) -> Displayed:
+        """``display.show_tree`` on Spark over a forest (``frame`` with ``id``, ``node_id``, ``name``,
+        the counted columns and ``accounted``; its pre-order ``keys``), then the printed rows'
+        order and details here."""
+        from tfprof.queries.metrics import attach_details, extras_for, node_frame
+        from tfprof.queries.scope import with_root
+
         closure = q.frame("closure", _keys=keys).localCheckpoint()
-        kept = q.frame("account", _closure=closure, _accounted=frame.select("id", "accounted")).localCheckpoint()
-        frame = frame.join(kept, "id", "left_semi").localCheckpoint()
-        keys = keys.join(kept, "id", "left_semi")
-        closure = (closure.join(kept, "id", "left_semi")
-                   .join(kept.withColumnRenamed("id", "anc"), "anc", "left_semi").localCheckpoint())
+        if keep_accounted:
+            kept = q.frame("account", _closure=closure, _accounted=frame.select("id", "accounted")).localCheckpoint()
+            frame, keys = frame.join(kept, "id", "left_semi"), keys.join(kept, "id", "left_semi")
+            closure = (closure.join(kept, "id", "left_semi")
+                       .join(kept.withColumnRenamed("id", "anc"), "anc", "left_semi").localCheckpoint())
+        frame = frame.localCheckpoint()
         root = _root(frame)
         frame = frame.join(_totals(q, closure, frame, frame.select("id")), "id", "left").localCheckpoint()
-        flags = _flags(frame, spec)
-        shown = q.frame("display", display_params(spec, False), _forest=flags, _closure=closure).localCheckpoint()
+        shown = q.frame("display", display_params(spec, False), _forest=_flags(frame, spec),
+                        _closure=closure).localCheckpoint()
         rows = frame.join(shown, "id")
         if spec.displayed_only:
             rows = rows.drop(*(c for c in rows.columns if c.startswith("total_"))).join(
@@ -124,8 +165,7 @@ class SparkViews:
             local.close()
         details = self._details(rows["node_id"].drop_nulls(), _wants_shapes(spec))
         extras = (*extras_for(spec.options), *(("input_shapes",) if _wants_shapes(spec) else ()))
-        rows = attach_details(rows.drop("id"), node_frame(details, -1, tuple(dict.fromkeys(extras))),
-                              {"shape": [], "op_types": [SCOPE_PARENT]})
+        rows = attach_details(rows.drop("id"), node_frame(details, -1, tuple(dict.fromkeys(extras))), defaults)
         return Displayed(with_root(rows, root, spec.root_op_type))
 
     def _accounted(self, spec: TreeSpec):
@@ -146,7 +186,6 @@ class SparkViews:
     def _groups(self, spec: TreeSpec) -> Displayed:
         from pyspark.sql import functions as F
 
-        from tfprof.catalog.spark import SparkSql
         from tfprof.queries.metrics import node_frame
         from tfprof.queries.op import member_sets, picked_members
 
@@ -154,8 +193,7 @@ class SparkViews:
         members = self.m.statics.select("id", F.col(spec.group_key).cast("string").alias("grp"))
         if spec.account is not None:
             members = members.join(self._accounted(spec).withColumnRenamed("node_id", "id"), "id", "left_semi")
-        values = _long(self.m.nodes.select("id", F.col("params").alias("parameters"),
-                                           *(c for c in NUMBERS if c != "params"), F.lit(1).alias("definitions")),
+        values = _long(self._numbers().withColumnRenamed("node_id", "id").withColumn("definitions", F.lit(1)),
                        list(group_sums()))
         sums = pl.from_arrow(q.frame("groups", _members=members, _values=values).toArrow())
         local = Sql()

@@ -38,7 +38,7 @@ Many runs (docs/SCALE.md):
   --catalog DIR --run JOB --rank R   one rank of a job's run (--aggregate: all its ranks)
   --catalog DIR --runs PATTERN   runs matching a glob, aggregated per node: --aggregate sum|mean|max
   --engine spark [--master URL]  run the view's reference SQL on Spark (tfprof[spark]); runs
-                                 aggregated for scope and op stay there, only printed rows return
+                                 aggregated stay there (not for code), only printed rows return
 """
 
 
@@ -133,8 +133,8 @@ def take_view_flags(tokens: list[str]) -> tuple[dict, list[str]]:
 def view_profile(flags: dict, opts, inputs: dict, cmd: str = "scope"):
     """The profile view ``cmd`` with ``flags`` runs on: one run, or runs aggregated (None: no
     catalog, the view's inputs say which profile). With ``--engine spark``, runs aggregated for a
-    scope or group view stay on Spark (``tfprof.catalog.spark_members``); the other views
-    aggregate here and run their SQL there."""
+    scope, graph or group view stay on Spark (``tfprof.catalog.spark_members``); the code view
+    aggregates here and runs its SQL there."""
     from tfprof.errors import OptionError
 
     _check_engine(flags.get("engine", "local"))
@@ -168,7 +168,7 @@ def view_profile(flags: dict, opts, inputs: dict, cmd: str = "scope"):
         names, how = match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum")
     from tfprof.api.options import VIEWS
 
-    if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "groups"):
+    if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "graph", "groups"):
         from tfprof.catalog.spark_members import spark_aggregate
 
         return spark_aggregate(catalog, names, how, master=flags.get("master"))

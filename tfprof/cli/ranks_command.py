@@ -64,7 +64,7 @@ def ranks(
     if out is not None:
         check_target(out, force=force, inputs=protect, what="--out")
     if catalog is not None:
-        from tfprof.catalog import job_ranks, run_profile
+        from tfprof.catalog import job_ranks, member_profiles
         from tfprof.catalog.storage import location
 
         catalog = location(catalog)  # an s3:// URI stays one
@@ -72,7 +72,8 @@ def ranks(
         if not ranks:
             raise OptionError(f"`{run}` is no job's run in the catalog `{catalog}` (tfprof runs {catalog} lists the runs "
                               "and their ranks)")
-        report = analyse({r: run_profile(catalog, run, r) for r in ranks}, threshold=threshold)
+        report = analyse(dict(zip(ranks, member_profiles(catalog, [(run, r) for r in ranks]), strict=True)),
+                         threshold=threshold)
     else:
         report = analyse(paths, threshold=threshold, progress=progress_bar(), workers=workers)
     if fmt == "table" and out is None:

@@ -63,12 +63,12 @@ def ui(
     if (catalog is None) == (not profiles) or (catalog is None) != (run is None):
         raise OptionError("give profiles, or --catalog DIR --run NAME, not both")
     if catalog is not None:
-        from tfprof.catalog import job_ranks, run_profile
+        from tfprof.catalog import job_ranks, member_profiles
         from tfprof.catalog.storage import location
 
         catalog = location(catalog)  # an s3:// URI stays one
         ranks = job_ranks(catalog, run)
-        loaded = [run_profile(catalog, run, r) for r in ranks] if ranks else [run_profile(catalog, run)]
+        loaded = list(member_profiles(catalog, [(run, r) for r in ranks] if ranks else [(run, None)]))
         labels = [f"{run}/rank-{r}" for r in ranks] if ranks else [run]
     else:
         from tfprof.ui.profiles import expand_jobs
