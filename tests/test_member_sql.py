@@ -105,3 +105,19 @@ def test_the_member_sql_means_the_same_in_spark_sql(catalog, name):
             out = sql.run(name, {"how": "mean", "members": 3}, _means=means, _names=names)
         outs.append(out.sort(out.columns[:2]))
     assert outs[0].equals(outs[1]) and outs[0].height > 0
+
+
+def test_spark_errors_are_one_line():
+    """A Spark failure (a Java exception through py4j: pages of stack) is one line naming its cause."""
+    from tfprof.catalog.spark import spark_errors
+    from tfprof.errors import QueryError
+
+    Java = type("Py4JJavaError", (Exception,), {"__module__": "py4j.protocol"})
+    text = ("An error occurred while calling o852.localCheckpoint.\n: org.apache.spark.SparkException: "
+            "[RECURSION_ROW_LIMIT_EXCEEDED] Recursion row limit 1000000 reached.\n\tat org.apache.x(X.scala:1)\n" * 3)
+    with pytest.raises(QueryError) as raised, spark_errors():
+        raise Java(text)
+    message = str(raised.value)
+    assert "\n" not in message and "RECURSION_ROW_LIMIT_EXCEEDED" in message and message.startswith("Spark: ")
+    with pytest.raises(KeyError), spark_errors():  # ours pass through
+        raise KeyError("x")

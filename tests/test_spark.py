@@ -85,15 +85,17 @@ def members(tmp_path_factory) -> Path:
 def _member_cases():
     """Golden options of the scope and op views (every sixth), beside options that reach every
     step: account regexes, thresholds, start/trim/show/hide, displayed-only, the printed sets."""
-    for cmd in ("scope", "op"):
+    for cmd, stride in (("scope", 6), ("op", 6), ("graph", 12)):
         cases = [c for c in json.loads((GOLDEN / "cnn" / "cases.json").read_text()) if c["cmd"] == cmd]
-        for case in cases[::6]:
+        for case in cases[::stride]:
             yield pytest.param(cmd, {k: v for k, v in case["options"].items() if k != "output"}, id=f"{cmd}-{case['id']}")
     yield pytest.param("scope", {"max_depth": 5, "account_type_regexes": ["Conv.*", "MatMul"], "min_micros": 2,
                                  "select": ["micros", "params", "op_types", "device", "input_shapes"]}, id="scope-account")
     yield pytest.param("scope", {"max_depth": 6, "start_name_regexes": [".*conv.*"], "trim_name_regexes": [".*grad.*"],
                                  "hide_name_regexes": [".*Relu.*"], "account_displayed_op_only": True,
                                  "order_by": "micros"}, id="scope-walk")
+    yield pytest.param("graph", {"max_depth": 6, "account_type_regexes": ["Conv.*", "MatMul", "Add.*"],
+                                 "select": ["micros", "input_shapes"], "order_by": "micros"}, id="graph-account")
     yield pytest.param("op", {"max_depth": 12, "select": ["micros", "device", "op_types", "input_shapes", "occurrence"],
                               "order_by": "occurrence"}, id="op-sets")
 
@@ -124,11 +126,11 @@ def _aggregated(root: Path, names: tuple, how: str):
 
 
 def test_runs_aggregated_on_spark_from_the_command_line(members, capsys):
-    """`tfprof scope|op --catalog DIR --runs P --aggregate H --engine spark` prints the local bytes; the
-    graph view aggregates on the driver and runs its SQL on Spark; a bad regex is one line, exit 2."""
+    """`tfprof scope|graph|op --catalog DIR --runs P --aggregate H --engine spark` prints the local bytes;
+    the code view aggregates on the driver and runs its SQL on Spark; a bad regex is one line, exit 2."""
     from tfprof.cli.main import main
 
-    for cmd in ("scope", "op", "graph"):
+    for cmd in ("scope", "op", "graph", "code"):
         args = [cmd, "--catalog", str(members), "--runs", "n-*", "--aggregate", "sum", "--max_depth", "4"]
         assert main(args) == 0
         local = capsys.readouterr().out

@@ -57,6 +57,11 @@ def session(master: str | None = None):
                        .config("spark.driver.memory", driver_memory())
                        .config("spark.sql.shuffle.partitions", "4")
                        .config("spark.sql.session.timeZone", "UTC")
+                       # the trees' recursive CTEs stop where the tree does; Spark's default stops at 1M rows
+                       .config("spark.sql.cteRecursionRowLimit", "-1")
+                       .config("spark.sql.cteRecursionLevelLimit", "-1")
+                       # the graph view's rounds build plans Spark's constraint inference fails on
+                       .config("spark.sql.constraintPropagation.enabled", "false")
                        .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR") if not remote else None
@@ -132,8 +137,10 @@ class SparkSql:
                 # a large local relation is copied into every task that reads it: materialised once, it
                 # is read as partitions (the display step on 266k closure rows: 24 s as a relation, 5 s so)
                 df = df.localCheckpoint() if frame.height > _LOCAL_ROWS else df
-            else:
-                df = frame
+            else:  # fresh attribute ids: one frame given under two names is no self-join Spark trips on
+                from pyspark.sql import functions as F
+
+                df = frame.select(*(F.col(c).alias(c) for c in frame.columns))
             df.createOrReplaceTempView(named[table])
             views.append(named[table])
         for table, view in named.items():
@@ -204,11 +211,21 @@ def _run_on(spark, root: Path, files: dict[str, list[Path]], runs: pa.Table, que
             frame = spark.createDataFrame(with_run_column(name).empty_table())
         frame.createOrReplaceTempView(name)
     spark.createDataFrame(runs.drop(["files"])).createOrReplaceTempView("runs")
-    try:
+    with spark_errors():
         return _arrow(spark.sql(to_spark(query)))
-    except Exception as exc:  # Spark's AnalysisException and friends: one line
-        if type(exc).__module__.startswith("pyspark"):
-            raise QueryError(f"Spark: {str(exc).strip().splitlines()[0]}") from None
+
+
+@contextlib.contextmanager
+def spark_errors() -> Iterator[None]:
+    """Spark's AnalysisException, Py4JJavaError and friends as one line (``QueryError``)."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+            cause = next((line for line in lines if "[" in line and "]" in line and "Exception" not in line[:12]),
+                         lines[0] if lines else type(exc).__name__)
+            raise QueryError(f"Spark: {cause[:400]}") from None
         raise
 
 

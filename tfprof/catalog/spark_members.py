@@ -61,23 +61,14 @@ def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", maste
     For example (pyspark installed): ``print(tfprof.api.run_view(spark_aggregate("runs/", ["a",
     "b"], "sum"), "op", {"max_depth": 10}).text)``; views other than scope and op say so.
     """
-    from tfprof.catalog.spark import session
+    from tfprof.catalog.spark import session, spark_errors
     if how not in AGGREGATES:
         raise OptionError(f"unknown --aggregate `{how}`; valid: {', '.join(AGGREGATES)}")
     if not names:
         raise OptionError("no runs to aggregate")
     spark = session(master)
-    if uri := object_uri(catalog):
-        members = _staged(uri, names, how, spark)
-    else:
-        root = require_catalog(catalog)
-        with locked(root, shared=True):
-            rows = check_runs(root, read_runs(root))
-            chosen = member_list(rows, names)
-            files, listed = partition_files(root, names)
-            verify_partitions(root, [e for t in READ for e in listed[t]])
-            members = _members(spark, root, files, chosen, how, _format(rows, chosen))
-            members.guard = functools.partial(_unchanged, root, names, _rows_of(rows, names))
+    with spark_errors():
+        members = _read(catalog, names, how, spark)
     tables = {name: TABLES[name].schema.empty_table() for name in TABLES}
     tables.update(members.small)
     prof = Profile(tables, source=members.source)
@@ -85,6 +76,22 @@ def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", maste
     prof.memo("time_scale", lambda: members.ticks)
     prof.executor = SparkViews(members)
     return prof
+
+
+def _read(catalog: PathLike, names: list[str], how: str, spark) -> Members:
+    """``Members`` of runs ``names`` of ``catalog``: its partitions checked, then read on Spark
+    holding the shared lock."""
+    if uri := object_uri(catalog):
+        return _staged(uri, names, how, spark)
+    root = require_catalog(catalog)
+    with locked(root, shared=True):
+        rows = check_runs(root, read_runs(root))
+        chosen = member_list(rows, names)
+        files, listed = partition_files(root, names)
+        verify_partitions(root, [e for t in READ for e in listed[t]])
+        members = _members(spark, root, files, chosen, how, _format(rows, chosen))
+    members.guard = functools.partial(_unchanged, root, names, _rows_of(rows, names))
+    return members
 
 
 @contextlib.contextmanager

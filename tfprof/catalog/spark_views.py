@@ -23,7 +23,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.catalog.aggregate import NUMBERS
-from tfprof.catalog.spark import SparkSql
+from tfprof.catalog.spark import SparkSql, spark_errors
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.engine import Displayed
@@ -73,12 +73,10 @@ class SparkViews:
         if spec.step >= 0 or spec.samples:
             raise OptionError("runs or ranks aggregated have no steps: drop -step and the @step columns")
         spec = scaled_spec(spec, self.m.ticks)
-        if spec.layout == "scope":
-            return self._scope(spec)
-        if spec.layout == "graph":
-            return self._graph(spec)
-        if spec.layout == "groups":
-            return self._groups(spec)
+        run = {"scope": self._scope, "graph": self._graph, "groups": self._groups}.get(spec.layout)
+        if run is not None:
+            with spark_errors():
+                return run(spec)
         raise OptionError(f"the {spec.name} view over runs does not run on Spark yet; scope, graph and op do "
                           "(drop --engine spark for it)")
 
@@ -111,10 +109,14 @@ class SparkViews:
             inputs = self.m.inputs.select(F.col("id").alias("node_id"), "input_idx", "input_id")
             edges = q.frame("graph_edges", _nodes=names, _inputs=inputs).localCheckpoint()
         w = width(self.m.nodes.count(), edges.agg(F.max("slot")).first()[0] or 0)
-        keys = frontier = q.frame("graph_roots", {"width": w}, _nodes=names, _edges=edges).localCheckpoint()
+        keys = q.frame("graph_roots", {"width": w}, _nodes=names, _edges=edges).localCheckpoint()
+        frontier = keys.select(F.col("id").alias("id"), F.col("key").alias("key"))  # (its own attribute ids)
         while not frontier.isEmpty():
             frontier = q.frame("graph_relax", {"width": w}, _keys=keys, _frontier=frontier, _edges=edges).localCheckpoint()
-            keys = keys.join(frontier, "id", "left_anti").unionByName(frontier).localCheckpoint()
+            # each node's key, lowered where this round lowered it (a round only returns lower keys: the
+            # least per node). Not a join per round, which multiplies Spark's size estimates past what it
+            # can count.
+            keys = keys.unionByName(frontier).groupBy("id").agg(F.min("key").alias("key")).localCheckpoint()
         accounted = self._accounted(spec).filter("accounted").drop("accounted")
         frame = (self._numbers().join(names, "node_id").join(accounted, "node_id")
                  .join(keys.withColumnRenamed("id", "node_id"), "node_id")
