@@ -32,6 +32,18 @@ def golden_cases():
 _ALONE: dict = {}  # each fixture's profile, loaded once
 
 
+def member_catalog(root: Path) -> Path:
+    """A catalog of runs to aggregate: tfprof's own profiles (whole µs: n-1, n-2, n-3), a Kineto
+    trace (ns, a capture of steps: k-1) and a job of four ranks (job)."""
+    from tfprof.catalog import add_job, add_run
+
+    for run, path in (("n-1", FIXTURES / "cnn/profile.pb"), ("n-2", FIXTURES / "multistep/profile.pb"),
+                      ("n-3", FIXTURES / "rnn/profile.pb"), ("k-1", FIXTURES / "foreign/torch_cnn.pt.trace.json")):
+        add_run(root, run, profile_path=path)
+    add_job(root, "job", sorted((FIXTURES / "ranks/gloo4").glob("rank-*")))
+    return root
+
+
 def golden_case_on(prof, fixture: str, case: dict) -> str | None:
     """Golden case ``case`` of ``fixture`` on ``prof`` (its profile read back from a catalog): the
     report, asserted equal byte for byte to the one of the fixture's profile alone; None where

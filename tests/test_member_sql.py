@@ -12,9 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from conftest import member_catalog
 
 import tfprof
-from tfprof.catalog import add_job, add_run, aggregate_profile
+from tfprof.catalog import aggregate_profile
 from tfprof.queries.indexes.means import step_numbers
 from tfprof.queries.reference.sql import Sql, sql_text
 from tfprof.queries.ticks import time_scale
@@ -54,18 +55,11 @@ def test_step_means_sql_is_step_numbers(path):
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory) -> Path:
-    """Runs of tfprof's own profiles (whole µs), a Kineto trace (ns, a capture of steps) and a job
-    of four ranks."""
-    root = tmp_path_factory.mktemp("members") / "cat"
-    for run, path in (("a", FIXTURES / "cnn/profile.pb"), ("b", FIXTURES / "multistep/profile.pb"),
-                      ("c", FIXTURES / "cnn/profile.pb"), ("k", FIXTURES / "foreign/torch_cnn.pt.trace.json")):
-        add_run(root, run, profile_path=path)
-    add_job(root, "job", sorted((FIXTURES / "ranks/gloo4").glob("rank-*")))
-    return root
+    return member_catalog(tmp_path_factory.mktemp("members") / "cat")
 
 
 @pytest.mark.parametrize("how", ["sum", "mean", "max"])
-@pytest.mark.parametrize("names", [["a", "b", "c"], ["k", "a"], ["job"]], ids=["own", "mixed-ticks", "ranks"])
+@pytest.mark.parametrize("names", [["n-1", "n-2", "n-3"], ["k-1", "n-1"], ["job"]], ids=["own", "mixed-ticks", "ranks"])
 def test_aggregate_nodes_sql_is_the_aggregate(catalog, names, how):
     from tfprof.catalog.read import run_profile, runs
     from tfprof.catalog.spark_members import member_list
@@ -93,7 +87,7 @@ def test_the_member_sql_means_the_same_in_spark_sql(catalog, name):
 
     [spark] = sqlglot.transpile(sql_text(name), read="duckdb", write="spark", unsupported_level=ErrorLevel.RAISE)
     [back] = sqlglot.transpile(spark, read="spark", write="duckdb", unsupported_level=ErrorLevel.RAISE)
-    profiles = [run_profile(catalog, r) for r in ("a", "k", "b")]
+    profiles = [run_profile(catalog, r) for r in ("n-1", "k-1", "n-2")]
     means, names = _means(Sql(), profiles)
     frames = _frames(profiles)
     outs = []

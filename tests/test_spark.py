@@ -71,15 +71,9 @@ def test_sql_over_the_catalog_on_spark_equals_duckdb(catalog, query):
 
 @pytest.fixture(scope="module")
 def members(tmp_path_factory) -> Path:
-    """Runs of tfprof's own profiles (whole µs) and a Kineto trace (ns), and a job of four ranks."""
-    from tfprof.catalog import add_job
+    from conftest import member_catalog
 
-    root = tmp_path_factory.mktemp("members") / "cat"
-    for run, path in (("n-1", FIXTURES / "cnn/profile.pb"), ("n-2", FIXTURES / "multistep/profile.pb"),
-                      ("n-3", FIXTURES / "rnn/profile.pb"), ("k-1", FIXTURES / "foreign/torch_cnn.pt.trace.json")):
-        add_run(root, run, profile_path=path)
-    add_job(root, "job", sorted((FIXTURES / "ranks/gloo4").glob("rank-*")))
-    return root
+    return member_catalog(tmp_path_factory.mktemp("members") / "cat")
 
 
 def _member_cases():

@@ -27,7 +27,7 @@ from tfprof.catalog.spark import SparkSql, spark_errors
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.engine import Displayed
-from tfprof.queries.reference.display import display_params, flag_columns, in_display_order
+from tfprof.queries.reference.display import display_params, flag_columns, in_display_order, root_totals
 from tfprof.queries.reference.groups import group_sums, list_groups
 from tfprof.queries.reference.layouts import added, counted, full_match
 from tfprof.queries.reference.sql import Sql, wide, width
@@ -159,7 +159,7 @@ class SparkViews:
                 _totals(q, closure, rows, shown.select("id")), "id", "left")
         rows = pl.from_arrow(rows.toArrow())
         if spec.displayed_only:
-            root = _root_of(rows, extra_count=1)  # tfprof's root counts itself here
+            root = root_totals(rows, extra_count=1)  # tfprof's root counts itself here
         local = Sql()
         try:
             rows = in_display_order(local, rows, pl.from_arrow(keys.join(shown, "id", "left_semi").toArrow()), spec)
@@ -295,13 +295,6 @@ def _root(frame) -> dict[str, int]:
     row = frame.agg(*(F.sum(c).cast("long").alias(c) for c in added()), F.count("*").alias("_n")).first()
     root = {"total_" + c: int(row[c] or 0) for c in counted()}
     root["total_definition_count"] = int(row["_n"])
-    return root
-
-
-def _root_of(rows: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
-    sums = rows.select(*(pl.col(c).sum().cast(pl.Int64) for c in added())).row(0, named=True)
-    root = {"total_" + c: int(sums[c] or 0) for c in counted()}
-    root["total_definition_count"] = rows.height + extra_count
     return root
 
 

@@ -42,7 +42,8 @@ def _totals(sql: Sql, closure: pl.DataFrame, frame: pl.DataFrame, counted: pl.Da
     return totals
 
 
-def _root(frame: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
+def root_totals(frame: pl.DataFrame, extra_count: int = 0) -> dict[str, int]:
+    """The root's totals over a forest's rows: sums (largest-of for ``maxed``), and the node count."""
     sums = frame.select(*(pl.col(c).sum().cast(pl.Int64) for c in added()),
                         *(pl.col(c).max().cast(pl.Int64) for c in maxed())).row(0, named=True)
     root = {"total_" + c: int(sums[c] or 0) for c in counted()}
@@ -97,7 +98,7 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
         kept = sql.run("account", _closure=closure, _accounted=frame.select("id", "accounted"))
         frame, keys = frame.join(kept, on="id", how="semi"), keys.join(kept, on="id", how="semi")
         closure = closure.join(kept, on="id", how="semi").join(kept.rename({"id": "anc"}), on="anc", how="semi")
-    root = with_root_ratios(_root(frame), spec.time_scale)
+    root = with_root_ratios(root_totals(frame), spec.time_scale)
     frame = with_ratios(frame.join(_totals(sql, closure, frame, frame), on="id", how="left"), spec.time_scale)
 
     flags = frame.select("id", *flag_columns(spec))
@@ -107,7 +108,7 @@ def show_tree(sql: Sql, forest: Forest, spec: TreeSpec, *, code_mode: bool) -> t
         rows = rows.drop(*("total_" + c for c in (*_totaled(), *maxed()))).join(
             _totals(sql, closure, rows, shown), on="id", how="left")
         rows = with_ratios(rows, spec.time_scale)
-        root = with_root_ratios(_root(rows, extra_count=1), spec.time_scale)  # tfprof's root counts itself here
+        root = with_root_ratios(root_totals(rows, extra_count=1), spec.time_scale)  # tfprof's root counts itself here
 
     return in_display_order(sql, rows, keys, spec), root
 
