@@ -8,6 +8,7 @@ taken to Spark SQL and back by sqlglot."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import polars as pl
@@ -115,3 +116,85 @@ def test_spark_errors_are_one_line():
     assert "\n" not in message and "RECURSION_ROW_LIMIT_EXCEEDED" in message and message.startswith("Spark: ")
     with pytest.raises(KeyError), spark_errors():  # ours pass through
         raise KeyError("x")
+
+
+def _sql_trie(sql: Sql, nodes: pl.DataFrame, frames: pl.DataFrame):
+    """The code view's trie by the three code SQL files, level by level as the Spark views build
+    it: its nodes in pre-order (``parent`` as a position, ``name``), each member's leaf position,
+    and the gradient groups left unplaced."""
+    from tfprof.queries.reference.sql import width
+
+    members = sql.run("code_members", _nodes=nodes, _traced=frames.select("id").unique())
+    lost = members.filter(pl.col("src").is_null())["forward"].n_unique()
+    paths = sql.run("code_paths", _members=members, _frames=frames)
+    levels = int(paths["depth"].max()) + 1
+    above, parts = pl.DataFrame(schema={"ord": pl.Int64, "node": pl.Int64}), []
+    for depth in range(levels):
+        level = sql.run("code_level", {"depth": depth, "levels": levels}, _paths=paths, _above=above)
+        parts.append(level.with_columns(pl.lit(depth, pl.Int64).alias("depth")))
+        above = level.select("ord", "node")
+    placed = pl.concat(parts)
+    trie = placed.filter(pl.col("node") // levels == pl.col("ord")).select(
+        pl.col("node").alias("id"), "parent", (pl.col("node") // levels).alias("sib"), "label")
+    keys = sql.run("path_keys", {"width": width(trie["sib"].max())}, _tree=trie.select("id", "parent", "sib"))
+    pos = keys.sort("key").with_row_index("pos").select("id", pl.col("pos").cast(pl.Int64))
+    trie = (trie.join(pos, on="id").join(pos.rename({"id": "parent", "pos": "up"}), on="parent", how="left")
+            .sort("pos").select(pl.col("up").fill_null(-1).alias("parent"), "label"))
+    leaves = (placed.join(paths.group_by("ord").agg(pl.col("depth").max()), on=["ord", "depth"])
+              .join(members.select("id", "ord"), on="ord").join(pos.rename({"id": "node"}), on="node")
+              .select(pl.col("id").alias("member"), pl.col("pos").alias("tid")).sort("member"))
+    return trie, leaves, lost
+
+
+def _renamed(prof, renames: dict[str, str]):
+    """``prof``'s nodes and code frames, with some nodes renamed."""
+    from tfprof.profile import Profile
+
+    nodes = pl.from_arrow(prof.table("nodes").select(["node_id", "name"])).with_columns(
+        pl.col("name").cast(pl.String).replace(renames))
+    return Profile({"nodes": nodes.to_arrow(), "code_frames": prof.table("code_frames")})
+
+
+TRACED = [FIXTURES / "cnn/profile.pb", FIXTURES / "rnn/profile.pb", FIXTURES / "foreign/torch_cnn.pt.trace.json",
+          FIXTURES / "foreign/torch_transformer.pt.trace.json.gz"]
+
+
+@pytest.mark.parametrize("case", [*(str(p) for p in TRACED), "renamed", "round trip"],
+                         ids=lambda c: c if c in ("renamed", "round trip") else Path(c).parent.name + "/" + Path(c).name)
+def test_code_trie_sql_is_the_code_trie_index(case):
+    """The code view's trie as SQL builds it (runs on Spark) is the ``code_trie`` index's: the same
+    nodes in pre-order with the same labels and parents, the same leaf per member, the same count
+    of unplaced gradient groups. ``renamed``: forward nodes renamed away (their gradients lose
+    their path) and a name holding ``_grad/`` before ``gradients/`` (tfprof then takes the rest);
+    ``round trip``: the SQL as Spark reads it, back in DuckDB's dialect."""
+    import pyarrow as pa
+
+    from tfprof.queries.indexes.code_trie import static_trie, trace_strings
+
+    prof = tfprof.load(FIXTURES / "cnn/profile.pb" if case in ("renamed", "round trip") else case)
+    if case == "renamed":
+        names = pl.from_arrow(prof.table("nodes")["name"]).cast(pl.String)
+        wanted = {m.group(1) for n in names if (m := re.search("gradients/(.+?)_grad/", n))}
+        forward = sorted(set(names) & wanted)[:3]
+        odd = next(n for n in names if "gradients/" in n)
+        prof = _renamed(prof, {**{n: n + "_gone" for n in forward}, odd: "x_grad/" + odd})
+    want = static_trie(prof)
+    frames = prof.table("code_frames")
+    text = [frames[c].combine_chunks().cast(pa.string()) if pa.types.is_dictionary(frames[c].type) else frames[c]
+            for c in ("file", "lineno", "function")]
+    frames = pl.DataFrame({"id": frames["node_id"], "depth": frames["depth"], "trace": trace_strings(*text)})
+    nodes = pl.from_arrow(prof.table("nodes").select(["node_id", "name"])).select(
+        pl.col("node_id").alias("id"), pl.col("name").cast(pl.String))
+    sql = Sql()
+    if case == "round trip":  # each code SQL file taken DuckDB -> Spark -> DuckDB by sqlglot
+        sqlglot = pytest.importorskip("sqlglot", reason="needs sqlglot: pip install -e '.[dev]'")
+        trip = {n: sqlglot.transpile(sqlglot.transpile(sql_text(n), read="duckdb", write="spark")[0],
+                                     read="spark", write="duckdb")[0] for n in ("code_members", "code_paths", "code_level")}
+        sql = Sql(text=lambda n: trip.get(n) or sql_text(n))
+    trie, leaves, lost = _sql_trie(sql, nodes, frames)
+    labels = pl.from_arrow(want["labels"]["trace"]).gather(pl.from_arrow(want["trie"]["label"]))
+    assert trie["parent"].to_list() == want["trie"]["parent"].to_pylist() and trie.height > 40
+    assert trie["label"].to_list() == labels.to_list()
+    assert leaves.equals(pl.from_arrow(want["leaves"]).sort("member").cast(leaves.schema))
+    assert lost == want["unmatched"]["gradient_groups"][0].as_py()
+    assert lost >= 4 if case == "renamed" else lost == 0  # three renamed away, and the rest of the odd name
