@@ -39,6 +39,8 @@ QUERIES = {
                "order by mean_us desc limit 10", "--catalog", "{cat}"],
     "op view, runs summed": ["op", "--catalog", "{cat}", "--runs", "{runs}", "--aggregate", "sum", "--max_depth", "10",
                              "--select", "micros"],
+    "code view, runs summed (--max_depth 4)": ["code", "--catalog", "{cat}", "--runs", "{runs}", "--aggregate", "sum",
+                                              "--max_depth", "4", "--select", "micros"],
     "scope view of one run (--max_depth 3)": ["scope", "--catalog", "{cat}", "--run", "run-003", "--max_depth", "3",
                                               "--select", "micros"],
 }

@@ -6,12 +6,14 @@ gives the same rows on Spark as on DuckDB. Marked `spark`: CI runs them in a ven
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from tfprof.api import run_view
 from tfprof.catalog import add_run, run_profile, sql
+from tfprof.errors import OptionError
 
 pyspark = pytest.importorskip("pyspark", reason="needs pyspark: pip install 'tfprof[spark]'")
 pytestmark = pytest.mark.spark
@@ -77,9 +79,9 @@ def members(tmp_path_factory) -> Path:
 
 
 def _member_cases():
-    """Golden options of the scope and op views (every sixth), beside options that reach every
+    """Golden options of each view (every sixth to twelfth), beside options that reach every
     step: account regexes, thresholds, start/trim/show/hide, displayed-only, the printed sets."""
-    for cmd, stride in (("scope", 6), ("op", 6), ("graph", 12)):
+    for cmd, stride in (("scope", 6), ("op", 6), ("graph", 12), ("code", 8)):
         cases = [c for c in json.loads((GOLDEN / "cnn" / "cases.json").read_text()) if c["cmd"] == cmd]
         for case in cases[::stride]:
             yield pytest.param(cmd, {k: v for k, v in case["options"].items() if k != "output"}, id=f"{cmd}-{case['id']}")
@@ -92,6 +94,9 @@ def _member_cases():
                                  "select": ["micros", "input_shapes"], "order_by": "micros"}, id="graph-account")
     yield pytest.param("op", {"max_depth": 12, "select": ["micros", "device", "op_types", "input_shapes", "occurrence"],
                               "order_by": "occurrence"}, id="op-sets")
+    yield pytest.param("code", {"max_depth": 8, "account_type_regexes": ["Conv.*", "MatMul", "Add.*"], "min_micros": 1,
+                                "select": ["micros", "device", "op_types", "input_shapes", "occurrence"],
+                                "order_by": "micros", "trim_name_regexes": [".*gradient.*"]}, id="code-account-sets")
 
 
 @pytest.mark.parametrize("names,how", [(["n-1", "n-2", "n-3"], "sum"), (["n-1", "k-1"], "mean"), (["job"], "max")],
@@ -104,8 +109,18 @@ def test_runs_aggregated_on_spark_are_the_local_aggregate(members, names, how, c
     prof = _aggregated(members, tuple(names), how)
     assert prof.row_counts()["nodes"] == 0  # nothing per node on the driver: the view runs on Spark
     before = SparkSql._count
-    assert run_view(prof, cmd, options).text == run_view(aggregate_profile(members, names, how), cmd, options).text
+    try:
+        want = run_view(aggregate_profile(members, names, how), cmd, options)
+    except OptionError as error:  # the job's ranks have no code traces: the same error on Spark
+        with pytest.raises(OptionError, match=re.escape(str(error))):
+            run_view(prof, cmd, options)
+        assert cmd == "code" and names == ["job"]
+        return
+    got = run_view(prof, cmd, options)
+    assert got.text == want.text
     assert SparkSql._count > before
+    if cmd in ("op", "code") and "input_shapes" in options.get("select", ()):  # the members, as the proto holds them
+        assert got.proto.SerializeToString(deterministic=True) == want.proto.SerializeToString(deterministic=True)
 
 
 _AGGREGATED: dict = {}
@@ -120,8 +135,8 @@ def _aggregated(root: Path, names: tuple, how: str):
 
 
 def test_runs_aggregated_on_spark_from_the_command_line(members, capsys):
-    """`tfprof scope|graph|op --catalog DIR --runs P --aggregate H --engine spark` prints the local bytes;
-    the code view aggregates on the driver and runs its SQL on Spark; a bad regex is one line, exit 2."""
+    """`tfprof scope|graph|op|code --catalog DIR --runs P --aggregate H --engine spark` prints the local
+    bytes, and so does the proto of a code view; a bad regex is one line, exit 2."""
     from tfprof.cli.main import main
 
     for cmd in ("scope", "op", "graph", "code"):

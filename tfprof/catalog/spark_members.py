@@ -40,6 +40,7 @@ READ = {
     "node_types": ["node_id", "op_type"],
     "node_inputs": ["node_id", "input_idx", "input_id", "output_slot"],
     "output_shapes": ["node_id", "slot", "dims"],
+    "code_frames": ["node_id", "depth", "file", "lineno", "function"],
     "devices": None,
     "info": None,
 }
@@ -56,10 +57,10 @@ def member_list(rows: list[dict], names: list[str]) -> list[tuple[str, int | Non
 
 def spark_aggregate(catalog: PathLike, names: list[str], how: str = "sum", master: str | None = None) -> Profile:
     """Runs ``names`` of ``catalog`` aggregated per node with ``how`` (the module docstring), as a
-    profile whose scope and group views (``op``) run on Spark.
+    profile whose views (scope, graph, op, code) run on Spark.
 
     For example (pyspark installed): ``print(tfprof.api.run_view(spark_aggregate("runs/", ["a",
-    "b"], "sum"), "op", {"max_depth": 10}).text)``; views other than scope and op say so.
+    "b"], "sum"), "op", {"max_depth": 10}).text)``.
     """
     from tfprof.catalog.spark import session, spark_errors
     if how not in AGGREGATES:
@@ -125,6 +126,7 @@ def _staged(uri: str, names: list[str], how: str, spark) -> Members:
         chosen = member_list(runs.to_pylist(), names)
         members = _members(spark, Path(tmp), files, chosen, how, _format(runs.to_pylist(), chosen))
         members.inputs = members.inputs.localCheckpoint()  # now: the copies go
+        members.frames = members.frames.localCheckpoint()
         return members
 
 
@@ -160,13 +162,14 @@ def _members(spark, root: Path, files: dict[str, list[Path]], chosen: list[tuple
                .select("id", *(c for c in TABLES["nodes"].schema.names if c not in ("node_id", "name"))))
     types = first.join(frames["node_types"], ["member", "node_id"]).select("id", F.col("op_type").cast("string"))
     inputs = _union_inputs(frames, nodes, first)
+    code = first.join(frames["code_frames"], ["member", "node_id"]).select("id", *READ["code_frames"][1:])
     ticks = nodes.agg(F.max("ticks")).first()[0] or 1  # (none: no node)
     small = {}
     for name in ("devices", "info"):
         rows = frames[name].filter(F.col("member") == 0).drop("member").toArrow()
         small[name] = rows.select(TABLES[name].schema.names).cast(TABLES[name].schema)
     return Members(spark=spark, nodes=nodes, statics=statics.localCheckpoint(), types=types.localCheckpoint(),
-                   inputs=inputs, ticks=int(ticks), count=len(chosen),
+                   inputs=inputs, frames=code, ticks=int(ticks), count=len(chosen),
                    source=source, small=small)
 
 

@@ -45,7 +45,8 @@ class Members:
     node: ``id``, ``name``, ``first_member``, ``first_node`` and ``NUMBERS``), ``statics`` (each
     union node's row of ``nodes`` in its first member: id, shape, device, the group columns),
     ``types`` (id, op_type) and ``inputs`` (id, input_idx, input_id: the producer's union node,
-    dims: its output shape; read from the partitions only if a view asks, inside ``guard()``); the finest ticks per µs
+    dims: its output shape) and ``frames`` (id, depth, file, lineno, function: code frames; both read
+    from the partitions only if a view asks, inside ``guard()``); the finest ticks per µs
     of the members' times, and the first member's devices and info."""
 
     spark: object
@@ -53,6 +54,7 @@ class Members:
     statics: object
     types: object
     inputs: object
+    frames: object
     ticks: int
     count: int
     source: str
@@ -65,6 +67,7 @@ class SparkViews:
 
     def __init__(self, members: Members) -> None:
         self.m = members
+        self._trie = None  # the code view's trie, once built (it depends on no option)
 
     def __call__(self, spec: TreeSpec) -> Displayed:
         if maxed() or ratios() or computed():
@@ -73,12 +76,9 @@ class SparkViews:
         if spec.step >= 0 or spec.samples:
             raise OptionError("runs or ranks aggregated have no steps: drop -step and the @step columns")
         spec = scaled_spec(spec, self.m.ticks)
-        run = {"scope": self._scope, "graph": self._graph, "groups": self._groups}.get(spec.layout)
-        if run is not None:
-            with spark_errors():
-                return run(spec)
-        raise OptionError(f"the {spec.name} view over runs does not run on Spark yet; scope, graph and op do "
-                          "(drop --engine spark for it)")
+        run = {"scope": self._scope, "graph": self._graph, "groups": self._groups, "code": self._code}[spec.layout]
+        with spark_errors():
+            return run(spec)
 
     # ------------------------------------------------------------------ scope
 
@@ -136,39 +136,77 @@ class SparkViews:
                                    *(c for c in NUMBERS if c != "params"))
 
     def _show(self, q, frame, keys, spec: TreeSpec, *, keep_accounted: bool, defaults: dict) -> Displayed:
-        """``display.show_tree`` on Spark over a forest (``frame`` with ``id``, ``node_id``, ``name``,
-        the counted columns and ``accounted``; its pre-order ``keys``), then the printed rows'
-        order and details here."""
+        """A scope or graph view's forest (``frame`` with ``id``, ``node_id``, ``name``, the counted
+        columns and ``accounted``; its pre-order ``keys``) shown, and the printed nodes' details."""
         from tfprof.queries.metrics import attach_details, extras_for, node_frame
         from tfprof.queries.scope import with_root
 
-        closure = q.frame("closure", _keys=keys).localCheckpoint()
-        if keep_accounted:
-            kept = q.frame("account", _closure=closure, _accounted=frame.select("id", "accounted")).localCheckpoint()
-            frame, keys = frame.join(kept, "id", "left_semi"), keys.join(kept, "id", "left_semi")
-            closure = (closure.join(kept, "id", "left_semi")
-                       .join(kept.withColumnRenamed("id", "anc"), "anc", "left_semi").localCheckpoint())
-        frame = frame.localCheckpoint()
-        root = _root(frame)
-        frame = frame.join(_totals(q, closure, frame, frame.select("id")), "id", "left").localCheckpoint()
-        shown = q.frame("display", display_params(spec, False), _forest=_flags(frame, spec),
-                        _closure=closure).localCheckpoint()
-        rows = frame.join(shown, "id")
-        if spec.displayed_only:
-            rows = rows.drop(*(c for c in rows.columns if c.startswith("total_"))).join(
-                _totals(q, closure, rows, shown.select("id")), "id", "left")
-        rows = pl.from_arrow(rows.toArrow())
-        if spec.displayed_only:
-            root = root_totals(rows, extra_count=1)  # tfprof's root counts itself here
-        local = Sql()
-        try:
-            rows = in_display_order(local, rows, pl.from_arrow(keys.join(shown, "id", "left_semi").toArrow()), spec)
-        finally:
-            local.close()
+        rows, root = _printed(q, frame, keys, spec, keep_accounted=keep_accounted, code_mode=False)
         details = self._details(rows["node_id"].drop_nulls(), _wants_shapes(spec))
         extras = (*extras_for(spec.options), *(("input_shapes",) if _wants_shapes(spec) else ()))
         rows = attach_details(rows.drop("id"), node_frame(details, -1, tuple(dict.fromkeys(extras))), defaults)
         return Displayed(with_root(rows, root, spec.root_op_type))
+
+    # ------------------------------------------------------------------ code
+
+    def _code(self, spec: TreeSpec) -> Displayed:
+        """``layouts.code`` on Spark: the accounted nodes' numbers summed onto the trie node their
+        path ends at (``groups.sql``), shown in code mode."""
+        from pyspark.sql import functions as F
+
+        from tfprof.catalog.spark_code import spark_trie
+        from tfprof.queries.code import with_code_root
+
+        q = SparkSql()
+        if self._trie is None:
+            with self.m.guard():  # the frames come from the partitions
+                self._trie = spark_trie(q, self._names(), self.m.frames)
+        trie = self._trie
+        accounted = self._accounted(spec).filter("accounted").select(F.col("node_id").alias("id"))
+        members = trie.leaves.join(accounted, "id", "left_semi").select("id", F.col("tid").alias("grp"))
+        columns = [*added(), "definitions"]
+        values = _long(self._numbers().withColumnRenamed("node_id", "id").withColumn("definitions", F.lit(1)), columns)
+        sums = (q.frame("groups", _members=members, _values=values).groupBy("grp").pivot("metric", columns)
+                .agg(F.first("value")).withColumnRenamed("grp", "id"))
+        frame = (trie.nodes.join(sums, "id", "left")
+                 .select("id", "name", *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias(c) for c in columns))
+                 .withColumn("accounted", (F.col("definitions") > 0) | F.lit(spec.account is None)))
+        rows, root = _printed(q, frame, trie.keys, spec, keep_accounted=True, code_mode=True)
+        rows = rows.rename({"id": "tid"})
+        printed = members.filter(F.col("grp").isin(rows["tid"].to_list()))
+        if (sets := self._sets(printed, spec)) is not None:
+            rows = rows.join(sets.rename({"grp": "tid"}), on="tid", how="left", maintain_order="left")
+        return Displayed(with_code_root(rows, root), {}, self._picked(printed, spec, "tid"), trie.lost)
+
+    def _sets(self, printed, spec: TreeSpec) -> pl.DataFrame | None:
+        """The device and op-type sets of each group (``grp``) of the ``printed`` members (Spark:
+        ``id``, ``grp``), where the report prints them; else None."""
+        from tfprof.queries.op import member_sets
+
+        sets = member_sets(spec.options)
+        if not sets:
+            return None
+        pairs = pl.from_arrow(printed.join(self.m.statics.select("id", "canonical_device"), "id")
+                              .join(self.m.types, "id", "left").select("grp", "canonical_device", "op_type")
+                              .distinct().toArrow())
+        pairs = pairs.select("grp", pl.col("canonical_device").alias("device"),
+                             pl.when(pl.col("op_type").is_not_null()).then(pl.concat_list("op_type"))
+                             .otherwise(pl.lit([], pl.List(pl.String))).alias("op_types"))
+        return pairs.group_by("grp").agg(*sets)
+
+    def _picked(self, printed, spec: TreeSpec, key: str) -> pl.DataFrame:
+        """The ``printed`` members (Spark: ``id``, ``grp``) as the report prints them (their input
+        shapes) or the proto holds them, each with its group as ``key``; none otherwise."""
+        from pyspark.sql import functions as F
+
+        from tfprof.queries.metrics import node_frame
+        from tfprof.queries.op import picked_members
+
+        picked = pl.DataFrame(schema={"node_id": pl.Int64, key: pl.String if key == "op" else pl.Int64})
+        if _wants_shapes(spec):
+            picked = pl.from_arrow(printed.select(F.col("id").alias("node_id"), F.col("grp").alias(key)).toArrow())
+        nodes = node_frame(self._details(picked["node_id"], True), -1, ("op_types", "input_shapes"))
+        return picked_members(nodes.join(picked, on="node_id", maintain_order="left"), spec)
 
     def _accounted(self, spec: TreeSpec):
         """Per union node (``node_id``) that counts, ``accounted`` true: any of its op types
@@ -188,9 +226,6 @@ class SparkViews:
     def _groups(self, spec: TreeSpec) -> Displayed:
         from pyspark.sql import functions as F
 
-        from tfprof.queries.metrics import node_frame
-        from tfprof.queries.op import member_sets, picked_members
-
         q = SparkSql()
         members = self.m.statics.select("id", F.col(spec.group_key).cast("string").alias("grp"))
         if spec.account is not None:
@@ -205,23 +240,9 @@ class SparkViews:
             local.close()
         rows = rows.with_columns(pl.lit(True).alias("accounted"))
         printed = members.filter(F.col("grp").isin(rows["name"].to_list()))
-        sets = member_sets(spec.options)
-        if sets:
-            pairs = pl.from_arrow(printed.join(self.m.statics.select("id", "canonical_device"), "id")
-                                  .join(self.m.types, "id", "left").select("grp", "canonical_device", "op_type")
-                                  .distinct().toArrow())
-            pairs = pairs.select(pl.col("grp").alias("op"), pl.col("canonical_device").alias("device"),
-                                 pl.when(pl.col("op_type").is_not_null()).then(pl.concat_list("op_type"))
-                                 .otherwise(pl.lit([], pl.List(pl.String))).alias("op_types"))
-            rows = rows.join(pairs.group_by("op").agg(*sets).rename({"op": "name"}), on="name", how="left",
-                             maintain_order="left")
-        # the members the report prints (input shapes) or the proto holds; none otherwise
-        picked = pl.DataFrame(schema={"node_id": pl.Int64, "op": pl.String})
-        if _wants_shapes(spec):
-            picked = pl.from_arrow(printed.select(F.col("id").alias("node_id"), F.col("grp").alias("op")).toArrow())
-        nodes = node_frame(self._details(picked["node_id"], True), -1, ("op_types", "input_shapes"))
-        kept = picked_members(nodes.join(picked, on="node_id", maintain_order="left"), spec)
-        return Displayed(rows, dict(root), kept)
+        if (sets := self._sets(printed, spec)) is not None:
+            rows = rows.join(sets.rename({"grp": "name"}), on="name", how="left", maintain_order="left")
+        return Displayed(rows, dict(root), self._picked(printed, spec, "op"))
 
     # ------------------------------------------------------------------ details
 
@@ -286,6 +307,36 @@ def _totals(q, closure, frame, counted):
     sums = q.frame("subtree_totals", _closure=closure.select("anc", "id"), _values=values, _counted=counted)
     wide = sums.groupBy("id").pivot("metric", columns).agg(F.first("total"))
     return wide.select("id", *(F.coalesce(F.col(c), F.lit(0)).cast("long").alias("total_" + c) for c in columns))
+
+
+def _printed(q, frame, keys, spec: TreeSpec, *, keep_accounted: bool, code_mode: bool) -> tuple[pl.DataFrame, dict]:
+    """``display.show_tree`` on Spark over a forest (``frame`` with ``id``, ``name``, the counted
+    columns and ``accounted``; its pre-order ``keys``): the printed rows, brought back and put in
+    display order here, and the root's totals."""
+    closure = q.frame("closure", _keys=keys).localCheckpoint()
+    if keep_accounted:
+        kept = q.frame("account", _closure=closure, _accounted=frame.select("id", "accounted")).localCheckpoint()
+        frame, keys = frame.join(kept, "id", "left_semi"), keys.join(kept, "id", "left_semi")
+        closure = (closure.join(kept, "id", "left_semi")
+                   .join(kept.withColumnRenamed("id", "anc"), "anc", "left_semi").localCheckpoint())
+    frame = frame.localCheckpoint()
+    root = _root(frame)
+    frame = frame.join(_totals(q, closure, frame, frame.select("id")), "id", "left").localCheckpoint()
+    shown = q.frame("display", display_params(spec, code_mode), _forest=_flags(frame, spec),
+                    _closure=closure).localCheckpoint()
+    rows = frame.join(shown, "id")
+    if spec.displayed_only:
+        rows = rows.drop(*(c for c in rows.columns if c.startswith("total_"))).join(
+            _totals(q, closure, rows, shown.select("id")), "id", "left")
+    rows = pl.from_arrow(rows.toArrow())
+    if spec.displayed_only:
+        root = root_totals(rows, extra_count=1)  # tfprof's root counts itself here
+    local = Sql()
+    try:
+        rows = in_display_order(local, rows, pl.from_arrow(keys.join(shown, "id", "left_semi").toArrow()), spec)
+    finally:
+        local.close()
+    return rows, root
 
 
 def _root(frame) -> dict[str, int]:

@@ -168,7 +168,7 @@ def view_profile(flags: dict, opts, inputs: dict, cmd: str = "scope"):
         names, how = match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum")
     from tfprof.api.options import VIEWS
 
-    if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "graph", "groups"):
+    if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "graph", "groups", "code"):
         from tfprof.catalog.spark_members import spark_aggregate
 
         return spark_aggregate(catalog, names, how, master=flags.get("master"))
