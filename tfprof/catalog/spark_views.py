@@ -1,9 +1,10 @@
-"""The scope, graph and group (``op``) views of a Spark aggregate (``tfprof.catalog.spark_members``),
+"""The scope, graph, group (``op``) and code views of a Spark aggregate (``tfprof.catalog.spark_members``),
 run on Spark: the reference backend's steps, each a SQL file over frames that stay on Spark,
 and only the printed rows brought back.
 
-The steps are those of ``tfprof.queries.reference`` (``layouts.scope``, ``layouts.graph``, ``display.show_tree``,
-``groups.show_groups``) and read the same SQL files; what those do with polars on whole frames
+The steps are those of ``tfprof.queries.reference`` (``layouts.scope``, ``layouts.graph``, ``layouts.code``,
+``display.show_tree``, ``groups.show_groups``) and read the same SQL files (the code view's trie:
+``tfprof.catalog.spark_code``); what those do with polars on whole frames
 is done here on Spark: joins as Spark joins, the regex and threshold flags by the same polars
 expressions on each batch of rows (``mapInArrow``: so a regex means what it means locally),
 long and wide forms as Spark's unpivot and pivot. Once ``display.sql`` has said which nodes
@@ -63,7 +64,7 @@ class Members:
 
 
 class SparkViews:
-    """``Profile.executor`` of a Spark aggregate: ``self(spec)`` runs a scope, graph or group view."""
+    """``Profile.executor`` of a Spark aggregate: ``self(spec)`` runs a scope, graph, group or code view."""
 
     def __init__(self, members: Members) -> None:
         self.m = members
