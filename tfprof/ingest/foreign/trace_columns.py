@@ -5,7 +5,9 @@ Each event gives its string fields (``FIELDS``: a string as it is, any other val
 ``json.dumps`` writes it compactly, null when absent or null), ``ts`` and ``dur`` (float64), its
 ``args`` as compact JSON text (``json.dumps(args, separators=(",", ":"), ensure_ascii=False)``)
 and, as ``arg:<key>`` columns, the ``ARG_KEYS`` values of its args in the same text form (what
-the Kineto reader looks up, so that no JSON path runs over whole columns).
+the Kineto reader looks up, so that no JSON path runs over whole columns). The fields of
+``CODED`` are dictionary columns (in order of first appearance, as Arrow encodes them): the
+scan numbers their values without spelling a string per event.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign.trace_layout import ARG_KEYS, ARGS, FIELDS, NON_ASCII, PYTHON, SLOTS
+from tfprof.ingest.foreign.trace_layout import ARG_KEYS, ARGS, CODED, FIELDS, NON_ASCII, PYTHON, SLOTS
 from tfprof.ingest.sources import one_line
 
 ARG_COLUMNS = tuple(f"arg:{k}" for k in ARG_KEYS)
@@ -84,6 +86,7 @@ def reference_table(path, events: list) -> pa.Table:
     rows = [event_values(path, e) for e in events]
     columns = {name: pa.array([r[0][k] for r in rows], pa.string())
                for k, name in enumerate([*FIELDS, "args", *ARG_COLUMNS])}
+    columns.update({name: columns[name].dictionary_encode() for name in CODED})
     columns["ts"] = pa.array([r[1] for r in rows], pa.float64())
     columns["dur"] = pa.array([r[2] for r in rows], pa.float64())
     return pa.table({name: columns[name] for name in ORDER})
@@ -94,7 +97,7 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
     ``body[start]``; the table is None unless the scan reached the array's end (or, array form,
     stopped between two events). A large array is scanned in two halves at once (``_scan``), and
     the columns are gathered on as many threads."""
-    from tfprof.ingest.foreign import kineto_events
+    from tfprof.ingest.foreign import kineto_events, kineto_names
 
     status, end, ev_start, ev_end, rel, ln, ts, dur, has, flags = _scan(body, start)
     if status not in (kineto_events.OK, kineto_events.OPEN):
@@ -105,6 +108,12 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
     names = [*FIELDS, "args", *ARG_COLUMNS]
 
     def gathered(slot: int) -> pa.Array:
+        if names[slot] in CODED:  # a code per event, and each distinct value spelled once
+            codes, first = kineto_names.intern(body, ev_start, rel, ln, slot, marked, extra)
+            data, offs = kineto_events.gather(body, ev_start[first], rel[first], ln[first], slot, marked[first],
+                                              extra, False)
+            values = _strings(data, offs, np.ones(len(first), np.bool_))
+            return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
         data, offs = kineto_events.gather(body, ev_start, rel, ln, slot, marked, extra, slot == ARGS)
         return _strings(data, offs, ln[:, slot] >= 0)
 
@@ -115,7 +124,8 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
     if (flags & NON_ASCII).any():
         for name in names:
             try:
-                columns[name].validate(full=True)
+                column = columns[name]
+                (column.dictionary if name in CODED else column).validate(full=True)
             except pa.ArrowInvalid:
                 raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (its text is not UTF-8)") from None
     return status, end, pa.table({name: columns[name] for name in ORDER})
