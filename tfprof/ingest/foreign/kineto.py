@@ -47,11 +47,11 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     """The tables of the Kineto trace ``data`` (read from ``path``): its bytes, or a list holding
     them, which is emptied so that the bytes are freed as soon as the events are gathered."""
     top, rows = trace_json.read_events(path, data)
-    # the args text stays an Arrow array, indexed by event id (polars would copy it): only the
-    # trace table, the counters and the float-op estimate read it, each for its own rows
-    args = rows.column("args")
-    args = args.chunk(0) if args.num_chunks == 1 else args.combine_chunks()
-    raw = pl.from_arrow(rows.drop_columns(["args"])).with_row_index("event_id").with_columns(
+    # the text columns that say something for few events (the args, flow ids, the args keys read)
+    # stay Arrow, looked up by event id for the rows that need them (``_on_rows``): polars would
+    # copy them whole, and each filter of the frame again
+    side = rows.select([c for c in rows.column_names if c not in _FRAME_COLUMNS]).combine_chunks()
+    raw = pl.from_arrow(rows.select(list(_FRAME_COLUMNS))).with_row_index("event_id").with_columns(
         pl.col("event_id").cast(pl.Int64), pl.col("name").fill_null(""))
     del rows
     if raw.height == 0:
@@ -71,10 +71,10 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     # what is needed of the raw events later is kept, so that each frame goes once the next is made
     counter_events = raw.lazy().filter(pl.col("ph") == "C").select("event_id", "pid", "name", "ts").collect()
     categories, events = raw["cat"], raw.height
-    spans = _begin_end_spans(_named(raw))
+    spans = _begin_end_spans(_named(raw, side))
     del raw
     _check_times(path, spans, pl.col("ph") == "X", base, "dur")
-    ev = _classify(spans, base)
+    ev = _classify(spans, side, base)
     del spans
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(trace_json.without_ops(path, top, categories, events, OP_CATEGORIES))
@@ -82,8 +82,9 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
-    counters = _counters(path, counter_events, args, ev, base)
-    del counter_events, categories  # from here the events live in `ev` alone, which build takes over
+    counters = _counters(path, counter_events, side["args"], ev, base)
+    args = side["args"].chunk(0)
+    del counter_events, categories, side  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
     tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
@@ -150,10 +151,23 @@ def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
                                  "the trace is damaged")
 
 
+_FRAME_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+"""The events' columns the reader's polars frame holds (the others stay Arrow, by event id)."""
+
+
 def _arg(key: str) -> pl.Expr:
     """Arg ``key`` of each event as text (a string as it is, a number as written; null when
     absent): ``trace_json`` gives the args keys read here as columns of their own."""
     return pl.col(f"arg:{key}")
+
+
+def _on_rows(ev: pl.DataFrame, side: pa.Table, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
+    """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only, null on the others: it reads
+    ``ev``'s columns and ``side``'s (the Arrow columns, taken at those rows' event ids)."""
+    used = sorted({name for expr in exprs.values() for name in expr.meta.root_names()})
+    here = ev.select("event_id", *(c for c in used if c in ev.columns and c != "event_id"))[rows]
+    there = pl.from_arrow(side.select([c for c in used if c not in ev.columns]).take(here["event_id"].to_arrow()))
+    return memory.scattered(pl.concat([here, there], how="horizontal").select(**exprs), rows, ev.height)
 
 
 def _whole(text: pl.Expr) -> pl.Expr:
@@ -163,11 +177,12 @@ def _whole(text: pl.Expr) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(exact).then(as_float.cast(pl.Int64)))
 
 
-def _named(raw: pl.DataFrame) -> pl.DataFrame:
+def _named(raw: pl.DataFrame, side: pa.Table) -> pl.DataFrame:
     """Events with their process and thread names from the ``M`` metadata events (else the ids),
     as categoricals worked out once per distinct (pid, tid) and gathered back per event."""
-    meta = raw.lazy().filter(pl.col("ph") == "M").select(
-        "pid", "tid", pl.col("name").cast(pl.String), _arg("name").alias("_n")).collect()
+    meta = raw.lazy().filter(pl.col("ph") == "M").select("event_id", "pid", "tid", pl.col("name").cast(pl.String)
+                                                         ).collect()
+    meta = meta.with_columns(pl.Series("_n", side["arg:name"].take(pa.array(meta["event_id"].to_numpy()))))
     procs = meta.filter(pl.col("name") == "process_name").group_by("pid").agg(pl.col("_n").first().alias("_p"))
     threads = meta.filter(pl.col("name") == "thread_name").group_by("pid", "tid").agg(
         pl.col("_n").first().alias("_t"))
@@ -215,27 +230,32 @@ def _quoted_specials(args: pl.Expr) -> pl.Expr:
         args.str.replace_all(_SPECIAL, '${1}"${2}"${3}')).otherwise(args)
 
 
-def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
+def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
     ev = ev.filter(pl.col("ph").is_in(["X", "i", "I", "s", "f", "t"]))
     span = pl.col("ph") == "X"
     kind = _by_kind(ev.select("name", "cat", "ph"))
     ev = ev.with_columns(
         (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("start_ns"),
         pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
-        *kind, pl.col("cat").alias("category"), pl.col("name").alias("op_type"), _arg("Bytes").alias("_bytes"))
+        *kind, pl.col("cat").alias("category"), pl.col("name").alias("op_type"))
     # what the args say, and the flow ids, only on the rows they mean something for: a GPU
-    # event's device, a launch's correlation, an allocation's bytes and allocator
+    # event's device, a launch's correlation, an allocation's bytes, allocator and totals
     where = {k: np.flatnonzero(ev[k].to_numpy()) for k in ("accelerator", "_launched", "_memory")}
     where["flow"] = np.flatnonzero(ev["ph"].is_in(["s", "f", "t"]).to_numpy())
     gpu = pl.lit("/device:gpu:") + pl.coalesce(_arg("device"), pl.col("pid").cast(pl.String))
     return ev.with_columns(
-        *memory.on_rows(ev, where["accelerator"], device=gpu.cast(pl.Categorical)),
-        *memory.on_rows(ev, where["_memory"], mem_bytes=_whole(pl.col("_bytes")), in_use=_whole(_arg("Total Allocated")),
-                        allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id"))),
-        *memory.on_rows(ev, where["_launched"], correlation=_whole(_arg("correlation"))),
-        *memory.on_rows(ev, where["flow"], flow_id=pl.col("cat").cast(pl.String).fill_null("") + ":"
-                        + pl.col("id").fill_null("")),
+        *_on_rows(ev, side, where["accelerator"], device=gpu.cast(pl.Categorical)),
+        *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
+                  in_use=_whole(_arg("Total Allocated")),
+                  allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
+                  **{f"_{series}": _arg(series).cast(pl.Float64, strict=False) for series in _TOTALS}),
+        *_on_rows(ev, side, where["_launched"], correlation=_whole(_arg("correlation"))),
+        *_on_rows(ev, side, where["flow"], flow_id=pl.col("cat").cast(pl.String).fill_null("") + ":"
+                  + pl.col("id").fill_null("")),
     ).with_columns(pl.col("device").fill_null("/device:cpu:0"))
+
+
+_TOTALS = ("Total Allocated", "Total Reserved")  # the allocator totals a [memory] instant records
 
 
 def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
@@ -282,10 +302,10 @@ def _counters(path: Path, counters: pl.DataFrame, args: pa.Array, ev: pl.DataFra
     event's, by event id) as one series per arg, and the allocator totals of ``[memory]`` events."""
     parts = []
     named = (pl.col("process").cast(pl.String), pl.col("name").cast(pl.String))
-    for series in ("Total Allocated", "Total Reserved"):
+    for series in _TOTALS:
         parts.append(ev.lazy().filter(pl.col("role") == "memory").select(
             *named, pl.lit(series).alias("series"), pl.col("start_ns").alias("time_ns"),
-            _arg(series).cast(pl.Float64, strict=False).alias("value")).collect())
+            pl.col(f"_{series}").alias("value")).collect())
     if counters.height:
         counters = counters.with_columns(pl.Series("args", args.take(pa.array(counters["event_id"].to_numpy()))),
                                          pl.col("pid").cast(pl.String))

@@ -251,8 +251,9 @@ def scan(buf, pos, capacity, stop, slots):
                 break
             status = BAD
             break
-    return (status, i, ev_start[:k].copy(), ev_end[:k].copy(), rel[:k].copy(), ln[:k].copy(), ts[:k].copy(),
-            dur[:k].copy(), has[:k].copy(), flags[:k].copy())
+    # the first k rows of arrays of ``capacity`` rows or more (the caller trims them, one at a
+    # time, where that is worth a copy)
+    return (status, i, ev_start[:k], ev_end[:k], rel[:k], ln[:k], ts[:k], dur[:k], has[:k], flags[:k])
 
 
 @njit(cache=True, nogil=True)

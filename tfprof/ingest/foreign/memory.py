@@ -47,14 +47,6 @@ def kineto_allocator(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
         pl.coalesce(named, pl.lit("device_type_") + kind.cast(pl.String)) + ":" + index)
 
 
-def on_rows(ev: pl.DataFrame, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
-    """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only (a JSON lookup in the args of
-    the memory instants, not of every event), null on the others. Only the columns ``exprs``
-    read are gathered."""
-    used = sorted({name for expr in exprs.values() for name in expr.meta.root_names()})
-    return scattered(ev.select(used)[rows].select(**exprs), rows, ev.height)
-
-
 def scattered(found: pl.DataFrame, rows: np.ndarray, height: int) -> list[pl.Series]:
     """Each column of ``found`` (a value per row of ``rows``) as a column of ``height`` rows, null
     but on ``rows``."""

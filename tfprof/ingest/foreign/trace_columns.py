@@ -106,19 +106,30 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
     extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
     del ev_end
     names = [*FIELDS, "args", *ARG_COLUMNS]
+    coded = np.array([names.index(name) for name in CODED], np.int64)
+
+    def interned() -> dict[str, pa.Array]:
+        """The ``CODED`` columns: a code per event, and each distinct value spelled once."""
+        codes, slot_of, first = kineto_names.intern(body, ev_start, rel, ln, coded, marked, extra)
+        out = {}
+        for q, slot in enumerate(coded):
+            rows = first[slot_of == q]
+            data, offs = kineto_events.gather(body, ev_start[rows], rel[rows], ln[rows], slot, marked[rows], extra,
+                                              False)
+            values = _strings(data, offs, np.ones(len(rows), np.bool_))
+            column = np.ascontiguousarray(codes[:, q])
+            out[names[slot]] = pa.DictionaryArray.from_arrays(pa.array(column, mask=column < 0), values)
+        return out
 
     def gathered(slot: int) -> pa.Array:
-        if names[slot] in CODED:  # a code per event, and each distinct value spelled once
-            codes, first = kineto_names.intern(body, ev_start, rel, ln, slot, marked, extra)
-            data, offs = kineto_events.gather(body, ev_start[first], rel[first], ln[first], slot, marked[first],
-                                              extra, False)
-            values = _strings(data, offs, np.ones(len(first), np.bool_))
-            return pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
         data, offs = kineto_events.gather(body, ev_start, rel, ln, slot, marked, extra, slot == ARGS)
         return _strings(data, offs, ln[:, slot] >= 0)
 
     with ThreadPoolExecutor(_THREADS) as pool:  # numba releases the GIL
-        columns = dict(zip(names, pool.map(gathered, range(len(names)))))
+        names_done = pool.submit(interned)
+        rest = [slot for slot in range(len(names)) if slot not in coded]
+        columns = dict(zip([names[slot] for slot in rest], pool.map(gathered, rest)))
+        columns.update(names_done.result())
     columns["ts"] = pa.array(ts, pa.float64(), mask=~has[:, 0])
     columns["dur"] = pa.array(dur, pa.float64(), mask=~has[:, 1])
     if (flags & NON_ASCII).any():
@@ -147,15 +158,39 @@ def _scan(body: np.ndarray, start: int):
     size = len(body) - start
     found = _NEXT_EVENT.search(body.data, start + size // 2) if _THREADS > 1 and size >= SPLIT_BYTES else None
     if found is None:
-        return kineto_events.scan(body, start, max(16, size // 256), -1, SLOTS)
+        return _trimmed(kineto_events.scan(body, start, _rows(size), -1, SLOTS), _rows(size))
     cut = found.start(1)
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(kineto_events.scan, body, start, max(16, (cut - start) // 256), cut, SLOTS)
-        second = pool.submit(kineto_events.scan, body, cut, max(16, (len(body) - cut) // 256), -1, SLOTS)
-        head, tail = first.result(), second.result()
+        first = pool.submit(kineto_events.scan, body, start, _rows(cut - start), cut, SLOTS)
+        second = pool.submit(kineto_events.scan, body, cut, _rows(len(body) - cut), -1, SLOTS)
+        head, tail = list(first.result()), list(second.result())
+    del first, second
     if head[0] != kineto_events.SPLIT:
-        return head
-    return (tail[0], tail[1], *(np.concatenate([a, b]) for a, b in zip(head[2:], tail[2:])))
+        return _trimmed(head, _rows(cut - start))
+    out = [tail[0], tail[1]]
+    for j in range(2, len(head)):  # an array at a time, each half freed once joined
+        out.append(np.concatenate([head[j], tail[j]]))
+        head[j] = tail[j] = None
+    return tuple(out)
+
+
+def _rows(size: int) -> int:
+    """The rows the scan first makes room for, for ``size`` bytes of events (it doubles them as needed)."""
+    return max(16, size // 256)
+
+
+def _trimmed(found, rows: int) -> tuple:
+    """The scan's answer ``found`` with its arrays copied to their length, one at a time, where
+    the room the scan made (``rows``, doubled as needed) is a third more than that."""
+    found = list(found)
+    count = len(found[2])
+    room = rows
+    while room < count:
+        room *= 2
+    if 3 * room > 4 * count:
+        for j in range(2, len(found)):
+            found[j] = found[j].copy()
+    return tuple(found)
 
 
 def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) -> np.ndarray:
