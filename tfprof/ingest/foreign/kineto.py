@@ -83,7 +83,7 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
     counters = _counters(path, counter_events, side["args"], ev, base)
-    args = side["args"].chunk(0)
+    args = [side["args"].chunk(0)]  # handed over to build, as the events are
     del counter_events, categories, side  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
