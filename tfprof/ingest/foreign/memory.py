@@ -58,7 +58,7 @@ def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:
     """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``) with
     ``owner``: the row of the op execution around each, -1 for none."""
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    return ev[rows].select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use").with_columns(
+    return ev.select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use")[rows].with_columns(
         pl.Series("owner", op_parent[rows], dtype=pl.Int64))
 
 
