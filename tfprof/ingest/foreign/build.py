@@ -41,9 +41,10 @@ OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use")
 """The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events or
 allocators has no use for them)."""
 
-Flops = Callable[[pl.DataFrame], pl.Series]
+Flops = Callable[[pl.DataFrame, Callable[[np.ndarray], pl.Series]], pl.Series]
 """A reader's float-op estimate per op execution: given the executions (``name``: the node path,
-``op``: the op type, ``args``), one count each (0 for none)."""
+``op``: the op type) and a function giving the ``args`` of some of them (by row), one count each
+(0 for none)."""
 
 _REPEATED = ("process", "thread", "category", "name", "phase", "role", "label", "op_type", "device", "flow_id")
 """Text columns of few distinct values, held as categoricals (4 bytes a row) while building."""
@@ -193,19 +194,20 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
     ).select("node_id", "depth", "label")
 
 
-def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | None = None,
+def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | list | None = None,
           counters: pl.DataFrame | None = None, flops: Flops | None = None,
           job: dict | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
     events; ``args``: their ``args`` apart from the frame (an Arrow array, which polars would
-    copy; the first rows, one per event that is no flow end) when the frame has none;
+    copy), indexed by event id, when the frame has none;
     ``flops`` estimates each op execution's float ops (None: the reader has no count);
     ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them.
     Given in a one-item list, the events are taken over (the list is emptied), so that their
-    text columns are freed once build holds its own categorical copy of them."""
-    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev, args)
-    if flops is not None and isinstance(args, pa.Array):
-        args = pl.Series(args)
+    text columns are freed once build holds its own categorical copy of them; so are the
+    ``args``, freed once the trace table holds its copy of them."""
+    args_at = "_at" if args is None else "event_id"  # what ``args`` is indexed by
+    ev, args = _nested(ev.pop() if isinstance(ev, list) else ev, args.pop() if isinstance(args, list) else args)
+    box = [args]  # the trace table takes the args over: they are freed once it has its own copy
     parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
     is_role = {r: (ev["role"] == r).to_numpy() for r in ("op", "scope", "frame")}
     label = ev["label"]
@@ -237,8 +239,9 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     nodes = _nodes(op, own, outside)
     op = op.join(nodes.select("path", "node_id"), on="path").sort("event_id")
     if flops is not None:
-        op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op"),
-                                         args.gather(op["_at"]).alias("args")))
+        at = op[args_at].to_numpy()
+        op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op")),
+                                   lambda rows: pl.Series("args", trace_table.texts_at(box[0], at[rows])))
                              .cast(pl.Int64).fill_null(0).alias("float_ops"))
     at_op = op.select(pl.col("row").alias("owner"), "node_id", "step",
                       _us(pl.col("start_ns") + pl.col("dur_ns")).alias("end_micros"))
@@ -259,11 +262,11 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
     # the tables that keep every event read only these columns: the rest, and the arrays per event
     # above, are freed before those tables are made
-    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label
+    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label, args
     ev = ev.lazy().select("event_id", *trace_table.NAMED, "start_ns", "dur_ns", "_at", "role", "label", "flow_id",
                           "parent").collect()
-    return _tables(ev, args, op, acc, mem, nodes, frame_parent, _finite(counters, found), found, flops is not None,
-                   job or {})
+    return _tables(ev, (box, args_at), op, acc, mem, nodes, frame_parent, _finite(counters, found), found,
+                   flops is not None, job or {})
 
 
 def _nodes(op: pl.DataFrame, own: pl.DataFrame, outside: pl.DataFrame) -> pl.DataFrame:
@@ -357,7 +360,9 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     out["devices"] = derive.devices_table(out["exec_devices"], out["nodes"])
     out["info"] = conform("info", {"has_trace": [out["code_frames"].num_rows > 0], "miss_accelerator_stream": [False],
                                    **{k: [v] for k, v in job.items()}})
-    out["trace_events"] = trace_table.trace_events(ev, args, runs)
+    box, args_at = args
+    del args
+    out["trace_events"] = trace_table.trace_events(ev, box.pop(), args_at, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()
     out["flows"] = trace_table.flows(ev)

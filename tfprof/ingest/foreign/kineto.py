@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -46,14 +47,19 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     """The tables of the Kineto trace ``data`` (read from ``path``): its bytes, or a list holding
     them, which is emptied so that the bytes are freed as soon as the events are gathered."""
     top, rows = trace_json.read_events(path, data)
-    raw = pl.from_arrow(rows).with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64),
-                                                                      pl.col("name").fill_null(""))
-    del rows  # polars holds its own copy of the text columns
+    # the text columns that say something for few events (the args, flow ids, the args keys read)
+    # stay Arrow, looked up by event id for the rows that need them (``_on_rows``): polars would
+    # copy them whole, and each filter of the frame again
+    side = rows.select([c for c in rows.column_names if c not in _FRAME_COLUMNS]).combine_chunks()
+    raw = pl.from_arrow(rows.select(list(_FRAME_COLUMNS))).with_row_index("event_id").with_columns(
+        pl.col("event_id").cast(pl.Int64), pl.col("name").fill_null(""))
+    del rows
     if raw.height == 0:
         raise ProfileFormatError(f"`{path}` is a Chrome trace without events; nothing to profile")
-    timed = raw.filter(pl.col("ph").is_in(list(TIMED_PHASES)) & pl.col("ts").is_null())
-    if timed.height:
-        bad = timed.row(0, named=True)
+    timed = pl.col("ph").is_in(list(TIMED_PHASES))
+    untimed = raw.lazy().filter(timed & pl.col("ts").is_null()).select("name", "ph").head(1).collect()
+    if untimed.height:
+        bad = untimed.row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` (ph `{bad['ph']}`) has no `ts`")
     try:
         base = int(top.get("baseTimeNanoseconds") or 0)
@@ -61,13 +67,14 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` is not a number of nanoseconds") from None
     if abs(base) > MAX_NS:
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` {base} is beyond {_BEYOND}")
-    _check_times(path, raw.filter(pl.col("ph").is_in(list(TIMED_PHASES))), base, "ts")
+    _check_times(path, raw, timed, base, "ts")
     # what is needed of the raw events later is kept, so that each frame goes once the next is made
-    counter_events, categories, events = raw.filter(pl.col("ph") == "C"), raw["cat"], raw.height
-    spans = _begin_end_spans(_named(raw))
+    counter_events = raw.lazy().filter(pl.col("ph") == "C").select("event_id", "pid", "name", "ts").collect()
+    categories, events = raw["cat"], raw.height
+    spans = _begin_end_spans(_named(raw, side))
     del raw
-    _check_times(path, spans.filter(pl.col("ph") == "X"), base, "dur")
-    ev = _classify(spans, base)
+    _check_times(path, spans, pl.col("ph") == "X", base, "dur")
+    ev = _classify(spans, side, base)
     del spans
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(trace_json.without_ops(path, top, categories, events, OP_CATEGORIES))
@@ -75,11 +82,12 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
-    counters = _counters(path, counter_events, ev, base)
-    del timed, counter_events, categories  # from here the events live in `ev` alone, which build takes over
+    counters = _counters(path, counter_events, side["args"], ev, base)
+    args = [side["args"].chunk(0)]  # handed over to build, as the events are
+    del counter_events, categories, side  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
-    tables = build.build(owned, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
+    tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
     formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
@@ -106,17 +114,18 @@ def exact_ns(us: pl.Expr) -> pl.Expr:
     return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round(0).cast(pl.Int64)
 
 
-def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> None:
-    """A ``ts`` (or an ``X`` span's ``dur``) that is not finite, or whose time in ns (the start,
-    the length, the end) lies beyond ``MAX_NS``, is an error naming the event: cast to int64 it
-    would fail or wrap. Values within it that only look wrong are the validation table's."""
+def _check_times(path: Path, events: pl.DataFrame, where: pl.Expr, base: int, field: str) -> None:
+    """A ``ts`` (or an ``X`` span's ``dur``) of an event of ``events`` ``where`` it holds that is
+    not finite, or whose time in ns (the start, the length, the end) lies beyond ``MAX_NS``, is an
+    error naming the event: cast to int64 it would fail or wrap. Values within it that only look
+    wrong are the validation table's."""
     start = pl.lit(float(base)) + pl.col("ts") * 1000
     if field == "ts":
         bad = pl.col("ts").is_finite().not_() | (start.abs() > MAX_NS)
     else:
         dur = pl.col("dur").fill_null(0) * 1000
         bad = pl.col("dur").fill_null(0).is_finite().not_() | (dur.abs() > MAX_NS) | ((start + dur).abs() > MAX_NS)
-    wrong = events.filter(bad)
+    wrong = events.lazy().filter(where & bad).select("name", "ph", field).collect()
     if wrong.height:
         row = wrong.row(0, named=True)
         value = row[field]
@@ -131,7 +140,8 @@ def _check_times(path: Path, events: pl.DataFrame, base: int, field: str) -> Non
 def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
     """A ``[memory]`` instant whose ``Bytes`` is missing, not a number, or not a whole number
     int64 holds is an error naming it: left out, it would make every total wrong unseen."""
-    bad = ev.filter((pl.col("role") == "memory") & pl.col("mem_bytes").is_null())
+    bad = ev.lazy().filter((pl.col("role") == "memory") & pl.col("mem_bytes").is_null()).select(
+        "_bytes", "ts").collect()
     if bad.height:
         row = bad.row(0, named=True)
         raw = row["_bytes"]
@@ -141,10 +151,23 @@ def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
                                  "the trace is damaged")
 
 
+_FRAME_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
+"""The events' columns the reader's polars frame holds (the others stay Arrow, by event id)."""
+
+
 def _arg(key: str) -> pl.Expr:
     """Arg ``key`` of each event as text (a string as it is, a number as written; null when
     absent): ``trace_json`` gives the args keys read here as columns of their own."""
     return pl.col(f"arg:{key}")
+
+
+def _on_rows(ev: pl.DataFrame, side: pa.Table, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
+    """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only, null on the others: it reads
+    ``ev``'s columns and ``side``'s (the Arrow columns, taken at those rows' event ids)."""
+    used = sorted({name for expr in exprs.values() for name in expr.meta.root_names()})
+    here = ev.select("event_id", *(c for c in used if c in ev.columns and c != "event_id"))[rows]
+    there = pl.from_arrow(side.select([c for c in used if c not in ev.columns]).take(here["event_id"].to_arrow()))
+    return memory.scattered(pl.concat([here, there], how="horizontal").select(**exprs), rows, ev.height)
 
 
 def _whole(text: pl.Expr) -> pl.Expr:
@@ -154,18 +177,23 @@ def _whole(text: pl.Expr) -> pl.Expr:
     return pl.coalesce(text.cast(pl.Int64, strict=False), pl.when(exact).then(as_float.cast(pl.Int64)))
 
 
-def _named(raw: pl.DataFrame) -> pl.DataFrame:
-    """Events with their process and thread names from the ``M`` metadata events (else the ids)."""
-    meta = raw.filter(pl.col("ph") == "M").with_columns(_arg("name").alias("_n"))
+def _named(raw: pl.DataFrame, side: pa.Table) -> pl.DataFrame:
+    """Events with their process and thread names from the ``M`` metadata events (else the ids),
+    as categoricals worked out once per distinct (pid, tid) and gathered back per event."""
+    meta = raw.lazy().filter(pl.col("ph") == "M").select("event_id", "pid", "tid", pl.col("name").cast(pl.String)
+                                                         ).collect()
+    meta = meta.with_columns(pl.Series("_n", side["arg:name"].take(pa.array(meta["event_id"].to_numpy()))))
     procs = meta.filter(pl.col("name") == "process_name").group_by("pid").agg(pl.col("_n").first().alias("_p"))
     threads = meta.filter(pl.col("name") == "thread_name").group_by("pid", "tid").agg(
         pl.col("_n").first().alias("_t"))
-    ev = raw.filter(pl.col("ph") != "M").join(procs, on="pid", how="left", nulls_equal=True)
-    ev = ev.join(threads, on=["pid", "tid"], how="left", nulls_equal=True).sort("event_id")
-    return ev.with_columns(
-        pl.coalesce("_p", pl.col("pid").fill_null("")).alias("process"),
-        pl.coalesce("_t", pl.col("tid").fill_null("")).alias("thread"),
-    ).drop("_p", "_t")
+    first, inverse = codes.distinct(raw["pid"], raw["tid"])
+    pairs = raw.select("pid", "tid")[first].with_row_index("_k")
+    pairs = pairs.join(procs, on="pid", how="left", nulls_equal=True).join(
+        threads, on=["pid", "tid"], how="left", nulls_equal=True).sort("_k").select(
+        pl.coalesce("_p", pl.col("pid").cast(pl.String).fill_null("")).cast(pl.Categorical).alias("process"),
+        pl.coalesce("_t", pl.col("tid").cast(pl.String).fill_null("")).cast(pl.Categorical).alias("thread"))
+    at = pl.Series(inverse)
+    return raw.with_columns(pairs["process"].gather(at), pairs["thread"].gather(at))
 
 
 def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
@@ -176,9 +204,9 @@ def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
     nothing open is dropped), so each B's level is its depth after it and each E's its depth before
     it, and at one level of one thread B and E alternate: the k-th B there pairs with the k-th E.
     An unclosed ``B`` is dropped too."""
-    be = ev.filter(pl.col("ph").is_in(["B", "E"]))
-    if be.height == 0:
+    if not ev["ph"].is_in(["B", "E"]).any():
         return ev
+    be = ev.filter(pl.col("ph").is_in(["B", "E"]))
     thread = ["pid", "tid"]
     be = be.sort("pid", "tid", "ts", "event_id", nulls_last=True).with_columns(
         pl.when(pl.col("ph") == "B").then(1).otherwise(-1).cum_sum().over(thread).alias("_sum"))
@@ -190,7 +218,7 @@ def _begin_end_spans(ev: pl.DataFrame) -> pl.DataFrame:
     ns = exact_ns(pl.col("ts"))
     ends = be.filter(pl.col("ph") == "E").select(*thread, "_level", "_k", ns.alias("_end"))
     spans = be.filter(pl.col("ph") == "B").join(ends, on=[*thread, "_level", "_k"], nulls_equal=True).with_columns(
-        pl.lit("X").alias("ph"), ((pl.col("_end") - ns) / 1000).alias("dur"))
+        pl.lit("X").cast(pl.Categorical).alias("ph"), ((pl.col("_end") - ns) / 1000).alias("dur"))
     return pl.concat([ev.filter(pl.col("ph").is_in(["B", "E"]).not_()),
                       spans.select(ev.columns)]).sort("event_id")
 
@@ -202,35 +230,41 @@ def _quoted_specials(args: pl.Expr) -> pl.Expr:
         args.str.replace_all(_SPECIAL, '${1}"${2}"${3}')).otherwise(args)
 
 
-def _classify(ev: pl.DataFrame, base: int) -> pl.DataFrame:
+def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
     ev = ev.filter(pl.col("ph").is_in(["X", "i", "I", "s", "f", "t"]))
     span = pl.col("ph") == "X"
     kind = _by_kind(ev.select("name", "cat", "ph"))
     ev = ev.with_columns(
         (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("start_ns"),
         pl.when(span).then((pl.col("dur").fill_null(0) * 1000).round(0).cast(pl.Int64)).otherwise(0).alias("dur_ns"),
-        *kind[:1], pl.col("cat").alias("category"), *kind[1:],
-        (pl.col("cat").fill_null("") + ":" + pl.col("id").fill_null("")).alias("flow_id"),
-    )
-    # args say something only here: a GPU event's device, a launch's correlation, Bytes
-    ev = ev.with_columns(*(_arg(key).alias("_" + key.lower()) for key in ("device", "correlation", "Bytes")))
+        *kind, pl.col("cat").alias("category"), pl.col("name").alias("op_type"))
+    # what the args say, and the flow ids, only on the rows they mean something for: a GPU
+    # event's device, a launch's correlation, an allocation's bytes, allocator and totals
+    where = {k: np.flatnonzero(ev[k].to_numpy()) for k in ("accelerator", "_launched", "_memory")}
+    where["flow"] = np.flatnonzero(ev["ph"].is_in(["s", "f", "t"]).to_numpy())
+    gpu = pl.lit("/device:gpu:") + pl.coalesce(_arg("device"), pl.col("pid").cast(pl.String))
     return ev.with_columns(
-        pl.when("accelerator").then("/device:gpu:" + pl.coalesce("_device", "pid")).otherwise(pl.lit("/device:cpu:0"))
-        .alias("device"),
-        pl.when("_memory").then(_whole(pl.col("_bytes"))).alias("mem_bytes"),
-        pl.when("_launched").then(_whole(pl.col("_correlation"))).alias("correlation"),
-        pl.when("_memory").then(_whole(_arg("Total Allocated"))).alias("in_use"),
-        pl.when("_memory").then(memory.kineto_allocator(_arg("Device Type"), _arg("Device Id"))).alias("allocator"),
-    )
+        *_on_rows(ev, side, where["accelerator"], device=gpu.cast(pl.Categorical)),
+        *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
+                  in_use=_whole(_arg("Total Allocated")),
+                  allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
+                  **{f"_{series}": _arg(series).cast(pl.Float64, strict=False) for series in _TOTALS}),
+        *_on_rows(ev, side, where["_launched"], correlation=_whole(_arg("correlation"))),
+        *_on_rows(ev, side, where["flow"], flow_id=pl.col("cat").cast(pl.String).fill_null("") + ":"
+                  + pl.col("id").fill_null("")),
+    ).with_columns(pl.col("device").fill_null("/device:cpu:0"))
+
+
+_TOTALS = ("Total Allocated", "Total Reserved")  # the allocator totals a [memory] instant records
 
 
 def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     """What an event's ``name``, ``cat`` and ``ph`` alone say (``keys``), worked out once per
     distinct triple and gathered back per event: ``phase``, ``role``, ``label`` (the name of an op,
-    module or annotation is one scope level; a code frame keeps its file path), ``op_type``,
-    ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
+    module or annotation is one scope level; a code frame keeps its file path), ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
     ``_memory`` and ``step_num``."""
     first, inverse = codes.distinct(*keys)
+    keys = keys[first].select(pl.all().cast(pl.String))
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
     accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
     span = ph == "X"
@@ -248,11 +282,11 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     )
     own = pl.when(name.str.starts_with(MODULE_PREFIX)).then(name.str.strip_prefix(MODULE_PREFIX)).otherwise(name)
     frame = (cat == "python_function") & ~name.str.starts_with(MODULE_PREFIX)
-    found = keys[first].select(
-        pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).alias("phase"),
-        role.alias("role"),
-        pl.when(frame).then(own).otherwise(own.str.replace_all("/", NAME_SLASH, literal=True)).alias("label"),
-        name.alias("op_type"),
+    found = keys.select(
+        pl.when(span).then(pl.lit("X")).otherwise(pl.lit("i")).cast(pl.Categorical).alias("phase"),
+        role.cast(pl.Categorical).alias("role"),
+        pl.when(frame).then(own).otherwise(own.str.replace_all("/", NAME_SLASH, literal=True)).cast(pl.Categorical)
+        .alias("label"),
         accelerator.alias("accelerator"),
         (accelerator | (span & cat.str.contains(LAUNCH_CATEGORY))).alias("_launched"),
         is_memory.alias("_memory"),
@@ -263,22 +297,25 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     return [found[c].gather(at) for c in found.columns]
 
 
-def _counters(path: Path, raw: pl.DataFrame, ev: pl.DataFrame, base: int) -> pl.DataFrame:
-    """``C`` events (one series per arg) and the allocator totals of ``[memory]`` events."""
+def _counters(path: Path, counters: pl.DataFrame, args: pa.Array, ev: pl.DataFrame, base: int) -> pl.DataFrame:
+    """``C`` events (``counters``: their ``event_id``, ``pid``, ``name`` and ``ts``; ``args``: every
+    event's, by event id) as one series per arg, and the allocator totals of ``[memory]`` events."""
     parts = []
-    for series in ("Total Allocated", "Total Reserved"):
-        parts.append(ev.filter(pl.col("role") == "memory").select(
-            "process", "name", pl.lit(series).alias("series"), pl.col("start_ns").alias("time_ns"),
-            _arg(series).cast(pl.Float64, strict=False).alias("value")))
-    counters = raw.filter(pl.col("ph") == "C")
+    named = (pl.col("process").cast(pl.String), pl.col("name").cast(pl.String))
+    for series in _TOTALS:
+        parts.append(ev.lazy().filter(pl.col("role") == "memory").select(
+            *named, pl.lit(series).alias("series"), pl.col("start_ns").alias("time_ns"),
+            pl.col(f"_{series}").alias("value")).collect())
     if counters.height:
+        counters = counters.with_columns(pl.Series("args", args.take(pa.array(counters["event_id"].to_numpy()))),
+                                         pl.col("pid").cast(pl.String))
         try:  # every key of every counter (the Series method reads them all; the expression does not)
             values = counters.select(_quoted_specials(pl.col("args")))["args"].str.json_decode(infer_schema_length=None)
         except pl.exceptions.PolarsError as exc:
             raise ProfileFormatError(f"`{path}`: the args of its counter (`C`) events are not one JSON object of "
                                      f"numbers each ({one_line(str(exc))})") from None
         decoded = counters.select(
-            pl.col("pid").fill_null("").alias("process"), "name",
+            pl.col("pid").fill_null("").alias("process"), named[1],
             (pl.lit(base, pl.Int64) + exact_ns(pl.col("ts"))).alias("time_ns"),
         ).with_columns(values.alias("_a"))
         if isinstance(decoded.schema["_a"], pl.Struct):

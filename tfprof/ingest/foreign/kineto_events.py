@@ -251,60 +251,95 @@ def scan(buf, pos, capacity, stop, slots):
                 break
             status = BAD
             break
-    return (status, i, ev_start[:k].copy(), ev_end[:k].copy(), rel[:k].copy(), ln[:k].copy(), ts[:k].copy(),
-            dur[:k].copy(), has[:k].copy(), flags[:k].copy())
+    # the first k rows of arrays of ``capacity`` rows or more (the caller trims them, one at a
+    # time, where that is worth a copy)
+    return (status, i, ev_start[:k], ev_end[:k], rel[:k], ln[:k], ts[:k], dur[:k], has[:k], flags[:k])
 
 
 @njit(cache=True, nogil=True)
 def gather(buf, ev_start, rel, ln, slot, marked, extra, minify):
     """Slot ``slot`` of every event as one byte buffer and int64 offsets (a marked event's value
-    from ``extra``); ``minify`` drops the whitespace outside strings (an args object)."""
+    from ``extra``); ``minify`` drops the whitespace outside strings (an args object): a string
+    is copied through to its closing quote in a loop of its own."""
     n = len(ev_start)
     offs = np.zeros(n + 1, np.int64)
     total = 0
     for r in range(n):
         if ln[r, slot] > 0:
             total += ln[r, slot]
-        offs[r + 1] = total
     data = np.empty(max(total, 1), np.uint8)
     o = 0
     for r in range(n):
         m = ln[r, slot]
-        if m <= 0:
-            offs[r + 1] = o
-            continue
-        if marked[r]:
-            s = rel[r, slot]
-            for j in range(m):
-                data[o + j] = extra[s + j]
-            o += m
-        elif not minify:
-            s = ev_start[r] + rel[r, slot]
-            for j in range(m):
-                data[o + j] = buf[s + j]
-            o += m
-        else:
-            s = ev_start[r] + rel[r, slot]
-            in_string = False
-            j = 0
-            while j < m:
-                c = buf[s + j]
-                if in_string:
-                    if c == 92:
-                        data[o] = c
-                        data[o + 1] = buf[s + j + 1]
-                        o += 2
-                        j += 2
-                        continue
-                    if c == 34:
-                        in_string = False
-                elif c == 34:
-                    in_string = True
-                elif c == 32 or c == 10 or c == 13 or c == 9:
+        if m > 0:
+            if marked[r]:
+                s = rel[r, slot]
+                data[o:o + m] = extra[s:s + m]
+                o += m
+            elif not minify:
+                s = ev_start[r] + rel[r, slot]
+                data[o:o + m] = buf[s:s + m]
+                o += m
+            else:
+                j = ev_start[r] + rel[r, slot]
+                e = j + m
+                while j < e:
+                    c = buf[j]
                     j += 1
-                    continue
-                data[o] = c
-                o += 1
-                j += 1
+                    if c == 34:
+                        data[o] = c
+                        o += 1
+                        while True:
+                            c = buf[j]
+                            j += 1
+                            data[o] = c
+                            o += 1
+                            if c == 34:
+                                break
+                            if c == 92:
+                                data[o] = buf[j]
+                                o += 1
+                                j += 1
+                    elif c != 32 and c != 10 and c != 13 and c != 9:
+                        data[o] = c
+                        o += 1
         offs[r + 1] = o
     return data[:o], offs
+
+
+@njit(cache=True, nogil=True)
+def gather_many(buf, ev_start, rel, ln, slots, marked, extra):
+    """Slots ``slots`` of every event (values copied as they are) in one pass over the events:
+    one byte buffer that all share, and per slot int64 offsets into it (column ``q`` of the
+    offsets: slot ``slots[q]``'s values lie one after another from where the previous slot's values end)."""
+    n = len(ev_start)
+    k = len(slots)
+    offs = np.empty((n + 1, k), np.int64)
+    sizes = np.zeros(k, np.int64)
+    for r in range(n):
+        for q in range(k):
+            m = ln[r, slots[q]]
+            if m > 0:
+                sizes[q] += m
+    data = np.empty(max(sizes.sum(), 1), np.uint8)
+    base = np.zeros(k, np.int64)
+    for q in range(1, k):
+        base[q] = base[q - 1] + sizes[q - 1]
+    o = base.copy()
+    for q in range(k):
+        offs[0, q] = o[q]
+    for r in range(n):
+        mine = marked[r]
+        for q in range(k):
+            slot = slots[q]
+            m = ln[r, slot]
+            if m > 0:
+                if mine:
+                    s = rel[r, slot]
+                    data[o[q]:o[q] + m] = extra[s:s + m]
+                else:
+                    s = ev_start[r] + rel[r, slot]
+                    data[o[q]:o[q] + m] = buf[s:s + m]
+                o[q] += m
+            offs[r + 1, q] = o[q]
+    return data, offs

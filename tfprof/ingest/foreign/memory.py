@@ -47,12 +47,6 @@ def kineto_allocator(device_type: pl.Expr, device_id: pl.Expr) -> pl.Expr:
         pl.coalesce(named, pl.lit("device_type_") + kind.cast(pl.String)) + ":" + index)
 
 
-def on_rows(ev: pl.DataFrame, rows: np.ndarray, **exprs: pl.Expr) -> list[pl.Series]:
-    """Each of ``exprs`` worked out on ``ev``'s rows ``rows`` only (a JSON lookup in the args of
-    the memory instants, not of every event), null on the others."""
-    return scattered(ev[rows].select(**exprs), rows, ev.height)
-
-
 def scattered(found: pl.DataFrame, rows: np.ndarray, height: int) -> list[pl.Series]:
     """Each column of ``found`` (a value per row of ``rows``) as a column of ``height`` rows, null
     but on ``rows``."""
@@ -64,7 +58,7 @@ def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:
     """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``) with
     ``owner``: the row of the op execution around each, -1 for none."""
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    return ev[rows].select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use").with_columns(
+    return ev.select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use")[rows].with_columns(
         pl.Series("owner", op_parent[rows], dtype=pl.Int64))
 
 

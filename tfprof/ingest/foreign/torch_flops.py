@@ -21,8 +21,12 @@ calls under one path), on whole columns. Only the outermost op with a rule on a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
+
+from tfprof.ingest.foreign import codes
 
 # aten op -> (tfprof flops formula, the op type TensorFlow's registry would name)
 RULES: dict[str, tuple[str, str]] = {
@@ -135,16 +139,21 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     return frame.select(value.cast(pl.Int64).alias("float_ops")).to_series()
 
 
-def per_execution(ops: pl.DataFrame) -> pl.Series:
+def per_execution(ops: pl.DataFrame, texts: Callable[[np.ndarray], pl.Series] | None = None) -> pl.Series:
     """The float ops of each op execution of ``ops`` (``name``: the node path, ``op``: the op
-    type, ``args``: its recorded args), in row order: 0 where there is no rule, no shape, or an
-    enclosing op on its path with a rule."""
+    type, and ``args``: its recorded args, unless ``texts`` gives the args of the rows asked
+    for), in row order: 0 where there is no rule, no shape, or an enclosing op on its path with a
+    rule. Whether a path has such an op is worked out once per distinct path."""
+    first, inverse = codes.distinct(ops["name"])
     parts = pl.col("name").str.split("/")
-    inner = parts.list.slice(0, parts.list.len() - 1).list.eval(pl.element().is_in(list(RULES))).list.any()
-    todo = ops.select("name", pl.col("op").cast(pl.String), "args").with_row_index("_row").filter(
-        pl.col("op").is_in(list(RULES)) & ~inner)
+    inner = ops.select(pl.col("name").gather(first)).select(
+        parts.list.slice(0, parts.list.len() - 1).list.eval(pl.element().is_in(list(RULES))).list.any())
+    ruled = ops["op"].cast(pl.String).is_in(list(RULES)).to_numpy() & ~inner.to_series().to_numpy()[inverse]
+    rows = np.flatnonzero(ruled)
     out = np.zeros(ops.height, np.int64)
-    if todo.height:
+    if len(rows):
+        todo = ops.select("name", pl.col("op").cast(pl.String))[rows].with_columns(
+            pl.Series("_row", rows), texts(rows) if texts is not None else ops["args"].gather(rows))
         shaped = shape_frame(todo, key="_row")
         out[shaped["_row"].to_numpy()] = float_ops(shaped).fill_null(0).clip(0).to_numpy()
     return pl.Series("float_ops", out)

@@ -12,6 +12,7 @@ ARGS = 8  # the slot of the args object
 ARG_KEYS = ("device", "correlation", "Bytes", "Total Allocated", "Total Reserved", "name", "Device Type",
             "Device Id")  # slots 9-16
 SLOTS = len(FIELDS) + 1 + len(ARG_KEYS)
+CODED = ("ph", "cat", "name", "pid", "tid")  # fields of few distinct values: dictionary columns (codes)
 PYTHON, NON_ASCII, MINIFY = 1, 2, 4  # event flags: decode in Python, has non-ASCII text, args have whitespace
 OK, IN_STRING, OPEN, CUT, BAD, NOT_OBJECT, TOO_DEEP = 0, -1, -2, -3, -4, -5, -6  # scan status
 SPLIT = 1  # scan status: stopped where it was asked to, between two events

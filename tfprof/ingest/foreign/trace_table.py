@@ -8,13 +8,15 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from tfprof import kernels
 from tfprof.ingest.wire.tables import gather
 from tfprof.schema import conform
 
 
-def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFrame) -> pa.Table:
+def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, args_at: str, runs: pl.DataFrame) -> pa.Table:
     """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
-    start order (ties in ``ev``'s order). Names go from categoricals straight to dictionaries."""
+    start order (ties in ``ev``'s order); ``args`` indexed by ``ev``'s column ``args_at``. Names go
+    from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
     # a column at a time, each made the table's as soon as it is gathered (less alive at once)
@@ -26,20 +28,23 @@ def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, runs: pl.DataFram
     columns.update({c: _dictionary(ev[c].gather(index)) for c in NAMED})
     columns.update({"start_ns": ev["start_ns"].gather(index).to_arrow(),
                     "duration_ns": ev["dur_ns"].gather(index).to_arrow(), "node_id": node_id, "step": step,
-                    "args": _texts_at(args, ev["_at"].to_numpy()[rows])})
+                    "args": texts_at(args, ev[args_at].to_numpy()[rows])})
     return conform("trace_events", columns, sort=False)
 
 
-def _texts_at(args: pl.Series | pa.Array, at: np.ndarray) -> pa.Array:
-    """``args``' values at ``at``. An Arrow array of large strings (the XSpace reader's) is
-    gathered by one kernel pass straight into the 32-bit offsets the table holds, where they fit:
-    polars would copy the text once into its own strings and again out of them."""
+def texts_at(args: pl.Series | pa.Array, at: np.ndarray) -> pa.Array:
+    """``args``' values at ``at``. An Arrow array of strings (the readers') is gathered by one
+    kernel pass straight into the 32-bit offsets the table holds, where they fit: polars would
+    copy the text once into its own strings and again out of them."""
     if isinstance(args, pl.Series):
         return args.gather(at).to_arrow()
+    if not kernels.enabled():
+        return args.take(pa.array(at, pa.int64()))
     _, offsets, data = args.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[args.offset:args.offset + len(args) + 1]
+    wide = pa.types.is_large_string(args.type)
+    offsets = np.frombuffer(offsets, np.int64 if wide else np.int32)[args.offset:args.offset + len(args) + 1]
     valid = args.is_valid().to_numpy(zero_copy_only=False)[at]
-    starts = offsets[at]
+    starts = offsets[at].astype(np.int64)
     ends = np.where(valid, offsets[at + 1], starts)
     if int((ends - starts).sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
         return args.take(pa.array(at))
