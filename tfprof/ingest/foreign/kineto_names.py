@@ -9,13 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-
-@njit(cache=True, nogil=True)
-def _same(a, s, b, t, m):
-    for j in range(m):
-        if a[s + j] != b[t + j]:
-            return False
-    return True
+from tfprof.ingest.wire.fields import bytes_eq
 
 
 @njit(cache=True, nogil=True)
@@ -72,7 +66,7 @@ def intern(buf, ev_start, rel, ln, slots, marked, extra):
                 continue
             s = rel[r, slot] if mine else ev_start[r] + rel[r, slot]
             e = last[q]
-            if e >= 0 and length[e] == m and not mine and not in_extra[e] and _same(buf, s, buf, at[e], m):
+            if e >= 0 and length[e] == m and not mine and not in_extra[e] and bytes_eq(buf, s, buf, at[e], m):
                 out[r, q] = code[e]
                 continue
             h = _hash(extra, s, m, q) if mine else _hash(buf, s, m, q)
@@ -82,9 +76,9 @@ def intern(buf, ev_start, rel, ln, slots, marked, extra):
                 if hashes[e] == h and length[e] == m and slot_of[e] == q:
                     t = at[e]
                     if mine:
-                        found = _same(extra, s, extra, t, m) if in_extra[e] else _same(extra, s, buf, t, m)
+                        found = bytes_eq(extra, s, extra, t, m) if in_extra[e] else bytes_eq(extra, s, buf, t, m)
                     else:
-                        found = _same(buf, s, extra, t, m) if in_extra[e] else _same(buf, s, buf, t, m)
+                        found = bytes_eq(buf, s, extra, t, m) if in_extra[e] else bytes_eq(buf, s, buf, t, m)
                     if found:
                         break
                 b = (b + 1) & (cap - 1)
