@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -79,6 +80,58 @@ def kineto_expect(path: str | Path) -> dict:
         "shapes_events": sum(1 for e in complete if "Input Dims" in (e.get("args") or {})),
         "flows": sum(1 for e in events if e.get("ph") in ("s", "f", "t")),
     }
+
+
+def _sequence(e: dict):
+    return (e.get("args") or {}).get("Sequence number")
+
+
+def kineto_gradients(path: str | Path) -> Counter:
+    """(enclosing module names, forward op, backward node) -> count, for each backward pass op of a
+    PyTorch trace, found the way its own flows and numbers say. With ``fwdbwd`` flows (PyTorch 2):
+    the ``s`` end sits on the forward op's start, the ``f`` end on the start of the op named after the
+    autograd node (``ConvolutionBackward0``). Without them (PyTorch 1.8): each op named
+    ``…Backward<N>`` with a ``Sequence number`` and no such op around it, and the op of that number
+    (not one of those nor inside one) that started last before it."""
+    _, events = load_trace_events(path)
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator")]
+    at = defaultdict(list)
+    for e in ops:
+        at[e["pid"], e["tid"], e["ts"]].append(e)
+    modules = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e["name"].startswith(MODULE_PREFIX):
+            modules[e["pid"], e["tid"]].append(e)
+
+    def inside(e: dict, outer: dict) -> bool:
+        return outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= outer["ts"] + outer["dur"]
+
+    def chain(e: dict) -> tuple:
+        around = sorted((m for m in modules[e["pid"], e["tid"]] if inside(e, m)), key=lambda m: (m["ts"], -m["dur"]))
+        return tuple(m["name"][len(MODULE_PREFIX):] for m in around)
+
+    out: Counter = Counter()
+    flows = defaultdict(dict)
+    for e in events:
+        if e.get("cat") == "fwdbwd" and e.get("ph") in ("s", "f"):
+            flows[e["id"]][e["ph"]] = min(at[e["pid"], e["tid"], e["ts"]], key=lambda o: o["dur"])
+    if flows:
+        for ends in flows.values():
+            out[chain(ends["s"]), ends["s"]["name"], ends["f"]["name"]] += 1
+        return out
+    backward = [e for e in ops if re.search(r"Backward\d*$", e["name"]) and _sequence(e) is not None]
+    by_thread = defaultdict(list)
+    for e in backward:
+        by_thread[e["pid"], e["tid"]].append(e)
+    inner = {id(e) for e in backward for o in by_thread[e["pid"], e["tid"]] if o is not e and inside(e, o)}
+    nested = {id(e) for e in ops for o in by_thread[e["pid"], e["tid"]] if inside(e, o)}
+    for root in (e for e in backward if id(e) not in inner):
+        candidates = [e for e in ops if id(e) not in nested and e["pid"] == root["pid"]
+                      and _sequence(e) == _sequence(root) and e["ts"] <= root["ts"]]
+        if candidates:
+            forward = max(candidates, key=lambda e: (e["ts"], -e["dur"]))
+            out[chain(forward), forward["name"], root["name"]] += 1
+    return out
 
 
 # ---------------------------------------------------------------- XSpace

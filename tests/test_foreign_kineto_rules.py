@@ -93,12 +93,17 @@ def test_float_ops_per_step_add_up_every_execution(name):
     assert all(f == (hand.get(s, 0) or 0) for f, s in zip(nodes["float_ops"], nodes["start"]))
 
 
-def test_repeated_executions_with_other_shapes_are_counted_each():
-    prof = tfprof.load(FOREIGN / TORCH[1])
-    steps = prof.frame("node_steps").join(prof.frame("nodes").select("node_id", pl.col("float_ops").alias("first")),
-                                          on="node_id")
-    differs = steps.filter(pl.col("float_ops") != pl.col("first") * pl.col("run_count"))
-    assert differs.height > 0  # the same path ran with other shapes: first * runs would be wrong
+def test_repeated_executions_with_other_shapes_are_counted_each(tmp_path):
+    """One path that runs with other shapes (a last short batch, a layer called twice): each
+    execution counts its own shapes; first * runs would be wrong."""
+    events = [op("aten::mm", 1, 10, **{"Input Dims": [[4, 8], [8, 16]]}),
+              op("aten::mm", 20, 10, **{"Input Dims": [[2, 8], [8, 3]]})]
+    prof = tfprof.load(trace(tmp_path, events))
+    node = prof.frame("nodes").filter(pl.col("name") == "aten::mm")
+    assert node["float_ops"].to_list() == [2 * 4 * 8 * 16]  # the first execution's, as tfprof keeps one count
+    steps = prof.frame("node_steps").join(node.select("node_id"), on="node_id")
+    assert steps["float_ops"].to_list() == [2 * 4 * 8 * 16 + 2 * 2 * 8 * 3]
+    assert steps["run_count"].to_list() == [2]
 
 
 def test_other_readers_have_no_per_execution_count():

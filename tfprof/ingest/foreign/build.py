@@ -18,9 +18,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tfprof import kernels
 from tfprof.ingest import derive, validate
-from tfprof.ingest.foreign import codes, gpu, memory, nesting, trace_table
+from tfprof.ingest.foreign import codes, gpu, memory, nesting, paths, trace_table
 from tfprof.schema import TABLES, conform
 
 EVENT_COLUMNS = {
@@ -28,18 +27,19 @@ EVENT_COLUMNS = {
     "phase": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, "args": pl.String, "role": pl.String,
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
     "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
-    "allocator": pl.String, "in_use": pl.Int64,
+    "allocator": pl.String, "in_use": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean,
 }
 """The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
 for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
 joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); null otherwise.
 ``allocator`` and ``in_use``: for a memory instant, its allocator and the bytes that allocator
-held after it (``memory``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
+held after it (``memory``). ``seq`` and ``backward``: an op's autograd sequence number and whether
+it runs a backward node (``paths.backward_scopes``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
 then null."""
 
-OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use")
-"""The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events or
-allocators has no use for them)."""
+OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward")
+"""The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events,
+allocators or autograd has no use for them)."""
 
 Flops = Callable[[pl.DataFrame, Callable[[np.ndarray], pl.Series]], pl.Series]
 """A reader's float-op estimate per op execution: given the executions (``name``: the node path,
@@ -123,60 +123,6 @@ def _thread_ranks(process: pl.Series, thread: pl.Series) -> np.ndarray:
     return rank[inverse]
 
 
-def _paths(label: pl.Series, scope_parent: np.ndarray, rows: np.ndarray) -> pl.Series:
-    """The scope path of each row in ``rows``: its ancestors' labels and its own, joined by ``/``.
-    Each distinct path is a (parent path, label) pair, numbered in one pass over the rows (a
-    parent comes before its children); only the distinct paths are spelled out, level by level."""
-    need = np.zeros(len(label), dtype=np.bool_)
-    need[rows] = True
-    anc = scope_parent[rows]
-    while (anc >= 0).any():  # the ancestors of the rows asked for need a path too
-        anc = anc[anc >= 0]
-        anc = anc[~need[anc]]
-        need[anc] = True
-        anc = scope_parent[anc]
-    labels = codes.of(label)
-    args = (np.ascontiguousarray(scope_parent, dtype=np.int64), labels, need, int(labels.max(initial=0)))
-    if kernels.enabled():
-        pid, parent_of, first, depth = kernels.compiled(_path_ids_py)(*args)
-    else:
-        pid, parent_of, first, depth = _path_ids_py(*args)
-    own = label.gather(first).cast(pl.String)
-    spelled = own
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        at = np.flatnonzero(depth == d)
-        spelled = spelled.scatter(at, spelled.gather(parent_of[at]) + "/" + own.gather(at))
-    return spelled.gather(pid[rows])
-
-
-def _path_ids_py(scope_parent: np.ndarray, label: np.ndarray, need: np.ndarray, labels: int):
-    """(the path id of each row, -1 where not ``need``ed; per path: its parent path's id, -1 at
-    the top, the first row with it and its depth). A path is its parent's path and a label code."""
-    n = len(scope_parent)
-    pid = np.full(n, -1, dtype=np.int64)
-    parent_of = np.empty(n, dtype=np.int64)
-    first = np.empty(n, dtype=np.int64)
-    depth = np.empty(n, dtype=np.int64)
-    seen = {np.int64(-1): np.int64(-1)}  # typed by this entry; real keys are >= 0
-    count = 0
-    for i in range(n):
-        if not need[i]:
-            continue
-        p = scope_parent[i]
-        up = pid[p] if p >= 0 else -1
-        key = (up + 1) * (labels + 1) + label[i]
-        k = seen.get(key, -1)
-        if k < 0:
-            k = count
-            seen[key] = k
-            parent_of[k] = up
-            first[k] = i
-            depth[k] = depth[up] + 1 if up >= 0 else 0
-            count += 1
-        pid[i] = k
-    return pid, parent_of[:count], first[:count], depth[:count]
-
-
 def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_ids: np.ndarray) -> pl.DataFrame:
     """(node_id, depth, label) of the Python frames enclosing each row of ``rows``, outermost first."""
     parts = []
@@ -215,6 +161,7 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     op_parent = nesting.nearest(parent, is_op)
     scope_parent = nesting.nearest(parent, is_op | is_role["scope"])
     frame_parent = nesting.nearest(parent, is_role["frame"])
+    scope_parent, renamed = paths.backward_scopes(ev, parent, is_op, label, scope_parent)
     ops = np.flatnonzero(is_op)
 
     # self time: the span less the spans of the ops directly inside it
@@ -226,11 +173,12 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     # (only the columns the op executions are read for: they are joined and sorted again below)
     op = ev.lazy().select("event_id", "row", "_at", "start_ns", "dur_ns", "op_type", "device").collect()[ops]
     op = op.with_columns(
-        pl.Series("path", _paths(label, scope_parent, ops)),
+        pl.Series("path", paths.scope_paths(label, scope_parent, ops, renamed)),
         pl.Series("self_ns", np.maximum(dur[ops] - inner[ops], 0)),
     )
     op = op.with_columns(_step_of(marks, op["start_ns"]))
-    events = gpu.events(ev, op_parent, _paths(label, scope_parent, np.flatnonzero(is_role["op"] & on_gpu)))
+    events = gpu.events(ev, op_parent, paths.scope_paths(label, scope_parent, np.flatnonzero(is_role["op"] & on_gpu),
+                                                         renamed))
     own = gpu.own_nodes(events, op["path"])
     own = own.with_columns(_step_of(marks, own["start_ns"]))
     mem = memory.instants(ev, op_parent)
@@ -262,7 +210,7 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
     # the tables that keep every event read only these columns: the rest, and the arrays per event
     # above, are freed before those tables are made
-    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label, args
+    del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label, args, renamed
     ev = ev.lazy().select("event_id", *trace_table.NAMED, "start_ns", "dur_ns", "_at", "role", "label", "flow_id",
                           "parent").collect()
     return _tables(ev, (box, args_at), op, acc, mem, nodes, frame_parent, _finite(counters, found), found,

@@ -7,7 +7,9 @@ their ``correlation`` arg to the runtime call (``cuda_runtime``, ``Runtime``, �
 ``nn.Module: <Class>_<k>`` frames and user annotations are scopes; other ``python_function`` events
 are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` marks step N;
 ops' recorded input shapes give their estimated float_ops (``torch_flops``, per execution);
-``[memory]`` instants are allocations; ``C`` events are counters; ``s``/``f`` events are flows.
+``[memory]`` instants are allocations; ``C`` events are counters; ``s``/``f`` events are flows;
+an op that runs an autograd node (``autograd::engine::evaluate_function: …``, 1.8's ``…Backward<N>``)
+is named after the forward op with its ``Sequence number`` (``paths.backward_scopes``).
 A ``/`` in a name is a character of that name, never a scope level: labels carry ``NAME_SLASH``
 in its place. ``build`` turns that into tables.
 """
@@ -22,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, codes, memory, torch_flops, trace_json
+from tfprof.ingest.foreign import build, codes, memory, paths, torch_flops, trace_json
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
@@ -241,6 +243,7 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
     # what the args say, and the flow ids, only on the rows they mean something for: a GPU
     # event's device, a launch's correlation, an allocation's bytes, allocator and totals
     where = {k: np.flatnonzero(ev[k].to_numpy()) for k in ("accelerator", "_launched", "_memory")}
+    where["op"] = np.flatnonzero(((ev["role"] == "op") & ~ev["accelerator"]).to_numpy())
     where["flow"] = np.flatnonzero(ev["ph"].is_in(["s", "f", "t"]).to_numpy())
     gpu = pl.lit("/device:gpu:") + pl.coalesce(_arg("device"), pl.col("pid").cast(pl.String))
     return ev.with_columns(
@@ -250,6 +253,7 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
                   allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
                   **{f"_{series}": _arg(series).cast(pl.Float64, strict=False) for series in _TOTALS}),
         *_on_rows(ev, side, where["_launched"], correlation=_whole(_arg("correlation"))),
+        *_on_rows(ev, side, where["op"], seq=_whole(_arg("Sequence number"))),
         *_on_rows(ev, side, where["flow"], flow_id=pl.col("cat").cast(pl.String).fill_null("") + ":"
                   + pl.col("id").fill_null("")),
     ).with_columns(pl.col("device").fill_null("/device:cpu:0"))
@@ -262,7 +266,8 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     """What an event's ``name``, ``cat`` and ``ph`` alone say (``keys``), worked out once per
     distinct triple and gathered back per event: ``phase``, ``role``, ``label`` (the name of an op,
     module or annotation is one scope level; a code frame keeps its file path), ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
-    ``_memory`` and ``step_num``."""
+    ``_memory``, ``backward`` (an autograd node's op: ``autograd::engine::evaluate_function: X``, or
+    ``XBackward<N>`` as PyTorch 1.8 names it) and ``step_num``."""
     first, inverse = codes.distinct(*keys)
     keys = keys[first].select(pl.all().cast(pl.String))
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
@@ -290,6 +295,7 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
         accelerator.alias("accelerator"),
         (accelerator | (span & cat.str.contains(LAUNCH_CATEGORY))).alias("_launched"),
         is_memory.alias("_memory"),
+        (name.str.starts_with(paths.BACKWARD_PREFIX) | name.str.contains(paths.BACKWARD_NAME)).alias("backward"),
         pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
         .alias("step_num"),
     )

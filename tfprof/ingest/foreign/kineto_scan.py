@@ -229,7 +229,7 @@ def key_hash(buf, s, e):
 @njit(cache=True, nogil=True)
 def container(buf, i, n, stack, starts, hashes, evstart, rel, ln, row, capture):
     """Walk the object or array at ``i`` to its end: (end or a status, flags). With ``capture``
-    (an ``args`` object), its top-level ``ARG_KEYS`` values are noted in slots 9-16 of ``row``,
+    (an ``args`` object), its top-level ``ARG_KEYS`` values are noted in slots 9-17 of ``row``,
     and an object at any depth that repeats a key is flagged ``PYTHON``: Python's ``json`` keeps
     the last value in the first one's place, so the bytes are not the text. ``hashes[:top]`` holds
     the key hashes of the open objects, the one open at depth ``d`` from ``starts[d]``; more keys

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import polars as pl
 
-from tfprof.ingest.foreign import codes
+from tfprof.ingest.foreign import codes, paths
 
 # aten op -> (tfprof flops formula, the op type TensorFlow's registry would name)
 RULES: dict[str, tuple[str, str]] = {
@@ -143,9 +143,10 @@ def per_execution(ops: pl.DataFrame, texts: Callable[[np.ndarray], pl.Series] | 
     """The float ops of each op execution of ``ops`` (``name``: the node path, ``op``: the op
     type, and ``args``: its recorded args, unless ``texts`` gives the args of the rows asked
     for), in row order: 0 where there is no rule, no shape, or an enclosing op on its path with a
-    rule. Whether a path has such an op is worked out once per distinct path."""
+    rule (a backward op's path names its forward op first: those are not ops around it). Whether a
+    path has such an op is worked out once per distinct path."""
     first, inverse = codes.distinct(ops["name"])
-    parts = pl.col("name").str.split("/")
+    parts = pl.col("name").str.replace(paths.FORWARD_PART, "$1").str.split("/")
     inner = ops.select(pl.col("name").gather(first)).select(
         parts.list.slice(0, parts.list.len() - 1).list.eval(pl.element().is_in(list(RULES))).list.any())
     ruled = ops["op"].cast(pl.String).is_in(list(RULES)).to_numpy() & ~inner.to_series().to_numpy()[inverse]

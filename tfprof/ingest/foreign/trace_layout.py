@@ -10,7 +10,7 @@ scan as an argument for the same reason."""
 FIELDS = ("ph", "cat", "name", "pid", "tid", "id", "s", "bp")  # string columns, slots 0-7
 ARGS = 8  # the slot of the args object
 ARG_KEYS = ("device", "correlation", "Bytes", "Total Allocated", "Total Reserved", "name", "Device Type",
-            "Device Id")  # slots 9-16
+            "Device Id", "Sequence number")  # slots 9-17
 SLOTS = len(FIELDS) + 1 + len(ARG_KEYS)
 CODED = ("ph", "cat", "name", "pid", "tid")  # fields of few distinct values: dictionary columns (codes)
 PYTHON, NON_ASCII, MINIFY = 1, 2, 4  # event flags: decode in Python, has non-ASCII text, args have whitespace
