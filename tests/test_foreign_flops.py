@@ -13,6 +13,7 @@ from collections import defaultdict
 from math import prod
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from foreign_expect import load_trace_events
@@ -23,8 +24,9 @@ from tfprof.queries.flops import apply_formulas
 
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
 TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"]
+BINARY = {f"aten::{op}{inplace}" for op in ("add", "sub", "mul", "div") for inplace in ("", "_")}
 RULED = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::conv2d",
-         "aten::convolution", "aten::softmax", "aten::_softmax"}
+         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY}
 
 
 def hand_flops(name: str, dims: list, concrete: list) -> int | None:
@@ -46,6 +48,14 @@ def hand_flops(name: str, dims: list, concrete: list) -> int | None:
         return 2 * (n * o * oh * ow) * kh * kw * cg
     if name in ("aten::softmax", "aten::_softmax"):
         return 5 * prod(dims[0])
+    if name == "aten::convolution_backward":  # TensorFlow's two backprop ops and BiasAddGrad, as asked for
+        (n, cin, h, w), (cout, cg, kh, kw) = dims[1], dims[2]
+        sh, sw = json.loads(concrete[4])
+        each = 2 * (n * h * w * cin) * (kh * kw * cg * cout) // (cin * sh * sw)
+        mask = [m == "True" for m in concrete[10].strip("[]").split(", ")]
+        return each * mask[0] + each * mask[1] + (prod(dims[0]) - cout) * mask[2]
+    if name in BINARY:
+        return prod(np.broadcast_shapes(tuple(dims[0]), tuple(dims[1])))
     return None
 
 
@@ -105,8 +115,25 @@ def test_the_arithmetic_is_tfprofs_flops_rules():
         pl.col("args").sort_by("event_id").first())
     frame = torch_flops.shape_frame(nodes.filter(pl.col("op").is_in(list(torch_flops.RULES))).join(first, on="node_id")
                                     .sort("node_id"))
-    assert set(frame["formula"]) >= {"batch_matmul", "matmul", "softmax"}
-    assert torch_flops.float_ops(frame).to_list() == apply_formulas(frame)["float_ops"].to_list()
+    assert set(frame["formula"]) >= {"batch_matmul", "matmul", "softmax", "binary"}
+    ours = frame.select("node_id", "part", torch_flops.float_ops(frame))
+    theirs = apply_formulas(frame.with_columns(pl.col("node_id") * 4 + pl.col("part")))["float_ops"]
+    assert ours.sort("node_id", "part")["float_ops"].to_list() == theirs.to_list()
+    assert ours["float_ops"].drop_nulls().sum() > 0
+
+
+def test_convolution_backward_counts_tensorflows_backprop_ops():
+    """On a CNN's training step: Conv2DBackpropInput, Conv2DBackpropFilter and BiasAddGrad for
+    each ``aten::convolution_backward``, the parts its output mask asks for, by tfprof's rules."""
+    prof = tfprof.load(FOREIGN / TORCH[0])
+    nodes = pl.from_arrow(prof.table("nodes")).select("node_id", "name", pl.col("op").cast(str))
+    first = pl.from_arrow(prof.table("trace_events")).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
+        pl.col("args").sort_by("event_id").first())
+    frame = torch_flops.shape_frame(nodes.filter(pl.col("op") == "aten::convolution_backward").join(first, on="node_id"))
+    assert set(frame["op"]) == {"Conv2DBackpropInput", "Conv2DBackpropFilter", "BiasAddGrad"}
+    keyed = frame.with_columns(pl.col("node_id") * 4 + pl.col("part"))
+    theirs = apply_formulas(keyed).join(keyed.select("node_id", "formula"), on="node_id")
+    assert theirs.filter(pl.col("formula") != "reduction")["float_ops"].min() > 0
 
 
 def test_header_says_estimated_and_names_op_types_without_a_rule():

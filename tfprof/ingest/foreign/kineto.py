@@ -90,7 +90,7 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     owned = [ev]
     del ev
     tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
-    formulas = {op: rule for op, (rule, _) in torch_flops.RULES.items()}
+    formulas = {op: parts[0][0] for op, parts in torch_flops.RULES.items()}  # (its first part's)
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
 

@@ -10,7 +10,13 @@ TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states 
 - ``aten::conv2d``, ``aten::convolution`` (not transposed): Conv2D, ``2 * elems(out) * kh * kw * cin``
   (TensorFlow's ``in1[0] * in1[1] * in1[2]`` of an HWIO filter; ``cin`` per group), ``out`` from the
   input, the filter and the stride, padding and dilation;
-- ``aten::softmax``, ``aten::_softmax``: Softmax, ``5 * elems(in0)``.
+- ``aten::softmax``, ``aten::_softmax``: Softmax, ``5 * elems(in0)``;
+- ``aten::convolution_backward`` (not transposed): Conv2DBackpropInput, Conv2DBackpropFilter and
+  BiasAddGrad, each counted where its ``output_mask`` entry is ``True``: the first two
+  ``int(2 * elems(image) * elems(filter) / (cin * sh * sw))`` each, the last
+  ``elems(grad_out) - cout``;
+- ``aten::add``, ``aten::sub``, ``aten::mul``, ``aten::div`` and their in-place forms: Add, Sub, Mul,
+  RealDiv, ``elems(out)``, ``out`` the broadcast of the two operands' shapes.
 
 ``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
 this module's numbers equal to that function's), ``per_execution`` the float ops of every op
@@ -28,14 +34,20 @@ import polars as pl
 
 from tfprof.ingest.foreign import codes, paths
 
-# aten op -> (tfprof flops formula, the op type TensorFlow's registry would name)
-RULES: dict[str, tuple[str, str]] = {
-    "aten::mm": ("matmul", "MatMul"), "aten::addmm": ("matmul", "MatMul"),
-    "aten::bmm": ("batch_matmul", "BatchMatMulV2"), "aten::linear": ("batch_matmul", "BatchMatMulV2"),
-    "aten::matmul": ("batch_matmul", "BatchMatMulV2"),
-    "aten::conv2d": ("conv2d", "Conv2D"), "aten::convolution": ("conv2d", "Conv2D"),
-    "aten::softmax": ("softmax", "Softmax"), "aten::_softmax": ("softmax", "Softmax"),
+_BINARY = {"add": "AddV2", "sub": "Sub", "mul": "Mul", "div": "RealDiv"}
+# aten op -> its parts: (tfprof flops formula, the op type TensorFlow's registry would name)
+RULES: dict[str, tuple[tuple[str, str], ...]] = {
+    "aten::mm": (("matmul", "MatMul"),), "aten::addmm": (("matmul", "MatMul"),),
+    "aten::bmm": (("batch_matmul", "BatchMatMulV2"),), "aten::linear": (("batch_matmul", "BatchMatMulV2"),),
+    "aten::matmul": (("batch_matmul", "BatchMatMulV2"),),
+    "aten::conv2d": (("conv2d", "Conv2D"),), "aten::convolution": (("conv2d", "Conv2D"),),
+    "aten::softmax": (("softmax", "Softmax"),), "aten::_softmax": (("softmax", "Softmax"),),
+    "aten::convolution_backward": (("conv2d_backprop_input", "Conv2DBackpropInput"),
+                                   ("conv2d_backprop_filter", "Conv2DBackpropFilter"),
+                                   ("reduction", "BiasAddGrad")),
+    **{f"aten::{op}{inplace}": (("binary", tf),) for op, tf in _BINARY.items() for inplace in ("", "_")},
 }
+_BROADCAST_RANK = 8  # operands of more dimensions get no estimate
 _DIMS = pl.List(pl.List(pl.Int64))
 # The JSON texts each decode reads, checked first (a typed decode of anything else fails the whole
 # column): a list of ints of at most 18 digits (an Int64 cannot overflow), a list of such lists,
@@ -75,27 +87,65 @@ def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+def _nhwc(dims: pl.Expr) -> pl.Expr:
+    """An NCHW shape in TensorFlow's NHWC layout."""
+    return pl.concat_list(dims.list.get(0), dims.list.get(2), dims.list.get(3), dims.list.get(1))
+
+
+def _hwio(weight: pl.Expr) -> pl.Expr:
+    """A PyTorch filter ``[cout, cin per group, kh, kw]`` in TensorFlow's HWIO layout."""
+    return pl.concat_list(weight.list.get(2), weight.list.get(3), weight.list.get(1), weight.list.get(0))
+
+
+def _broadcast(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """The shape two operands broadcast to (NumPy's rule, dims matched from the right); null where
+    they cannot be or a rank is above ``_BROADCAST_RANK``."""
+    dims = []
+    for i in range(_BROADCAST_RANK, 0, -1):
+        x, y = a.list.get(-i, null_on_oob=True), b.list.get(-i, null_on_oob=True)
+        dims.append(pl.when(x.is_null()).then(y).when(y.is_null() | (y == 1)).then(x).when((x == 1) | (x == y))
+                    .then(y).otherwise(-1))  # -1: no broadcast, which _elems reads as unknown
+    fits = (a.list.len() <= _BROADCAST_RANK) & (b.list.len() <= _BROADCAST_RANK)
+    shape = pl.concat_list(dims).list.drop_nulls()
+    return pl.when(fits).then(pl.when(shape.list.len() > 0).then(shape).otherwise(pl.lit([1], _DIMS.inner)))  # [1]: a scalar
+
+
 def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
     """``first`` (``key``, name, op, args: executions of ops that have a rule) as the rows
-    ``queries.flops.apply_formulas`` reads: TensorFlow-layout ``in0_dims``, ``in1_dims``, ``out_dims``."""
+    ``queries.flops.apply_formulas`` reads, one per part of the op's rule: TensorFlow-layout
+    ``in0_dims``, ``in1_dims``, ``out_dims``, ``strides``; ``part`` numbers an op's parts, and a
+    part its ``output_mask`` leaves out has no shapes."""
     args = pl.col("args")
+    parts = pl.DataFrame([(op, i, formula, tf) for op, rule in RULES.items() for i, (formula, tf) in enumerate(rule)],
+                         schema={"op": pl.String, "part": pl.Int64, "formula": pl.String, "tf_op": pl.String},
+                         orient="row")
     frame = first.with_columns(
         _decode(args.str.json_path_match("$['Input Dims']"), _DIMS, "dims").alias("_dims"),
         _decode(args.str.json_path_match("$['Concrete Inputs']"), pl.List(pl.String), "strings").alias("_concrete"),
-        pl.col("op").replace_strict({k: v[0] for k, v in RULES.items()}).alias("formula"),
-    )
-    dims = pl.col("_dims")
+    ).join(parts, on="op", maintain_order="left")
+    dims, concrete, part = pl.col("_dims"), pl.col("_concrete"), pl.col("part")
     a, b = dims.list.get(0, null_on_oob=True), dims.list.get(1, null_on_oob=True)
     m1, m2 = dims.list.get(1, null_on_oob=True), dims.list.get(2, null_on_oob=True)  # addmm's matrices
     op = pl.col("op")
     conv = op.is_in(["aten::conv2d", "aten::convolution"])
-    transposed = (op == "aten::convolution") & (pl.col("_concrete").list.get(6, null_on_oob=True) != "False")
+    transposed = (op == "aten::convolution") & (concrete.list.get(6, null_on_oob=True) != "False")
+    # aten::convolution_backward(grad_out, image, weight, bias_sizes, stride, padding, dilation,
+    # transposed, output_padding, groups, output_mask)
+    grad, image, weight = a, m1, m2
+    backward = ((op == "aten::convolution_backward") & (concrete.list.get(7, null_on_oob=True) == "False")
+                & (grad.list.len() == 4) & (image.list.len() == 4) & (weight.list.len() == 4)
+                & (concrete.list.get(10, null_on_oob=True).str.strip_chars("[]").str.split(", ")
+                   .list.get(part, null_on_oob=True) == "True"))
+    stride = _pair(concrete, 4)
     # aten::linear's weight is [out, in]: the product is x @ w.T
     rhs_n = pl.when(op == "aten::linear").then(b.list.get(0, null_on_oob=True)).otherwise(b.list.get(-1, null_on_oob=True))
     batch_ok = (a.list.len() >= 2) & (b.list.len() >= 2) & (
         (b.list.len() == 2) | (a.list.slice(0, a.list.len() - 2) == b.list.slice(0, b.list.len() - 2)))
     linear_ok = (a.list.len() >= 1) & (b.list.len() == 2)
-    in0 = (pl.when(op == "aten::addmm").then(m1).when(conv).then(a).otherwise(a))
+    binary = pl.col("formula") == "binary"
+    in0 = (pl.when(op == "aten::addmm").then(m1)
+           .when(backward & (part == 1)).then(_nhwc(image)).when(backward & (part == 2)).then(_nhwc(grad))
+           .when(~backward & (op == "aten::convolution_backward")).then(None).otherwise(a))
     out = (
         pl.when(op.is_in(["aten::mm"]) & (a.list.len() == 2) & (b.list.len() == 2))
         .then(pl.concat_list(a.list.get(0), b.list.get(1)))
@@ -106,35 +156,47 @@ def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
         .when((op == "aten::linear") & linear_ok)
         .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
         .when(conv & ~transposed & (a.list.len() == 4) & (b.list.len() == 4))  # NHWC, as TensorFlow's
-        .then(pl.concat_list(a.list.get(0), _conv_out(a, b, pl.col("_concrete"), 0),
-                             _conv_out(a, b, pl.col("_concrete"), 1), b.list.get(0)))
+        .then(pl.concat_list(a.list.get(0), _conv_out(a, b, concrete, 0), _conv_out(a, b, concrete, 1),
+                             b.list.get(0)))
         .when(op.is_in(["aten::softmax", "aten::_softmax"])).then(a)
+        .when(backward & (part == 0)).then(_nhwc(image))  # the image's gradient
+        .when(backward & (part == 1)).then(_hwio(weight))  # the filter's gradient
+        .when(backward & (part == 2)).then(weight.list.slice(0, 1))  # the bias's gradient: [cout]
+        .when(binary).then(_broadcast(a, b))
     )
-    # the filter in TensorFlow's HWIO layout: [kh, kw, cin per group, cout]
-    in1 = pl.when(conv).then(pl.concat_list(b.list.get(2), b.list.get(3), b.list.get(1), b.list.get(0))).when(
-        op == "aten::addmm").then(m2).otherwise(b)
+    in1 = (pl.when(conv | (backward & (part == 0))).then(_hwio(pl.when(conv).then(b).otherwise(weight)))
+           .when(op == "aten::addmm").then(m2).otherwise(b))
     return frame.select(
-        key, "name", pl.col("op").replace_strict({k: v[1] for k, v in RULES.items()}).alias("op"), "formula",
+        key, "name", pl.col("tf_op").alias("op"), "formula", "part",
         out.alias("out_dims"), in0.alias("in0_dims"), in1.alias("in1_dims"),
         dims.list.len().cast(pl.Int64).fill_null(0).alias("n_inputs"),
         pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
-        pl.lit(None, pl.List(pl.Int64)).alias("strides"), pl.lit(None, pl.List(pl.Int64)).alias("ksize"),
+        pl.when(backward).then(pl.concat_list(pl.lit(1, pl.Int64), stride.list.get(0, null_on_oob=True),
+                                              stride.list.get(1, null_on_oob=True), pl.lit(1, pl.Int64))).alias("strides"),
+        pl.lit(None, pl.List(pl.Int64)).alias("ksize"),
     )
 
 
 def float_ops(frame: pl.DataFrame) -> pl.Series:
     """The rules of ``queries.flops.FORMULAS`` that ``RULES`` uses, over ``shape_frame``'s rows (null
     where a shape is unknown)."""
-    out_n, in0_n = _elems(pl.col("out_dims")), _elems(pl.col("in0_dims"))
-    in1 = pl.col("in1_dims")
-    k = pl.when(pl.col("formula") == "matmul").then(pl.col("in0_dims").list.get(1, null_on_oob=True)).otherwise(
+    out_n, in0_n, in1_n = _elems(pl.col("out_dims")), _elems(pl.col("in0_dims")), _elems(pl.col("in1_dims"))
+    in1, formula = pl.col("in1_dims"), pl.col("formula")
+    k = pl.when(formula == "matmul").then(pl.col("in0_dims").list.get(1, null_on_oob=True)).otherwise(
         pl.col("in0_dims").list.get(-1, null_on_oob=True))
     known = out_n.is_not_null() & in0_n.is_not_null()
+    stride_hw = pl.col("strides").list.get(1, null_on_oob=True) * pl.col("strides").list.get(2, null_on_oob=True)
     value = (
-        pl.when(pl.col("formula").is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
-        .when((pl.col("formula") == "conv2d") & known & _elems(in1).is_not_null())
+        pl.when(formula.is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
+        .when((formula == "conv2d") & known & in1_n.is_not_null())
         .then(2 * out_n * in1.list.get(0) * in1.list.get(1) * in1.list.get(2))
-        .when((pl.col("formula") == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
+        .when((formula == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
+        .when((formula == "conv2d_backprop_input") & out_n.is_not_null() & in1_n.is_not_null())
+        .then((2 * out_n * in1_n) // (pl.col("out_dims").list.get(-1) * stride_hw))
+        .when((formula == "conv2d_backprop_filter") & known)
+        .then((2 * in0_n * out_n) // (pl.col("in0_dims").list.get(-1) * stride_hw))
+        .when((formula == "reduction") & known).then(in0_n - out_n)
+        .when((formula == "binary") & out_n.is_not_null()).then(out_n)
     )
     return frame.select(value.cast(pl.Int64).alias("float_ops")).to_series()
 
@@ -156,5 +218,6 @@ def per_execution(ops: pl.DataFrame, texts: Callable[[np.ndarray], pl.Series] | 
         todo = ops.select("name", pl.col("op").cast(pl.String))[rows].with_columns(
             pl.Series("_row", rows), texts(rows) if texts is not None else ops["args"].gather(rows))
         shaped = shape_frame(todo, key="_row")
-        out[shaped["_row"].to_numpy()] = float_ops(shaped).fill_null(0).clip(0).to_numpy()
+        counted = shaped.select("_row", float_ops(shaped).fill_null(0).clip(0)).group_by("_row").agg(pl.col("float_ops").sum())
+        out[counted["_row"].to_numpy()] = counted["float_ops"].to_numpy()
     return pl.Series("float_ops", out)
