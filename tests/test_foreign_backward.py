@@ -90,3 +90,19 @@ def test_both_engines_name_backward_ops_alike(monkeypatch):
 def test_a_trace_without_sequence_numbers_keeps_its_names():
     names = pl.from_arrow(load("kineto_alexnet.pt.trace.json.gz").table("nodes"))["name"]
     assert not names.str.starts_with("gradients/").any()
+
+
+def test_backward_ops_without_a_stack_take_their_forward_ops():
+    """PyTorch 1.8 ran the backward pass on its autograd thread, where no op records a stack: each
+    backward op's frames are then its forward op's, and the code view shows it as ``(gradient)``."""
+    prof = load("kineto_resnet50_step6.pt.trace.json.gz")
+    nodes = prof.frame("nodes").select("node_id", pl.col("name").cast(pl.String))
+    frames = prof.frame("code_frames").select("node_id", "depth", pl.col("file").cast(pl.String), "lineno")
+    stack = frames.sort("depth").group_by("node_id").agg(pl.col("file", "lineno"))
+    backward = nodes.filter(pl.col("name").str.starts_with("gradients/")).with_columns(
+        pl.col("name").str.extract(r"^gradients/(.*?)_grad/", 1).alias("forward"))
+    pairs = backward.join(nodes.rename({"node_id": "forward_id", "name": "forward"}), on="forward")
+    assert pairs.height == backward.height > 40
+    mine = pairs.join(stack, on="node_id").join(stack, left_on="forward_id", right_on="node_id", suffix="_forward")
+    assert mine.height == pairs.height
+    assert (mine["file"] == mine["file_forward"]).all() and (mine["lineno"] == mine["lineno_forward"]).all()

@@ -50,6 +50,7 @@ _REPEATED = ("process", "thread", "category", "name", "phase", "role", "label", 
 """Text columns of few distinct values, held as categoricals (4 bytes a row) while building."""
 
 _FRAME = r"^(.*)\((\d+)\): (.*)$"  # Kineto's python_function name: `file.py(LINE): function`
+_CALL_STACK = "$['Call stack']"  # PyTorch 1.8's per-op stack: `file.py(LINE): function;…`, innermost first
 
 
 def _us(ns: pl.Expr) -> pl.Expr:
@@ -301,7 +302,7 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     out["execs"] = conform("execs", runs.select("node_id", "step", "device", "kind", "start_micros", "duration_micros",
                                                 "duration_ns").to_arrow())
     out.update(memory.tables(mem, _us))
-    out["code_frames"] = _code_frames(ev, op, frame_parent)
+    out["code_frames"] = _code_frames(ev, op, frame_parent, args, nodes)
     out["steps"] = conform("steps", {"step": steps["step"].unique().sort()})
     for name in ("node_inputs", "output_shapes", "node_attrs", "output_memory", "checkpoint_tensors"):
         out[name] = TABLES[name].schema.empty_table()
@@ -321,10 +322,27 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
     return validate.validated(out, found, graph=False)
 
 
-def _code_frames(ev, op, frame_parent) -> pa.Table:
-    """The Python stack of each node's first execution (tfprof keeps one trace per node)."""
-    first = op.group_by("node_id").agg(pl.col("row").sort_by("event_id").first()).sort("node_id")
+def _code_frames(ev, op, frame_parent, args, nodes) -> pa.Table:
+    """The Python stack of each node's first execution (tfprof keeps one trace per node): the
+    frame spans around it, else the ``Call stack`` its args record (PyTorch 1.8); a backward op
+    with neither (it ran on PyTorch's autograd thread) has its forward op's (``paths``)."""
+    box, args_at = args
+    first = op.group_by("node_id").agg(pl.col("row", args_at).sort_by("event_id").first()).sort("node_id")
     frames = _stacks(ev, frame_parent, first["row"].to_numpy(), first["node_id"].to_numpy())
+    bare = first.filter(~pl.col("node_id").is_in(frames["node_id"].unique().implode()))
+    if bare.height:
+        recorded = pl.DataFrame({"node_id": bare["node_id"], "label": pl.Series(
+            trace_table.texts_at(box[0], bare[args_at].to_numpy())).str.json_path_match(_CALL_STACK)})
+        recorded = recorded.filter(pl.col("label").is_not_null()).with_columns(
+            pl.col("label").str.split(";").list.reverse()).explode("label").filter(pl.col("label") != "")
+        frames = pl.concat([frames, recorded.with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int32).over("node_id").alias("depth")).select(frames.columns)])
+    forward = nodes.select("node_id", pl.col("path").cast(pl.String).str.extract(paths.FORWARD_PART, 1).alias("path"))
+    forward = forward.filter(pl.col("path").is_not_null() & ~pl.col("node_id").is_in(frames["node_id"].unique().implode()))
+    if forward.height:
+        src = nodes.select(pl.col("node_id").alias("src"), pl.col("path").cast(pl.String))
+        frames = pl.concat([frames, forward.join(src, on="path").join(frames, left_on="src", right_on="node_id")
+                            .select(frames.columns)])
     parsed = frames.with_columns(
         pl.col("label").str.extract(_FRAME, 1).alias("file"),
         pl.col("label").str.extract(_FRAME, 2).cast(pl.Int32).alias("lineno"),
@@ -333,5 +351,5 @@ def _code_frames(ev, op, frame_parent) -> pa.Table:
         "node_id", "depth", pl.col("file").fill_null(""), pl.col("lineno").fill_null(0),
         pl.coalesce("function", "label").alias("function"), pl.lit("").alias("line"),
         pl.lit(0, pl.Int32).alias("func_start_line"),
-    )
+    ).sort("node_id", "depth")
     return conform("code_frames", parsed.to_arrow())

@@ -22,9 +22,9 @@ GRADIENTS = "gradients/"
 GRAD_SUFFIX = "_grad/"
 BACKWARD_PREFIX = "autograd::engine::evaluate_function: "  # the op that runs an autograd node
 BACKWARD_NAME = r"Backward\d*$"  # an autograd node's own name (PyTorch 1.8 has no wrapper op)
-FORWARD_PART = rf"^{GRADIENTS}.*?{GRAD_SUFFIX}((?:{BACKWARD_PREFIX}[^/]*|[^/]*Backward\d*)(?:/|$))"
-"""Matches a backward op's path up to its root (group 1: the root's label on): the part before is
-the forward op's path, a name rather than ops around it."""
+FORWARD_PART = rf"^{GRADIENTS}(.*?){GRAD_SUFFIX.rstrip('/')}/((?:{BACKWARD_PREFIX}[^/]*|[^/]*Backward\d*)(?:/|$))"
+"""Matches a backward op's path up to its root: group 1 is the forward op's path (a name, not
+ops around it), group 2 the root's label on."""
 
 Renamed = tuple[np.ndarray, pl.Series]
 """(rows, the labels that replace theirs)."""

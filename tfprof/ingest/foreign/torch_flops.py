@@ -208,7 +208,7 @@ def per_execution(ops: pl.DataFrame, texts: Callable[[np.ndarray], pl.Series] | 
     rule (a backward op's path names its forward op first: those are not ops around it). Whether a
     path has such an op is worked out once per distinct path."""
     first, inverse = codes.distinct(ops["name"])
-    parts = pl.col("name").str.replace(paths.FORWARD_PART, "$1").str.split("/")
+    parts = pl.col("name").str.replace(paths.FORWARD_PART, "$2").str.split("/")
     inner = ops.select(pl.col("name").gather(first)).select(
         parts.list.slice(0, parts.list.len() - 1).list.eval(pl.element().is_in(list(RULES))).list.any())
     ruled = ops["op"].cast(pl.String).is_in(list(RULES)).to_numpy() & ~inner.to_series().to_numpy()[inverse]
