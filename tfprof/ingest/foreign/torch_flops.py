@@ -115,13 +115,24 @@ def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
     ``queries.flops.apply_formulas`` reads, one per part of the op's rule: TensorFlow-layout
     ``in0_dims``, ``in1_dims``, ``out_dims``, ``strides``; ``part`` numbers an op's parts, and a
     part its ``output_mask`` leaves out has no shapes."""
+    return _shapes(_recorded(first), key)
+
+
+def _recorded(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the texts of its ``args``' ``Input Dims`` and ``Concrete Inputs`` instead."""
     args = pl.col("args")
+    return frame.with_columns(args.str.json_path_match("$['Input Dims']").alias("_dims_text"),
+                              args.str.json_path_match("$['Concrete Inputs']").alias("_concrete_text")).drop("args")
+
+
+def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
+    """``shape_frame`` from ``_recorded``'s texts."""
     parts = pl.DataFrame([(op, i, formula, tf) for op, rule in RULES.items() for i, (formula, tf) in enumerate(rule)],
                          schema={"op": pl.String, "part": pl.Int64, "formula": pl.String, "tf_op": pl.String},
                          orient="row")
-    frame = first.with_columns(
-        _decode(args.str.json_path_match("$['Input Dims']"), _DIMS, "dims").alias("_dims"),
-        _decode(args.str.json_path_match("$['Concrete Inputs']"), pl.List(pl.String), "strings").alias("_concrete"),
+    frame = recorded.with_columns(
+        _decode(pl.col("_dims_text"), _DIMS, "dims").alias("_dims"),
+        _decode(pl.col("_concrete_text"), pl.List(pl.String), "strings").alias("_concrete"),
     ).join(parts, on="op", maintain_order="left")
     dims, concrete, part = pl.col("_dims"), pl.col("_concrete"), pl.col("part")
     a, b = dims.list.get(0, null_on_oob=True), dims.list.get(1, null_on_oob=True)
@@ -215,9 +226,16 @@ def per_execution(ops: pl.DataFrame, texts: Callable[[np.ndarray], pl.Series] | 
     rows = np.flatnonzero(ruled)
     out = np.zeros(ops.height, np.int64)
     if len(rows):
-        todo = ops.select("name", pl.col("op").cast(pl.String))[rows].with_columns(
+        todo = ops.select(pl.col("op").cast(pl.String))[rows].with_columns(
             pl.Series("_row", rows), texts(rows) if texts is not None else ops["args"].gather(rows))
-        shaped = shape_frame(todo, key="_row")
-        counted = shaped.select("_row", float_ops(shaped).fill_null(0).clip(0)).group_by("_row").agg(pl.col("float_ops").sum())
-        out[counted["_row"].to_numpy()] = counted["float_ops"].to_numpy()
+        # each distinct (op, shapes) worked out once: a step repeats its shapes, a training run its steps
+        todo = _recorded(todo)
+        recorded = ["op", "_dims_text", "_concrete_text"]
+        distinct = todo.select(recorded).unique().with_row_index("_k").with_columns(pl.lit("").alias("name"))
+        shaped = _shapes(distinct.with_columns(pl.col("_k").cast(pl.Int64)), key="_k")
+        counted = shaped.select("_k", float_ops(shaped).fill_null(0).clip(0)).group_by("_k").agg(pl.col("float_ops").sum())
+        per_key = np.zeros(distinct.height, np.int64)
+        per_key[counted["_k"].to_numpy()] = counted["float_ops"].to_numpy()
+        keyed = todo.join(distinct.select(*recorded, "_k"), on=recorded, how="left", nulls_equal=True)
+        out[keyed["_row"].to_numpy()] = per_key[keyed["_k"].to_numpy()]
     return pl.Series("float_ops", out)
