@@ -25,8 +25,10 @@ from tfprof.queries.flops import apply_formulas
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
 TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"]
 BINARY = {f"aten::{op}{inplace}" for op in ("add", "sub", "mul", "div") for inplace in ("", "_")}
+POOLS = {"aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d", "aten::max_pool2d_with_indices_backward",
+         "aten::avg_pool2d_backward"}
 RULED = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::conv2d",
-         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY}
+         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY, *POOLS}
 
 
 def hand_flops(name: str, dims: list, concrete: list) -> int | None:
@@ -56,6 +58,18 @@ def hand_flops(name: str, dims: list, concrete: list) -> int | None:
         return each * mask[0] + each * mask[1] + (prod(dims[0]) - cout) * mask[2]
     if name in BINARY:
         return prod(np.broadcast_shapes(tuple(dims[0]), tuple(dims[1])))
+    if name in ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d"):  # a max or sum per window
+        (n, c, h, w), (kh, kw) = dims[0], json.loads(concrete[1])
+        (sh, sw), (ph, pw) = json.loads(concrete[2]) or (kh, kw), json.loads(concrete[3])
+        (dh, dw) = (1, 1) if name == "aten::avg_pool2d" else json.loads(concrete[4])
+        oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        return kh * kw * n * c * oh * ow
+    if name == "aten::max_pool2d_with_indices_backward":
+        kh, kw = json.loads(concrete[2])
+        return (kh * kw + 1) * prod(dims[0])
+    if name == "aten::avg_pool2d_backward":
+        kh, kw = json.loads(concrete[2])
+        return 2 * kh * kw * prod(dims[0])
     return None
 
 

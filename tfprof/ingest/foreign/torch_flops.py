@@ -16,7 +16,10 @@ TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states 
   ``int(2 * elems(image) * elems(filter) / (cin * sh * sw))`` each, the last
   ``elems(grad_out) - cout``;
 - ``aten::add``, ``aten::sub``, ``aten::mul``, ``aten::div`` and their in-place forms: Add, Sub, Mul,
-  RealDiv, ``elems(out)``, ``out`` the broadcast of the two operands' shapes.
+  RealDiv, ``elems(out)``, ``out`` the broadcast of the two operands' shapes;
+- ``aten::max_pool2d`` (``_with_indices``), ``aten::avg_pool2d`` (floor mode): MaxPool, AvgPool,
+  ``kh * kw * elems(out)``; their backward ops MaxPoolGrad ``kh * kw * elems(g) + elems(g)`` and
+  AvgPoolGrad ``2 * kh * kw * elems(g)``, ``g`` the gradient of the pooling's output.
 
 ``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
 this module's numbers equal to that function's), ``per_execution`` the float ops of every op
@@ -46,7 +49,13 @@ RULES: dict[str, tuple[tuple[str, str], ...]] = {
                                    ("conv2d_backprop_filter", "Conv2DBackpropFilter"),
                                    ("reduction", "BiasAddGrad")),
     **{f"aten::{op}{inplace}": (("binary", tf),) for op, tf in _BINARY.items() for inplace in ("", "_")},
+    **{op: (("pool", tf),) for op, tf in (("aten::max_pool2d", "MaxPool"), ("aten::max_pool2d_with_indices", "MaxPool"),
+                                         ("aten::avg_pool2d", "AvgPool"))},
+    "aten::max_pool2d_with_indices_backward": (("max_pool_grad", "MaxPoolGrad"),),
+    "aten::avg_pool2d_backward": (("avg_pool_grad", "AvgPoolGrad"),),
 }
+_POOLS = ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d")
+_POOL_GRADS = ("aten::max_pool2d_with_indices_backward", "aten::avg_pool2d_backward")
 _BROADCAST_RANK = 8  # operands of more dimensions get no estimate
 _DIMS = pl.List(pl.List(pl.Int64))
 # The JSON texts each decode reads, checked first (a typed decode of anything else fails the whole
@@ -85,6 +94,12 @@ def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
     size, k = x.list.get(2 + axis, null_on_oob=True), w.list.get(2 + axis, null_on_oob=True)
     s, p, d = (_pair(c, j).list.get(axis, null_on_oob=True) for j in (3, 4, 5))
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _pool_out(x: pl.Expr, k: pl.Expr, s: pl.Expr, p: pl.Expr, d: pl.Expr, axis: int) -> pl.Expr:
+    """A pooling's output size along spatial ``axis`` of NCHW ``x`` (floor mode), as ``_conv_out``."""
+    at = lambda pair: pair.list.get(axis, null_on_oob=True)  # noqa: E731
+    return (x.list.get(2 + axis, null_on_oob=True) + 2 * at(p) - at(d) * (at(k) - 1) - 1) // at(s) + 1
 
 
 def _nhwc(dims: pl.Expr) -> pl.Expr:
@@ -154,6 +169,19 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         (b.list.len() == 2) | (a.list.slice(0, a.list.len() - 2) == b.list.slice(0, b.list.len() - 2)))
     linear_ok = (a.list.len() >= 1) & (b.list.len() == 2)
     binary = pl.col("formula") == "binary"
+    # aten::max_pool2d(x, kernel, stride, padding, dilation, ceil_mode), avg_pool2d(x, kernel, stride,
+    # padding, ceil_mode, …); their backward ops take the gradient first, then the same arguments
+    pool, pool_grad = op.is_in(list(_POOLS)), op.is_in(list(_POOL_GRADS))
+    avg = op.is_in(["aten::avg_pool2d", "aten::avg_pool2d_backward"])
+    k = pl.when(pool).then(_pair(concrete, 1)).otherwise(_pair(concrete, 2))
+    given = pl.when(pool).then(_pair(concrete, 2)).otherwise(_pair(concrete, 3))
+    pool_stride = pl.when(given.list.len() == 0).then(k).otherwise(given)  # none given: the kernel's
+    padding = pl.when(pool).then(_pair(concrete, 3)).otherwise(_pair(concrete, 4))
+    dilation = pl.when(avg).then(pl.lit([1, 1], pl.List(pl.Int64))).when(pool).then(_pair(concrete, 4)).otherwise(
+        _pair(concrete, 5))
+    floor_mode = pl.when(avg).then(concrete.list.get(4, null_on_oob=True)).otherwise(
+        concrete.list.get(5, null_on_oob=True)) == "False"
+    pooled = pool & floor_mode & (a.list.len() == 4) & (k.list.len() == 2)
     in0 = (pl.when(op == "aten::addmm").then(m1)
            .when(backward & (part == 1)).then(_nhwc(image)).when(backward & (part == 2)).then(_nhwc(grad))
            .when(~backward & (op == "aten::convolution_backward")).then(None).otherwise(a))
@@ -174,8 +202,11 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         .when(backward & (part == 1)).then(_hwio(weight))  # the filter's gradient
         .when(backward & (part == 2)).then(weight.list.slice(0, 1))  # the bias's gradient: [cout]
         .when(binary).then(_broadcast(a, b))
+        .when(pooled).then(pl.concat_list(a.list.get(0), _pool_out(a, k, pool_stride, padding, dilation, 0),
+                                          _pool_out(a, k, pool_stride, padding, dilation, 1), a.list.get(1)))
     )
     in1 = (pl.when(conv | (backward & (part == 0))).then(_hwio(pl.when(conv).then(b).otherwise(weight)))
+           .when(pool_grad & (a.list.len() == 4)).then(_nhwc(a))  # the pooling's output (its gradient's shape)
            .when(op == "aten::addmm").then(m2).otherwise(b))
     return frame.select(
         key, "name", pl.col("tf_op").alias("op"), "formula", "part",
@@ -184,7 +215,8 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
         pl.when(backward).then(pl.concat_list(pl.lit(1, pl.Int64), stride.list.get(0, null_on_oob=True),
                                               stride.list.get(1, null_on_oob=True), pl.lit(1, pl.Int64))).alias("strides"),
-        pl.lit(None, pl.List(pl.Int64)).alias("ksize"),
+        pl.when(pool | pool_grad).then(pl.concat_list(pl.lit(1, pl.Int64), k.list.get(0, null_on_oob=True),
+                                                       k.list.get(1, null_on_oob=True), pl.lit(1, pl.Int64))).alias("ksize"),
     )
 
 
@@ -196,6 +228,7 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     k = pl.when(formula == "matmul").then(pl.col("in0_dims").list.get(1, null_on_oob=True)).otherwise(
         pl.col("in0_dims").list.get(-1, null_on_oob=True))
     known = out_n.is_not_null() & in0_n.is_not_null()
+    ksize = pl.col("ksize").list.eval(pl.element().product()).list.first()
     stride_hw = pl.col("strides").list.get(1, null_on_oob=True) * pl.col("strides").list.get(2, null_on_oob=True)
     value = (
         pl.when(formula.is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
@@ -208,6 +241,9 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
         .then((2 * in0_n * out_n) // (pl.col("in0_dims").list.get(-1) * stride_hw))
         .when((formula == "reduction") & known).then(in0_n - out_n)
         .when((formula == "binary") & out_n.is_not_null()).then(out_n)
+        .when((formula == "pool") & out_n.is_not_null()).then(ksize * out_n)
+        .when((formula == "max_pool_grad") & in1_n.is_not_null()).then(ksize * in1_n + in1_n)
+        .when((formula == "avg_pool_grad") & in1_n.is_not_null()).then(2 * ksize * in1_n)
     )
     return frame.select(value.cast(pl.Int64).alias("float_ops")).to_series()
 
