@@ -122,14 +122,19 @@ def test_float_ops_equal_a_hand_computation_from_input_dims(name):
     assert checked >= 4 and sum(want.values()) > 0
 
 
-def test_the_arithmetic_is_tfprofs_flops_rules():
-    prof = tfprof.load(FOREIGN / TORCH[1])
+@pytest.mark.parametrize(("name", "formulas"), [
+    (TORCH[0], {"batch_matmul", "matmul", "conv2d", "binary", "pool", "max_pool_grad", "conv2d_backprop_input",
+                "conv2d_backprop_filter", "reduction"}),
+    (TORCH[1], {"batch_matmul", "matmul", "softmax", "binary"}),
+])
+def test_the_arithmetic_is_tfprofs_flops_rules(name, formulas):
+    prof = tfprof.load(FOREIGN / name)
     nodes = pl.from_arrow(prof.table("nodes")).select("node_id", "name", pl.col("op").cast(str))
     first = pl.from_arrow(prof.table("trace_events")).filter(pl.col("node_id").is_not_null()).group_by("node_id").agg(
         pl.col("args").sort_by("event_id").first())
     frame = torch_flops.shape_frame(nodes.filter(pl.col("op").is_in(list(torch_flops.RULES))).join(first, on="node_id")
                                     .sort("node_id"))
-    assert set(frame["formula"]) >= {"batch_matmul", "matmul", "softmax", "binary"}
+    assert set(frame["formula"]) >= formulas
     ours = frame.select("node_id", "part", torch_flops.float_ops(frame))
     theirs = apply_formulas(frame.with_columns(pl.col("node_id") * 4 + pl.col("part")))["float_ops"]
     assert ours.sort("node_id", "part")["float_ops"].to_list() == theirs.to_list()
