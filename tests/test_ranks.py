@@ -234,6 +234,10 @@ def test_the_command_line(capsysbinary, tmp_path):
     out = capsysbinary.readouterr().out.decode()
     assert out.startswith("Job: 4 ranks (numbered as each trace records it), 3 steps")
     assert "  straggler: rank 2 joins the collectives" in out and "\nOps that differ most across ranks" in out
+    # a backward op's long path keeps its forward op's first levels and its own last ones, `…` between
+    ops = out.split("\nOps that differ most across ranks")[1].splitlines()[2:]
+    assert max(line.index(" cpu ") for line in ops if " cpu " in line) <= 82
+    assert any(re.match(r"gradients/DistributedDataParallel\.forward/.*…/.*AddmmBackward0/aten::mm ", line) for line in ops)
     assert cli_main(["ranks", str(GLOO / "rank-*.pt.trace.json.gz"), "--table", "findings", "--format", "json"]) == 0
     rows = json.loads(capsysbinary.readouterr().out)
     assert rows[0]["check"] == "straggler" and rows[0]["rank"] == 2

@@ -13,6 +13,27 @@ _HOW = {"recorded": "as each trace records it", "file name": "from the file name
         "given": "as given: a catalog's rank partitions, or the Python API's keys"}
 
 
+NAME_WIDTH = 80  # the op column's widest name: a longer path keeps levels from both ends, `…` between
+
+
+def _tail(name: str) -> str:
+    """``name``, or its first levels (up to half the width), ``…`` and as many of its last levels as
+    fit (the op itself cut to its end if alone too long)."""
+    if len(name) <= NAME_WIDTH:
+        return name
+    levels = name.split("/")
+    tail = levels[-1][-(NAME_WIDTH - 2):]
+    rest = levels[:-1]
+    while rest and len(rest[-1]) + 1 + len(tail) <= NAME_WIDTH // 2:
+        tail = f"{rest.pop()}/{tail}"
+    head = ""
+    while rest and len(head) + len(rest[0]) + 3 + len(tail) <= NAME_WIDTH:
+        head += rest.pop(0) + "/"
+    while rest and len(head) + len(rest[-1]) + 3 + len(tail) <= NAME_WIDTH:
+        tail = f"{rest.pop()}/{tail}"
+    return f"{head}…/{tail}" if rest else f"{head}{tail}"
+
+
 def _t(ns) -> str:
     return "--" if ns is None else fmt_time_ns(int(ns))
 
@@ -77,7 +98,7 @@ def render_job(sources, per: pl.DataFrame, summary: pl.DataFrame, spread: pl.Dat
         out += ["", "Ops that differ most across ranks (cpu: self time; accelerator: the GPU work they launched):"]
         table = [("op", "time", "least", "most", "spread", "cv")]
         for r in spread.head(top).iter_rows(named=True):
-            table.append((r["name"], r["metric"], f"{_t(r['min_ns'])} (rank {r['min_rank']})",
+            table.append((_tail(r["name"]), r["metric"], f"{_t(r['min_ns'])} (rank {r['min_rank']})",
                           f"{_t(r['max_ns'])} (rank {r['max_rank']})", _t(r["spread_ns"]),
                           "--" if r["cv"] is None else f"{r['cv']:.2f}"))
         out += aligned(table).splitlines()
