@@ -25,10 +25,11 @@ from tfprof.queries.flops import apply_formulas
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
 TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"]
 BINARY = {f"aten::{op}{inplace}" for op in ("add", "sub", "mul", "div") for inplace in ("", "_")}
+REDUCTIONS = {"aten::mean", "aten::sum"}
 POOLS = {"aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d", "aten::max_pool2d_with_indices_backward",
          "aten::avg_pool2d_backward"}
 RULED = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::conv2d",
-         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY, *POOLS}
+         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY, *POOLS, *REDUCTIONS}
 
 
 def hand_flops(name: str, dims: list, concrete: list) -> int | None:
@@ -70,6 +71,11 @@ def hand_flops(name: str, dims: list, concrete: list) -> int | None:
     if name == "aten::avg_pool2d_backward":
         kh, kw = json.loads(concrete[2])
         return 2 * kh * kw * prod(dims[0])
+    if name in REDUCTIONS:  # Mean: an add per input element; Sum: one fewer per output element
+        x = dims[0]
+        axes = json.loads(concrete[1]) if len(dims) > 2 and concrete[1] not in ("", "[]") else range(len(x))
+        kept = prod(size for i, size in enumerate(x) if i not in {a % len(x) for a in axes})
+        return prod(x) if name == "aten::mean" else prod(x) - kept
     return None
 
 
@@ -124,7 +130,7 @@ def test_float_ops_equal_a_hand_computation_from_input_dims(name):
 
 @pytest.mark.parametrize(("name", "formulas"), [
     (TORCH[0], {"batch_matmul", "matmul", "conv2d", "binary", "pool", "max_pool_grad", "conv2d_backprop_input",
-                "conv2d_backprop_filter", "reduction"}),
+                "conv2d_backprop_filter", "reduction", "mean"}),
     (TORCH[1], {"batch_matmul", "matmul", "softmax", "binary"}),
 ])
 def test_the_arithmetic_is_tfprofs_flops_rules(name, formulas):

@@ -19,7 +19,9 @@ TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states 
   RealDiv, ``elems(out)``, ``out`` the broadcast of the two operands' shapes;
 - ``aten::max_pool2d`` (``_with_indices``), ``aten::avg_pool2d`` (floor mode): MaxPool, AvgPool,
   ``kh * kw * elems(out)``; their backward ops MaxPoolGrad ``kh * kw * elems(g) + elems(g)`` and
-  AvgPoolGrad ``2 * kh * kw * elems(g)``, ``g`` the gradient of the pooling's output.
+  AvgPoolGrad ``2 * kh * kw * elems(g)``, ``g`` the gradient of the pooling's output;
+- ``aten::mean``, ``aten::sum`` (over the axes ``Concrete Inputs`` names, else all): Mean
+  ``elems(in0)``, Sum ``elems(in0) - elems(out)``.
 
 ``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
 this module's numbers equal to that function's), ``per_execution`` the float ops of every op
@@ -53,6 +55,7 @@ RULES: dict[str, tuple[tuple[str, str], ...]] = {
                                          ("aten::avg_pool2d", "AvgPool"))},
     "aten::max_pool2d_with_indices_backward": (("max_pool_grad", "MaxPoolGrad"),),
     "aten::avg_pool2d_backward": (("avg_pool_grad", "AvgPoolGrad"),),
+    "aten::mean": (("mean", "Mean"),), "aten::sum": (("reduction", "Sum"),),
 }
 _POOLS = ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d")
 _POOL_GRADS = ("aten::max_pool2d_with_indices_backward", "aten::avg_pool2d_backward")
@@ -100,6 +103,19 @@ def _pool_out(x: pl.Expr, k: pl.Expr, s: pl.Expr, p: pl.Expr, d: pl.Expr, axis: 
     """A pooling's output size along spatial ``axis`` of NCHW ``x`` (floor mode), as ``_conv_out``."""
     at = lambda pair: pair.list.get(axis, null_on_oob=True)  # noqa: E731
     return (x.list.get(2 + axis, null_on_oob=True) + 2 * at(p) - at(d) * (at(k) - 1) - 1) // at(s) + 1
+
+
+def _reduced(x: pl.Expr, dims: pl.Expr, whole: pl.Expr) -> pl.Expr:
+    """``x``'s shape with the axes of ``dims`` (negative: from the end), or every axis where
+    ``whole``, reduced to 1 (whether kept or dropped, the element count is the same); a scalar's
+    is ``[1]``."""
+    rank = x.list.len().cast(pl.Int64)
+    axes = [pl.when(i < rank).then(pl.when(whole | dims.list.contains(i) | dims.list.contains(i - rank))
+                                    .then(1).otherwise(x.list.get(i, null_on_oob=True)))
+            for i in range(_BROADCAST_RANK)]
+    shape = pl.concat_list(axes).list.drop_nulls()
+    return pl.when((rank <= _BROADCAST_RANK) & (whole | dims.is_not_null())).then(
+        pl.when(shape.list.len() > 0).then(shape).otherwise(pl.lit([1], _DIMS.inner)))
 
 
 def _nhwc(dims: pl.Expr) -> pl.Expr:
@@ -202,6 +218,10 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         .when(backward & (part == 1)).then(_hwio(weight))  # the filter's gradient
         .when(backward & (part == 2)).then(weight.list.slice(0, 1))  # the bias's gradient: [cout]
         .when(binary).then(_broadcast(a, b))
+        # aten::mean / aten::sum (x, dims, keepdim, dtype[, out]); given x alone (and a dtype): all axes
+        .when(op.is_in(["aten::mean", "aten::sum"]) & (a.list.len() > 0)).then(_reduced(
+            a, _decode(concrete.list.get(1, null_on_oob=True), pl.List(pl.Int64), "ints"),
+            (dims.list.len() <= 2) | (concrete.list.get(1, null_on_oob=True) == "[]").fill_null(False)))
         .when(pooled).then(pl.concat_list(a.list.get(0), _pool_out(a, k, pool_stride, padding, dilation, 0),
                                           _pool_out(a, k, pool_stride, padding, dilation, 1), a.list.get(1)))
     )
@@ -241,6 +261,7 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
         .then((2 * in0_n * out_n) // (pl.col("in0_dims").list.get(-1) * stride_hw))
         .when((formula == "reduction") & known).then(in0_n - out_n)
         .when((formula == "binary") & out_n.is_not_null()).then(out_n)
+        .when((formula == "mean") & known).then(in0_n)
         .when((formula == "pool") & out_n.is_not_null()).then(ksize * out_n)
         .when((formula == "max_pool_grad") & in1_n.is_not_null()).then(ksize * in1_n + in1_n)
         .when((formula == "avg_pool_grad") & in1_n.is_not_null()).then(2 * ksize * in1_n)
