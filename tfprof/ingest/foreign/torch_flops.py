@@ -120,12 +120,12 @@ def _reduced(x: pl.Expr, dims: pl.Expr, whole: pl.Expr) -> pl.Expr:
 
 def _nhwc(dims: pl.Expr) -> pl.Expr:
     """An NCHW shape in TensorFlow's NHWC layout."""
-    return pl.concat_list(dims.list.get(0), dims.list.get(2), dims.list.get(3), dims.list.get(1))
+    return pl.concat_list(dims.list.get(0, null_on_oob=True), dims.list.get(2, null_on_oob=True), dims.list.get(3, null_on_oob=True), dims.list.get(1, null_on_oob=True))
 
 
 def _hwio(weight: pl.Expr) -> pl.Expr:
     """A PyTorch filter ``[cout, cin per group, kh, kw]`` in TensorFlow's HWIO layout."""
-    return pl.concat_list(weight.list.get(2), weight.list.get(3), weight.list.get(1), weight.list.get(0))
+    return pl.concat_list(weight.list.get(2, null_on_oob=True), weight.list.get(3, null_on_oob=True), weight.list.get(1, null_on_oob=True), weight.list.get(0, null_on_oob=True))
 
 
 def _broadcast(a: pl.Expr, b: pl.Expr) -> pl.Expr:
@@ -203,16 +203,16 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
            .when(~backward & (op == "aten::convolution_backward")).then(None).otherwise(a))
     out = (
         pl.when(op.is_in(["aten::mm"]) & (a.list.len() == 2) & (b.list.len() == 2))
-        .then(pl.concat_list(a.list.get(0), b.list.get(1)))
+        .then(pl.concat_list(a.list.get(0, null_on_oob=True), b.list.get(1, null_on_oob=True)))
         .when((op == "aten::addmm") & (m1.list.len() == 2) & (m2.list.len() == 2))
-        .then(pl.concat_list(m1.list.get(0), m2.list.get(1)))
+        .then(pl.concat_list(m1.list.get(0, null_on_oob=True), m2.list.get(1, null_on_oob=True)))
         .when(op.is_in(["aten::bmm", "aten::matmul"]) & batch_ok)
         .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
         .when((op == "aten::linear") & linear_ok)
         .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
         .when(conv & ~transposed & (a.list.len() == 4) & (b.list.len() == 4))  # NHWC, as TensorFlow's
-        .then(pl.concat_list(a.list.get(0), _conv_out(a, b, concrete, 0), _conv_out(a, b, concrete, 1),
-                             b.list.get(0)))
+        .then(pl.concat_list(a.list.get(0, null_on_oob=True), _conv_out(a, b, concrete, 0), _conv_out(a, b, concrete, 1),
+                             b.list.get(0, null_on_oob=True)))
         .when(op.is_in(["aten::softmax", "aten::_softmax"])).then(a)
         .when(backward & (part == 0)).then(_nhwc(image))  # the image's gradient
         .when(backward & (part == 1)).then(_hwio(weight))  # the filter's gradient
@@ -222,8 +222,8 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         .when(op.is_in(["aten::mean", "aten::sum"]) & (a.list.len() > 0)).then(_reduced(
             a, _decode(concrete.list.get(1, null_on_oob=True), pl.List(pl.Int64), "ints"),
             (dims.list.len() <= 2) | (concrete.list.get(1, null_on_oob=True) == "[]").fill_null(False)))
-        .when(pooled).then(pl.concat_list(a.list.get(0), _pool_out(a, k, pool_stride, padding, dilation, 0),
-                                          _pool_out(a, k, pool_stride, padding, dilation, 1), a.list.get(1)))
+        .when(pooled).then(pl.concat_list(a.list.get(0, null_on_oob=True), _pool_out(a, k, pool_stride, padding, dilation, 0),
+                                          _pool_out(a, k, pool_stride, padding, dilation, 1), a.list.get(1, null_on_oob=True)))
     )
     in1 = (pl.when(conv | (backward & (part == 0))).then(_hwio(pl.when(conv).then(b).otherwise(weight)))
            .when(pool_grad & (a.list.len() == 4)).then(_nhwc(a))  # the pooling's output (its gradient's shape)
@@ -253,12 +253,12 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     value = (
         pl.when(formula.is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
         .when((formula == "conv2d") & known & in1_n.is_not_null())
-        .then(2 * out_n * in1.list.get(0) * in1.list.get(1) * in1.list.get(2))
+        .then(2 * out_n * in1.list.get(0, null_on_oob=True) * in1.list.get(1, null_on_oob=True) * in1.list.get(2, null_on_oob=True))
         .when((formula == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
         .when((formula == "conv2d_backprop_input") & out_n.is_not_null() & in1_n.is_not_null())
-        .then((2 * out_n * in1_n) // (pl.col("out_dims").list.get(-1) * stride_hw))
+        .then((2 * out_n * in1_n) // (pl.col("out_dims").list.get(-1, null_on_oob=True) * stride_hw))
         .when((formula == "conv2d_backprop_filter") & known)
-        .then((2 * in0_n * out_n) // (pl.col("in0_dims").list.get(-1) * stride_hw))
+        .then((2 * in0_n * out_n) // (pl.col("in0_dims").list.get(-1, null_on_oob=True) * stride_hw))
         .when((formula == "reduction") & known).then(in0_n - out_n)
         .when((formula == "binary") & out_n.is_not_null()).then(out_n)
         .when((formula == "mean") & known).then(in0_n)
