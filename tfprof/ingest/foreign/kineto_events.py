@@ -23,19 +23,13 @@ from tfprof.ingest.foreign.kineto_scan import (
     SPLIT,
     TS,
     container,
+    grow,
     literal,
     lookup,
     number,
     string,
     ws,
 )
-
-
-@njit(cache=True, nogil=True)
-def _grow(a, size):
-    out = np.empty((size,) + a.shape[1:], a.dtype)
-    out[:len(a)] = a
-    return out
 
 
 @njit(cache=True, nogil=True)
@@ -221,8 +215,8 @@ def scan(buf, pos, capacity, stop, slots):
                 break
             if k == cap:
                 cap = cap * 2
-                ev_start, ev_end, rel, ln = _grow(ev_start, cap), _grow(ev_end, cap), _grow(rel, cap), _grow(ln, cap)
-                ts, dur, has, flags = _grow(ts, cap), _grow(dur, cap), _grow(has, cap), _grow(flags, cap)
+                ev_start, ev_end, rel, ln = grow(ev_start, cap), grow(ev_end, cap), grow(rel, cap), grow(ln, cap)
+                ts, dur, has, flags = grow(ts, cap), grow(dur, cap), grow(has, cap), grow(flags, cap)
             start = i
             ev_start[k] = i
             ln[k, :] = -1

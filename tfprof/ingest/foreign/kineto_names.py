@@ -9,14 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from tfprof.ingest.foreign.kineto_scan import grow
 from tfprof.ingest.wire.fields import bytes_eq
-
-
-@njit(cache=True, nogil=True)
-def _grow(a, size):
-    out = np.empty(size, a.dtype)
-    out[:len(a)] = a
-    return out
 
 
 @njit(cache=True, nogil=True)
@@ -87,9 +81,9 @@ def intern(buf, ev_start, rel, ln, slots, marked, extra):
                 e = count
                 if e == size:
                     size *= 2
-                    slot_of, code, first = _grow(slot_of, size), _grow(code, size), _grow(first, size)
-                    in_extra, at, length = _grow(in_extra, size), _grow(at, size), _grow(length, size)
-                    hashes = _grow(hashes, size)
+                    slot_of, code, first = grow(slot_of, size), grow(code, size), grow(first, size)
+                    in_extra, at, length = grow(in_extra, size), grow(at, size), grow(length, size)
+                    hashes = grow(hashes, size)
                 slot_of[e], code[e], first[e], in_extra[e], at[e], length[e], hashes[e] = q, counts[q], r, mine, s, m, h
                 counts[q] += 1
                 table[b] = e

@@ -60,6 +60,14 @@ _POW10 = np.array([10.0 ** k for k in range(23)])
 
 
 @njit(cache=True, nogil=True)
+def grow(a, size):
+    """``a`` copied into a new array of ``size`` rows (its other dimensions kept), the rest unset."""
+    out = np.empty((size,) + a.shape[1:], a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
 def lookup(buf, s, e, keys, lens):
     """The row of ``keys`` equal to ``buf[s:e]``, or -1."""
     for k in range(len(lens)):
