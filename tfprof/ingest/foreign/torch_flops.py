@@ -92,17 +92,17 @@ def _pair(concrete: pl.Expr, i: int) -> pl.Expr:
     return _decode(concrete.list.get(i, null_on_oob=True), pl.List(pl.Int64), "ints")
 
 
-def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
-    """Output size along spatial ``axis`` (0: H, 1: W): (in + 2p - d(k - 1) - 1) // s + 1."""
-    size, k = x.list.get(2 + axis, null_on_oob=True), w.list.get(2 + axis, null_on_oob=True)
-    s, p, d = (_pair(c, j).list.get(axis, null_on_oob=True) for j in (3, 4, 5))
-    return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def _pool_out(x: pl.Expr, k: pl.Expr, s: pl.Expr, p: pl.Expr, d: pl.Expr, axis: int) -> pl.Expr:
-    """A pooling's output size along spatial ``axis`` of NCHW ``x`` (floor mode), as ``_conv_out``."""
+def _window_out(x: pl.Expr, k: pl.Expr, s: pl.Expr, p: pl.Expr, d: pl.Expr, axis: int) -> pl.Expr:
+    """A sliding window's output size along spatial ``axis`` (0: H, 1: W) of NCHW ``x``, given the
+    (h, w) pairs of kernel, stride, padding and dilation (floor mode): (in + 2p - d(k - 1) - 1) // s + 1."""
     at = lambda pair: pair.list.get(axis, null_on_oob=True)  # noqa: E731
     return (x.list.get(2 + axis, null_on_oob=True) + 2 * at(p) - at(d) * (at(k) - 1) - 1) // at(s) + 1
+
+
+def _conv_out(x: pl.Expr, w: pl.Expr, c: pl.Expr, axis: int) -> pl.Expr:
+    """A convolution's output size along ``axis``: its kernel from the filter ``w``, the rest from
+    ``Concrete Inputs`` ``c`` (stride, padding, dilation)."""
+    return _window_out(x, w.list.slice(2, 2), _pair(c, 3), _pair(c, 4), _pair(c, 5), axis)
 
 
 def _reduced(x: pl.Expr, dims: pl.Expr, whole: pl.Expr) -> pl.Expr:
@@ -113,19 +113,34 @@ def _reduced(x: pl.Expr, dims: pl.Expr, whole: pl.Expr) -> pl.Expr:
     axes = [pl.when(i < rank).then(pl.when(whole | dims.list.contains(i) | dims.list.contains(i - rank))
                                     .then(1).otherwise(x.list.get(i, null_on_oob=True)))
             for i in range(_BROADCAST_RANK)]
+    return pl.when((rank <= _BROADCAST_RANK) & (whole | dims.is_not_null())).then(_shape(axes))
+
+
+def _shape(axes: list[pl.Expr]) -> pl.Expr:
+    """The shape of ``axes``' sizes, nulls (absent axes) left out; a scalar's is ``[1]``."""
     shape = pl.concat_list(axes).list.drop_nulls()
-    return pl.when((rank <= _BROADCAST_RANK) & (whole | dims.is_not_null())).then(
-        pl.when(shape.list.len() > 0).then(shape).otherwise(pl.lit([1], _DIMS.inner)))
+    return pl.when(shape.list.len() > 0).then(shape).otherwise(pl.lit([1], _DIMS.inner))
+
+
+def _picked(dims: pl.Expr, *at: int) -> pl.Expr:
+    """The sizes of ``dims`` at ``at``, in that order (null where one is out of range)."""
+    return pl.concat_list([dims.list.get(i, null_on_oob=True) for i in at])
 
 
 def _nhwc(dims: pl.Expr) -> pl.Expr:
     """An NCHW shape in TensorFlow's NHWC layout."""
-    return pl.concat_list(dims.list.get(0, null_on_oob=True), dims.list.get(2, null_on_oob=True), dims.list.get(3, null_on_oob=True), dims.list.get(1, null_on_oob=True))
+    return _picked(dims, 0, 2, 3, 1)
+
+
+def _nhwc_window(pair: pl.Expr) -> pl.Expr:
+    """An (h, w) pair as TensorFlow's NHWC ``strides``/``ksize`` attr: ``[1, h, w, 1]``."""
+    one = pl.lit(1, pl.Int64)
+    return pl.concat_list(one, _picked(pair, 0, 1), one)
 
 
 def _hwio(weight: pl.Expr) -> pl.Expr:
     """A PyTorch filter ``[cout, cin per group, kh, kw]`` in TensorFlow's HWIO layout."""
-    return pl.concat_list(weight.list.get(2, null_on_oob=True), weight.list.get(3, null_on_oob=True), weight.list.get(1, null_on_oob=True), weight.list.get(0, null_on_oob=True))
+    return _picked(weight, 2, 3, 1, 0)
 
 
 def _broadcast(a: pl.Expr, b: pl.Expr) -> pl.Expr:
@@ -136,9 +151,7 @@ def _broadcast(a: pl.Expr, b: pl.Expr) -> pl.Expr:
         x, y = a.list.get(-i, null_on_oob=True), b.list.get(-i, null_on_oob=True)
         dims.append(pl.when(x.is_null()).then(y).when(y.is_null() | (y == 1)).then(x).when((x == 1) | (x == y))
                     .then(y).otherwise(-1))  # -1: no broadcast, which _elems reads as unknown
-    fits = (a.list.len() <= _BROADCAST_RANK) & (b.list.len() <= _BROADCAST_RANK)
-    shape = pl.concat_list(dims).list.drop_nulls()
-    return pl.when(fits).then(pl.when(shape.list.len() > 0).then(shape).otherwise(pl.lit([1], _DIMS.inner)))  # [1]: a scalar
+    return pl.when((a.list.len() <= _BROADCAST_RANK) & (b.list.len() <= _BROADCAST_RANK)).then(_shape(dims))
 
 
 def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
@@ -200,19 +213,18 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
     pooled = pool & floor_mode & (a.list.len() == 4) & (k.list.len() == 2)
     in0 = (pl.when(op == "aten::addmm").then(m1)
            .when(backward & (part == 1)).then(_nhwc(image)).when(backward & (part == 2)).then(_nhwc(grad))
-           .when(~backward & (op == "aten::convolution_backward")).then(None).otherwise(a))
+           .otherwise(a))
     out = (
         pl.when(op.is_in(["aten::mm"]) & (a.list.len() == 2) & (b.list.len() == 2))
-        .then(pl.concat_list(a.list.get(0, null_on_oob=True), b.list.get(1, null_on_oob=True)))
+        .then(pl.concat_list(_picked(a, 0), _picked(b, 1)))
         .when((op == "aten::addmm") & (m1.list.len() == 2) & (m2.list.len() == 2))
-        .then(pl.concat_list(m1.list.get(0, null_on_oob=True), m2.list.get(1, null_on_oob=True)))
+        .then(pl.concat_list(_picked(m1, 0), _picked(m2, 1)))
         .when(op.is_in(["aten::bmm", "aten::matmul"]) & batch_ok)
         .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
         .when((op == "aten::linear") & linear_ok)
         .then(pl.concat_list(a.list.slice(0, a.list.len() - 1), rhs_n))
         .when(conv & ~transposed & (a.list.len() == 4) & (b.list.len() == 4))  # NHWC, as TensorFlow's
-        .then(pl.concat_list(a.list.get(0, null_on_oob=True), _conv_out(a, b, concrete, 0), _conv_out(a, b, concrete, 1),
-                             b.list.get(0, null_on_oob=True)))
+        .then(pl.concat_list(_picked(a, 0), _conv_out(a, b, concrete, 0), _conv_out(a, b, concrete, 1), _picked(b, 0)))
         .when(op.is_in(["aten::softmax", "aten::_softmax"])).then(a)
         .when(backward & (part == 0)).then(_nhwc(image))  # the image's gradient
         .when(backward & (part == 1)).then(_hwio(weight))  # the filter's gradient
@@ -222,8 +234,8 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         .when(op.is_in(["aten::mean", "aten::sum"]) & (a.list.len() > 0)).then(_reduced(
             a, _decode(concrete.list.get(1, null_on_oob=True), pl.List(pl.Int64), "ints"),
             (dims.list.len() <= 2) | (concrete.list.get(1, null_on_oob=True) == "[]").fill_null(False)))
-        .when(pooled).then(pl.concat_list(a.list.get(0, null_on_oob=True), _pool_out(a, k, pool_stride, padding, dilation, 0),
-                                          _pool_out(a, k, pool_stride, padding, dilation, 1), a.list.get(1, null_on_oob=True)))
+        .when(pooled).then(pl.concat_list(_picked(a, 0), _window_out(a, k, pool_stride, padding, dilation, 0),
+                                          _window_out(a, k, pool_stride, padding, dilation, 1), _picked(a, 1)))
     )
     in1 = (pl.when(conv | (backward & (part == 0))).then(_hwio(pl.when(conv).then(b).otherwise(weight)))
            .when(pool_grad & (a.list.len() == 4)).then(_nhwc(a))  # the pooling's output (its gradient's shape)
@@ -233,10 +245,8 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         out.alias("out_dims"), in0.alias("in0_dims"), in1.alias("in1_dims"),
         dims.list.len().cast(pl.Int64).fill_null(0).alias("n_inputs"),
         pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
-        pl.when(backward).then(pl.concat_list(pl.lit(1, pl.Int64), stride.list.get(0, null_on_oob=True),
-                                              stride.list.get(1, null_on_oob=True), pl.lit(1, pl.Int64))).alias("strides"),
-        pl.when(pool | pool_grad).then(pl.concat_list(pl.lit(1, pl.Int64), k.list.get(0, null_on_oob=True),
-                                                       k.list.get(1, null_on_oob=True), pl.lit(1, pl.Int64))).alias("ksize"),
+        pl.when(backward).then(_nhwc_window(stride)).alias("strides"),
+        pl.when(pool | pool_grad).then(_nhwc_window(k)).alias("ksize"),
     )
 
 
@@ -253,7 +263,8 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     value = (
         pl.when(formula.is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
         .when((formula == "conv2d") & known & in1_n.is_not_null())
-        .then(2 * out_n * in1.list.get(0, null_on_oob=True) * in1.list.get(1, null_on_oob=True) * in1.list.get(2, null_on_oob=True))
+        .then(2 * out_n * in1.list.get(0, null_on_oob=True) * in1.list.get(1, null_on_oob=True)
+              * in1.list.get(2, null_on_oob=True))
         .when((formula == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
         .when((formula == "conv2d_backprop_input") & out_n.is_not_null() & in1_n.is_not_null())
         .then((2 * out_n * in1_n) // (pl.col("out_dims").list.get(-1, null_on_oob=True) * stride_hw))
