@@ -23,13 +23,19 @@ from tfprof.ingest.foreign import torch_flops
 from tfprof.queries.flops import apply_formulas
 
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
-TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz"]
-BINARY = {f"aten::{op}{inplace}" for op in ("add", "sub", "mul", "div") for inplace in ("", "_")}
-REDUCTIONS = {"aten::mean", "aten::sum"}
+TORCH = ["torch_cnn.pt.trace.json", "torch_transformer.pt.trace.json.gz", "torch_ops.pt.trace.json.gz"]
+BINARY = {f"aten::{op}{inplace}" for op in ("add", "sub", "mul", "div", "pow", "ge", "gt", "le", "lt", "eq", "ne")
+          for inplace in ("", "_")} | {"aten::maximum", "aten::minimum"}
+UNARY = {f"aten::{op}{inplace}" for op in ("reciprocal", "square", "log", "neg") for inplace in ("", "_")}
+RSQRT = {"aten::rsqrt", "aten::rsqrt_"}
+REDUCTIONS = {"aten::mean", "aten::sum", "aten::argmax", "aten::argmin"}
 POOLS = {"aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d", "aten::max_pool2d_with_indices_backward",
          "aten::avg_pool2d_backward"}
+ADAPTIVE = {"aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d", "aten::adaptive_max_pool2d",
+            "aten::_adaptive_avg_pool2d_backward", "aten::adaptive_max_pool2d_backward"}
 RULED = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::conv2d",
-         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY, *POOLS, *REDUCTIONS}
+         "aten::convolution", "aten::softmax", "aten::_softmax", "aten::convolution_backward", *BINARY, *UNARY, *RSQRT,
+         *POOLS, *ADAPTIVE, *REDUCTIONS}
 
 
 def hand_flops(name: str, dims: list, concrete: list) -> int | None:
@@ -71,6 +77,24 @@ def hand_flops(name: str, dims: list, concrete: list) -> int | None:
     if name == "aten::avg_pool2d_backward":
         kh, kw = json.loads(concrete[2])
         return 2 * kh * kw * prod(dims[0])
+    if name in UNARY:  # one op per element
+        return prod(dims[0])
+    if name in RSQRT:  # a square root and a division per element
+        return 2 * prod(dims[0])
+    if name in ADAPTIVE:  # a window of in // out per output element, where out divides in; else no estimate
+        grad = name.endswith("_backward")
+        (n, c, h, w) = dims[1] if grad else dims[0]
+        oh, ow = dims[0][2:] if grad else json.loads(concrete[1])
+        if h % oh or w % ow:
+            return 0
+        window = (h // oh) * (w // ow)
+        if not grad:
+            return window * n * c * oh * ow
+        return (2 * window if "avg" in name else window + 1) * prod(dims[0])
+    if name in ("aten::argmax", "aten::argmin"):  # a comparison per element but the first of each output
+        x = dims[0]
+        kept = 1 if concrete[1] == "" else prod(x) // x[int(concrete[1])]
+        return prod(x) - kept
     if name in REDUCTIONS:  # Mean: an add per input element; Sum: one fewer per output element
         x = dims[0]
         axes = json.loads(concrete[1]) if len(dims) > 2 and concrete[1] not in ("", "[]") else range(len(x))
@@ -132,6 +156,8 @@ def test_float_ops_equal_a_hand_computation_from_input_dims(name):
     (TORCH[0], {"batch_matmul", "matmul", "conv2d", "binary", "pool", "max_pool_grad", "conv2d_backprop_input",
                 "conv2d_backprop_filter", "reduction", "mean"}),
     (TORCH[1], {"batch_matmul", "matmul", "softmax", "binary"}),
+    (TORCH[2], {"batch_matmul", "matmul", "conv2d", "binary", "unary", "rsqrt", "pool", "avg_pool_grad",
+                "max_pool_grad", "reduction", "mean", "conv2d_backprop_filter"}),
 ])
 def test_the_arithmetic_is_tfprofs_flops_rules(name, formulas):
     prof = tfprof.load(FOREIGN / name)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from test_foreign_flops import BINARY, POOLS, REDUCTIONS, TORCH, hand_and_ours
+from test_foreign_flops import ADAPTIVE, BINARY, POOLS, REDUCTIONS, RSQRT, TORCH, UNARY, hand_and_ours
 
 import tfprof
 from tfprof.api import run_view
@@ -193,7 +193,7 @@ def test_torch_macs_are_half_the_hand_flops_of_matrix_products_and_convolutions(
     assert rows["estimated"].all()
     checked = 0
     for op, macs, start in zip(rows["op"].cast(str), rows["macs"], rows["start_ns"], strict=True):
-        if "softmax" in op or op in BINARY | POOLS | REDUCTIONS:  # no multiply-adds
+        if "softmax" in op or op in BINARY | UNARY | RSQRT | POOLS | ADAPTIVE | REDUCTIONS:  # no multiply-adds
             assert macs == 0
         elif start in want:
             assert macs == want[start] // 2, op

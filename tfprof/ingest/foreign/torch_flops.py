@@ -15,13 +15,17 @@ TensorFlow's layout, and the rule is applied as ``tfprof.queries.flops`` states 
   BiasAddGrad, each counted where its ``output_mask`` entry is ``True``: the first two
   ``int(2 * elems(image) * elems(filter) / (cin * sh * sw))`` each, the last
   ``elems(grad_out) - cout``;
-- ``aten::add``, ``aten::sub``, ``aten::mul``, ``aten::div`` and their in-place forms: Add, Sub, Mul,
-  RealDiv, ``elems(out)``, ``out`` the broadcast of the two operands' shapes;
+- ``aten::add``, ``sub``, ``mul``, ``div``, ``pow``, ``maximum``, ``minimum``, the comparisons and the
+  in-place forms: TensorFlow's binary ops (AddV2, …, NotEqual), ``elems(out)``, ``out`` the broadcast
+  of the two operands' shapes; ``aten::reciprocal``, ``square``, ``log``, ``neg``: ``elems(in0)``;
+  ``aten::rsqrt``: ``2 * elems(in0)``;
 - ``aten::max_pool2d`` (``_with_indices``), ``aten::avg_pool2d`` (floor mode): MaxPool, AvgPool,
   ``kh * kw * elems(out)``; their backward ops MaxPoolGrad ``kh * kw * elems(g) + elems(g)`` and
   AvgPoolGrad ``2 * kh * kw * elems(g)``, ``g`` the gradient of the pooling's output;
-- ``aten::mean``, ``aten::sum`` (over the axes ``Concrete Inputs`` names, else all): Mean
-  ``elems(in0)``, Sum ``elems(in0) - elems(out)``.
+- adaptive pooling and its backward ops, where each output size divides the input's: the pooling
+  rules above with a window of ``in // out`` (other sizes: windows that differ, no estimate);
+- ``aten::mean``, ``aten::sum`` (over the axes ``Concrete Inputs`` names, else all), ``aten::argmax``,
+  ``aten::argmin``: Mean ``elems(in0)``, Sum, ArgMax, ArgMin ``elems(in0) - elems(out)``.
 
 ``shape_frame`` gives those shapes in the row layout of ``queries.flops.apply_formulas`` (a test holds
 this module's numbers equal to that function's), ``per_execution`` the float ops of every op
@@ -39,7 +43,13 @@ import polars as pl
 
 from tfprof.ingest.foreign import codes, paths
 
-_BINARY = {"add": "AddV2", "sub": "Sub", "mul": "Mul", "div": "RealDiv"}
+# aten op (and whether it has an in-place form) -> TensorFlow's op of the same element-wise rule
+_BINARY = {"add": ("AddV2", True), "sub": ("Sub", True), "mul": ("Mul", True), "div": ("RealDiv", True),
+           "maximum": ("Maximum", False), "minimum": ("Minimum", False), "pow": ("Pow", True),
+           "ge": ("GreaterEqual", True), "gt": ("Greater", True), "le": ("LessEqual", True), "lt": ("Less", True),
+           "eq": ("Equal", True), "ne": ("NotEqual", True)}
+_UNARY = {"reciprocal": ("unary", "Reciprocal"), "square": ("unary", "Square"), "log": ("unary", "Log"),
+          "neg": ("unary", "Neg"), "rsqrt": ("rsqrt", "Rsqrt")}
 # aten op -> its parts: (tfprof flops formula, the op type TensorFlow's registry would name)
 RULES: dict[str, tuple[tuple[str, str], ...]] = {
     "aten::mm": (("matmul", "MatMul"),), "aten::addmm": (("matmul", "MatMul"),),
@@ -50,15 +60,25 @@ RULES: dict[str, tuple[tuple[str, str], ...]] = {
     "aten::convolution_backward": (("conv2d_backprop_input", "Conv2DBackpropInput"),
                                    ("conv2d_backprop_filter", "Conv2DBackpropFilter"),
                                    ("reduction", "BiasAddGrad")),
-    **{f"aten::{op}{inplace}": (("binary", tf),) for op, tf in _BINARY.items() for inplace in ("", "_")},
+    **{f"aten::{op}{inplace}": (("binary", tf),) for op, (tf, has_inplace) in _BINARY.items()
+       for inplace in ("", "_")[:1 + has_inplace]},
+    **{f"aten::{op}{inplace}": (rule,) for op, rule in _UNARY.items() for inplace in ("", "_")},
     **{op: (("pool", tf),) for op, tf in (("aten::max_pool2d", "MaxPool"), ("aten::max_pool2d_with_indices", "MaxPool"),
                                          ("aten::avg_pool2d", "AvgPool"))},
     "aten::max_pool2d_with_indices_backward": (("max_pool_grad", "MaxPoolGrad"),),
     "aten::avg_pool2d_backward": (("avg_pool_grad", "AvgPoolGrad"),),
     "aten::mean": (("mean", "Mean"),), "aten::sum": (("reduction", "Sum"),),
+    "aten::argmax": (("reduction", "ArgMax"),), "aten::argmin": (("reduction", "ArgMin"),),
+    **{op: (("pool", tf),) for op, tf in (("aten::adaptive_avg_pool2d", "AvgPool"),
+                                         ("aten::_adaptive_avg_pool2d", "AvgPool"),
+                                         ("aten::adaptive_max_pool2d", "MaxPool"))},
+    "aten::_adaptive_avg_pool2d_backward": (("avg_pool_grad", "AvgPoolGrad"),),
+    "aten::adaptive_max_pool2d_backward": (("max_pool_grad", "MaxPoolGrad"),),
 }
 _POOLS = ("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d")
 _POOL_GRADS = ("aten::max_pool2d_with_indices_backward", "aten::avg_pool2d_backward")
+_ADAPTIVE = ("aten::adaptive_avg_pool2d", "aten::_adaptive_avg_pool2d", "aten::adaptive_max_pool2d")
+_ADAPTIVE_GRADS = ("aten::_adaptive_avg_pool2d_backward", "aten::adaptive_max_pool2d_backward")
 _BROADCAST_RANK = 8  # operands of more dimensions get no estimate
 _DIMS = pl.List(pl.List(pl.Int64))
 # The JSON texts each decode reads, checked first (a typed decode of anything else fails the whole
@@ -138,6 +158,15 @@ def _nhwc_window(pair: pl.Expr) -> pl.Expr:
     return pl.concat_list(one, _picked(pair, 0, 1), one)
 
 
+def _even_window(size: pl.Expr, pooled: pl.Expr) -> pl.Expr:
+    """The (h, w) window of adaptive pooling from the (h, w) ``size`` to ``pooled``: ``size //
+    pooled`` where each pooled size divides its size (null elsewhere: the windows then differ)."""
+    at = lambda pair, i: pair.list.get(i, null_on_oob=True)  # noqa: E731
+    even = pl.all_horizontal([(at(pooled, i) > 0) & (at(size, i) >= 0) & (at(size, i) % at(pooled, i) == 0)
+                              for i in (0, 1)])
+    return pl.when(even).then(pl.concat_list(at(size, 0) // at(pooled, 0), at(size, 1) // at(pooled, 1)))
+
+
 def _hwio(weight: pl.Expr) -> pl.Expr:
     """A PyTorch filter ``[cout, cin per group, kh, kw]`` in TensorFlow's HWIO layout."""
     return _picked(weight, 2, 3, 1, 0)
@@ -211,6 +240,14 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
     floor_mode = pl.when(avg).then(concrete.list.get(4, null_on_oob=True)).otherwise(
         concrete.list.get(5, null_on_oob=True)) == "False"
     pooled = pool & floor_mode & (a.list.len() == 4) & (k.list.len() == 2)
+    # adaptive pooling (x, output_size) and its backward ops (grad, x[, indices]): TensorFlow's
+    # pooling with a window and stride of in // out where out divides in, so that the windows are
+    # equal and do not overlap; no estimate elsewhere
+    adaptive, adaptive_grad = op.is_in(list(_ADAPTIVE)), op.is_in(list(_ADAPTIVE_GRADS))
+    adaptive_out = pl.when(adaptive).then(_pair(concrete, 1)).otherwise(_picked(a, 2, 3))
+    window = _even_window(pl.when(adaptive).then(_picked(a, 2, 3)).otherwise(_picked(b, 2, 3)), adaptive_out)
+    arg = op.is_in(["aten::argmax", "aten::argmin"])
+    arg_dim = concrete.list.get(1, null_on_oob=True)  # one axis, or "" (None): all of them
     in0 = (pl.when(op == "aten::addmm").then(m1)
            .when(backward & (part == 1)).then(_nhwc(image)).when(backward & (part == 2)).then(_nhwc(grad))
            .otherwise(a))
@@ -234,11 +271,19 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         .when(op.is_in(["aten::mean", "aten::sum"]) & (a.list.len() > 0)).then(_reduced(
             a, _decode(concrete.list.get(1, null_on_oob=True), pl.List(pl.Int64), "ints"),
             (dims.list.len() <= 2) | (concrete.list.get(1, null_on_oob=True) == "[]").fill_null(False)))
+        .when(arg & (a.list.len() > 0)).then(_reduced(
+            a, _decode(pl.concat_str(pl.lit("["), arg_dim, pl.lit("]")), pl.List(pl.Int64), "ints"),
+            (arg_dim == "").fill_null(False)))
         .when(pooled).then(pl.concat_list(_picked(a, 0), _window_out(a, k, pool_stride, padding, dilation, 0),
                                           _window_out(a, k, pool_stride, padding, dilation, 1), _picked(a, 1)))
+        .when(adaptive & (a.list.len() == 4) & window.is_not_null())
+        .then(pl.concat_list(_picked(a, 0), _picked(adaptive_out, 0, 1), _picked(a, 1)))
     )
     in1 = (pl.when(conv | (backward & (part == 0))).then(_hwio(pl.when(conv).then(b).otherwise(weight)))
-           .when(pool_grad & (a.list.len() == 4)).then(_nhwc(a))  # the pooling's output (its gradient's shape)
+           # the pooling's output (its gradient's shape)
+           .when(pool_grad).then(pl.when(a.list.len() == 4).then(_nhwc(a)))
+           .when(adaptive_grad).then(pl.when((a.list.len() == 4) & (b.list.len() == 4) & window.is_not_null())
+                                     .then(_nhwc(a)))
            .when(op == "aten::addmm").then(m2).otherwise(b))
     return frame.select(
         key, "name", pl.col("tf_op").alias("op"), "formula", "part",
@@ -246,7 +291,8 @@ def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:
         dims.list.len().cast(pl.Int64).fill_null(0).alias("n_inputs"),
         pl.lit(False).alias("transpose_a"), pl.lit(False).alias("adj_x"), pl.lit(False).alias("nchw"),
         pl.when(backward).then(_nhwc_window(stride)).alias("strides"),
-        pl.when(pool | pool_grad).then(_nhwc_window(k)).alias("ksize"),
+        pl.when(pool | pool_grad).then(_nhwc_window(k))
+        .when(adaptive | adaptive_grad).then(pl.when(window.is_not_null()).then(_nhwc_window(window))).alias("ksize"),
     )
 
 
@@ -258,7 +304,7 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
     k = pl.when(formula == "matmul").then(pl.col("in0_dims").list.get(1, null_on_oob=True)).otherwise(
         pl.col("in0_dims").list.get(-1, null_on_oob=True))
     known = out_n.is_not_null() & in0_n.is_not_null()
-    ksize = pl.col("ksize").list.eval(pl.element().product()).list.first()
+    ksize = _elems(pl.col("ksize"))
     stride_hw = pl.col("strides").list.get(1, null_on_oob=True) * pl.col("strides").list.get(2, null_on_oob=True)
     value = (
         pl.when(formula.is_in(["matmul", "batch_matmul"]) & known).then(2 * k * out_n)
@@ -266,6 +312,8 @@ def float_ops(frame: pl.DataFrame) -> pl.Series:
         .then(2 * out_n * in1.list.get(0, null_on_oob=True) * in1.list.get(1, null_on_oob=True)
               * in1.list.get(2, null_on_oob=True))
         .when((formula == "softmax") & in0_n.is_not_null()).then(5 * in0_n)
+        .when((formula == "unary") & in0_n.is_not_null()).then(in0_n)
+        .when((formula == "rsqrt") & in0_n.is_not_null()).then(2 * in0_n)
         .when((formula == "conv2d_backprop_input") & out_n.is_not_null() & in1_n.is_not_null())
         .then((2 * out_n * in1_n) // (pl.col("out_dims").list.get(-1, null_on_oob=True) * stride_hw))
         .when((formula == "conv2d_backprop_filter") & known)
