@@ -221,3 +221,33 @@ def test_args_of_another_shape_give_no_estimate_and_fail_nothing():
     got = torch_flops.per_execution(ops).to_list()
     assert got[0] == hand_flops("aten::conv2d", good["Input Dims"], good["Concrete Inputs"]) > 0
     assert got[1:] == [0] * len(odd)
+
+
+@pytest.mark.parametrize(("op", "dims", "concrete", "want"), [
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], ["", "[4, 2]"], 2 * 3 * 4 * 2 * (2 * 4)),
+    ("aten::adaptive_max_pool2d", [[2, 3, 8, 8], []], ["", "[1, 1]"], 2 * 3 * 64),
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], ["", "[3, 3]"], 0),  # windows of 2 and 3: no estimate
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], ["", "[0, 0]"], 0),
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], ["", "[None, 4]"], 0),
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], ["", "[4]"], 0),
+    ("aten::adaptive_avg_pool2d", [[2, 3, 8, 8], []], None, 0),  # PyTorch 1.8: no Concrete Inputs
+    ("aten::_adaptive_avg_pool2d_backward", [[2, 3, 4, 4], [2, 3, 8, 8]], ["", ""], 2 * 4 * 2 * 3 * 16),
+    ("aten::_adaptive_avg_pool2d_backward", [[2, 3, 3, 3], [2, 3, 8, 8]], ["", ""], 0),
+    ("aten::adaptive_max_pool2d_backward", [[2, 3, 4, 4], [2, 3, 8, 8], [2, 3, 4, 4]], ["", "", ""], 5 * 2 * 3 * 16),
+    ("aten::adaptive_max_pool2d_backward", [[2, 3, 4, 4], [2, 3, 8]], ["", "", ""], 0),
+    ("aten::argmax", [[4, 10], [], []], ["", "1", "False"], 40 - 4),
+    ("aten::argmax", [[4, 10], [], []], ["", "-2", "True"], 40 - 10),
+    ("aten::argmin", [[4, 10], [], []], ["", "", "False"], 40 - 1),  # no axis: all of them
+    ("aten::argmax", [[4, 10], [], []], ["", "x", "False"], 0),
+    ("aten::rsqrt_", [[4, 10]], [""], 80),
+    ("aten::pow", [[4, 1], [10]], ["", ""], 40),  # broadcast
+    ("aten::ne_", [[4, 10], []], ["", "0"], 40),
+])
+def test_the_new_rules_on_recorded_args(op, dims, concrete, want):
+    """The rules for adaptive pooling, ArgMax/ArgMin and the element-wise ops on args written by
+    hand: an exact count where the shapes allow one, 0 (and no failure) where they do not."""
+    args = {"Input Dims": dims, **({"Concrete Inputs": concrete} if concrete is not None else {})}
+    ops = pl.DataFrame({"name": [f"m/{op}"], "op": [op], "args": [json.dumps(args)]})
+    assert torch_flops.per_execution(ops).to_list() == [want]
+    if want and concrete is not None:
+        assert hand_flops(op, dims, concrete) == want
