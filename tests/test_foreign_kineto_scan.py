@@ -197,3 +197,38 @@ def test_a_mapped_file_reads_as_its_bytes(monkeypatch, tmp_path, bom):
                 trace_json.read_events(path, bad)
             monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 500)
             assert str(got.value) == str(want.value)
+
+
+def test_a_file_read_in_windows_gives_every_table_of_one(monkeypatch):
+    """Read in windows of 64 KB (the args then a chunk per window, freed by the trace table as
+    it gathers them in start order), a Kineto trace gives every table it gives read whole."""
+    from tfprof.ingest import foreign
+    from tfprof.ingest.foreign import trace_columns
+
+    path = Path(__file__).parent / "fixtures" / "foreign" / "torch_cnn.pt.trace.json"
+    with kernels.using(True):
+        whole = foreign.read(path, "kineto")
+        monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 1 << 16)
+        assert trace_json.read_events(path, path.read_bytes())[1]["args"].num_chunks >= 8
+        windowed = foreign.read(path, "kineto")
+    assert sorted(windowed) == sorted(whole)
+    for name, table in whole.items():
+        assert windowed[name].equals(table), name
+
+
+def test_chunked_args_are_gathered_as_one_array(monkeypatch):
+    """``texts_at`` over args in chunks, taken over (each chunk freed past its last use), gives
+    what it gives over the same args in one array: nulls, empty strings and repeats kept."""
+    import pyarrow as pa
+
+    from tfprof.ingest.foreign import trace_table
+
+    rng = np.random.default_rng(5)
+    values = [None if k % 11 == 3 else "" if k % 7 == 2 else f'{{"k":{k}}}' * (k % 5) for k in range(1000)]
+    at = np.concatenate([rng.permutation(1000)[:900], rng.integers(0, 1000, 50)])
+    monkeypatch.setattr(trace_table, "BLOCK", 16)
+    with kernels.using(True):
+        one = trace_table.texts_at(pa.array(values, pa.string()), at)
+        chunked = pa.chunked_array([pa.array(values[k:k + 97], pa.string()) for k in range(0, 1000, 97)])
+        taken = trace_table.texts_at([chunked], at)
+    assert taken.equals(one) and one.to_pylist() == [values[k] for k in at]

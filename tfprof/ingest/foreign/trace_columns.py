@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -150,7 +151,7 @@ def _joined(path, pieces: list, names: list, coded, rest, table, non_ascii: bool
     """The table of the windows' ``pieces``, a column at a time, each piece freed once copied."""
     from tfprof.ingest.foreign import kineto_names
 
-    columns = {"args": _strings(*_concatenated(pieces, "args"))}
+    columns = {"args": _strings(*_concatenated(pieces, "args")) if len(pieces) < 2 else _chunked(pieces)}
     _, seen, _, spelled, sizes, _, _ = table
     for q, slot in enumerate(coded):
         values = _strings(*kineto_names.spelled_out(spelled, seen, sizes[0], q), None)
@@ -176,6 +177,24 @@ def _joined(path, pieces: list, names: list, coded, rest, table, non_ascii: bool
             except pa.ArrowInvalid:
                 raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (its text is not UTF-8)") from None
     return pa.table({name: columns[name] for name in ORDER})
+
+
+def _chunked(pieces: list) -> pa.ChunkedArray:
+    """The args, a chunk per window (large strings when all of them pass 32 bits, as one array of
+    them would be), each in memory mapped for it alone: the trace table, which gathers them in
+    start order, frees each chunk once past its last use (``trace_table.texts_at``), and a chunk
+    so freed is given back at once."""
+    wide = sum(int(p["args"][1][-1]) for p in pieces) >= 2**31
+    chunks = []
+    for p in pieces:
+        data, offs, valid = p["args"]
+        p["args"] = None
+        size = len(data)
+        room = np.frombuffer(mmap.mmap(-1, max(size, 1)), np.uint8)
+        room[:size] = data
+        del data
+        chunks.append(_strings(room[:size], offs, valid, 2**31 if wide else None))
+    return pa.chunked_array(chunks, pa.large_string() if wide else pa.string())
 
 
 def _concatenated(pieces: list, key: str, q: int | None = None) -> tuple:
