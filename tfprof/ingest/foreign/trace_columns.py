@@ -136,39 +136,49 @@ def _window(pool, path, body, found, coded, rest, table):
     ev_start, ev_end, rel, ln, ts, dur, has, flags = found
     marked = (flags & PYTHON).astype(np.bool_)
     extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
-    args = pool.submit(kineto_events.gather, body, ev_start, rel, ln, ARGS, marked, extra, True)
+    room = _room(int(np.maximum(ln[:, ARGS], 0).sum()))  # the args' own memory (at most their spans' bytes)
+    args = pool.submit(kineto_events.gather, body, ev_start, rel, ln, ARGS, marked, extra, True, room)
     try:
         codes, *grown = kineto_names.intern(body, ev_start, rel, ln, coded, marked, extra, *table)
         data, offs = kineto_events.gather_many(body, ev_start, rel, ln, rest, marked, extra)
     finally:
-        args_data, args_offs = args.result()
-    piece = {"args": (args_data, args_offs, ln[:, ARGS] >= 0), "codes": codes, "rest": (data, offs, ln[:, rest] >= 0),
+        args_offs = args.result()
+    # each slot's offsets from its first value, as 32 bits where they fit: not the shared 8-byte-wide table
+    wide = np.int64 if offs[-1, -1] >= 2**31 else np.int32
+    slots = [(data, int(offs[0, q]), (offs[:, q] - offs[0, q]).astype(wide), ln[:, slot] >= 0)
+             for q, slot in enumerate(rest)]
+    del offs
+    piece = {"args": (room[:int(args_offs[-1])], args_offs, ln[:, ARGS] >= 0), "codes": codes, "rest": slots,
              "ts": ts, "dur": dur, "has": has}
     return piece, (*grown, *table[4:])
+
+
+def _room(size: int) -> np.ndarray:
+    """``size`` bytes (at least one) mapped for them alone: given back to the system as soon as
+    they are freed (a heap may keep freed memory)."""
+    private = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
+    return np.frombuffer(mmap.mmap(-1, max(size, 1), **private), np.uint8)
 
 
 def _joined(path, pieces: list, names: list, coded, rest, table, non_ascii: bool) -> pa.Table:
     """The table of the windows' ``pieces``, a column at a time, each piece freed once copied."""
     from tfprof.ingest.foreign import kineto_names
 
-    columns = {"args": _strings(*_concatenated(pieces, "args")) if len(pieces) < 2 else _chunked(pieces)}
+    columns = {"args": _strings(*pieces[0]["args"]) if len(pieces) == 1 else _chunked(pieces)}
     _, seen, _, spelled, sizes, _, _ = table
     for q, slot in enumerate(coded):
         values = _strings(*kineto_names.spelled_out(spelled, seen, sizes[0], q), None)
-        codes = np.concatenate([p["codes"][:, q] for p in pieces]) if pieces else np.zeros(0, np.int32)
+        codes = np.concatenate([p["codes"][:, q] for p in pieces])
         columns[names[slot]] = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
     for p in pieces:
         p["codes"] = None
     # a slot's offsets start where the previous slot's values end, as one buffer for all would put them
-    reach = np.cumsum([sum(int(p["rest"][1][-1, q] - p["rest"][1][0, q]) for p in pieces) for q in range(len(rest))])
+    reach = np.cumsum([sum(int(p["rest"][q][2][-1]) for p in pieces) for q in range(len(rest))])
     for q, slot in enumerate(rest):
-        columns[names[slot]] = _strings(*_concatenated(pieces, "rest", q), int(reach[q]))
-    for p in pieces:
-        p["rest"] = None
+        columns[names[slot]] = _strings(*_concatenated(pieces, q), int(reach[q]))
     for field, k in (("ts", 0), ("dur", 1)):
-        has = np.concatenate([p["has"][:, k] for p in pieces]) if pieces else np.zeros(0, np.bool_)
-        columns[field] = pa.array(np.concatenate([p[field] for p in pieces]) if pieces else np.zeros(0), pa.float64(),
-                                  mask=~has)
+        has = np.concatenate([p["has"][:, k] for p in pieces])
+        columns[field] = pa.array(np.concatenate([p[field] for p in pieces]), pa.float64(), mask=~has)
     if non_ascii:
         for name in names:
             try:
@@ -181,39 +191,33 @@ def _joined(path, pieces: list, names: list, coded, rest, table, non_ascii: bool
 
 def _chunked(pieces: list) -> pa.ChunkedArray:
     """The args, a chunk per window (large strings when all of them pass 32 bits, as one array of
-    them would be), each in memory mapped for it alone: the trace table, which gathers them in
-    start order, frees each chunk once past its last use (``trace_table.texts_at``), and a chunk
-    so freed is given back at once."""
+    them would be), each in memory of its own (``_room``): the trace table, which gathers them in
+    start order, frees each chunk once past its last use (``trace_table.texts_at``)."""
     wide = sum(int(p["args"][1][-1]) for p in pieces) >= 2**31
     chunks = []
     for p in pieces:
-        data, offs, valid = p["args"]
+        chunks.append(_strings(*p["args"], 2**31 if wide else None))
         p["args"] = None
-        size = len(data)
-        room = np.frombuffer(mmap.mmap(-1, max(size, 1)), np.uint8)
-        room[:size] = data
-        del data
-        chunks.append(_strings(room[:size], offs, valid, 2**31 if wide else None))
     return pa.chunked_array(chunks, pa.large_string() if wide else pa.string())
 
 
-def _concatenated(pieces: list, key: str, q: int | None = None) -> tuple:
-    """(bytes, int64 offsets from 0, validity) of column ``key`` (``q``: its slot among ``rest``)
-    over the windows' pieces; each window's bytes are freed as they are copied (``args``)."""
-    parts = [p[key] if q is None else (p[key][0], p[key][1][:, q], p[key][2][:, q]) for p in pieces]
-    total = sum(int(offs[-1] - offs[0]) for _, offs, _ in parts)
+def _concatenated(pieces: list, q: int) -> tuple:
+    """(bytes, int64 offsets from 0, validity) of the ``q``-th of the ``rest`` slots over the
+    windows' pieces, each piece's offsets freed once copied."""
+    parts = [p["rest"][q] for p in pieces]
+    for p in pieces:
+        p["rest"][q] = None
+    total = sum(int(offs[-1]) for _, _, offs, _ in parts)
     data = np.empty(max(total, 1), np.uint8)
-    offsets = np.zeros(1 + sum(len(offs) - 1 for _, offs, _ in parts), np.int64)
-    valid = np.concatenate([v for _, _, v in parts]) if parts else np.zeros(0, np.bool_)
+    offsets = np.zeros(1 + sum(len(offs) - 1 for _, _, offs, _ in parts), np.int64)
+    valid = np.concatenate([v for _, _, _, v in parts])
     o = r = 0
-    for k, (piece, offs, _) in enumerate(parts):
-        size = int(offs[-1] - offs[0])
-        data[o:o + size] = piece[offs[0]:offs[-1]]
-        offsets[r + 1:r + len(offs)] = offs[1:] - offs[0] + o
+    for k, (piece, first, offs, _) in enumerate(parts):
+        size = int(offs[-1])
+        data[o:o + size] = piece[first:first + size]
+        offsets[r + 1:r + len(offs)] = offs[1:] + o
         o, r = o + size, r + len(offs) - 1
         parts[k] = piece = offs = None
-        if q is None:
-            pieces[k][key] = None
     return data[:total], offsets, valid
 
 

@@ -1,9 +1,10 @@
 """Chrome-trace JSON (Kineto's ``.pt.trace.json``, plain or gzip) read into one Arrow table of raw events.
 
-Fast path: one numba pass over the file's bytes (not copied) walks the ``traceEvents`` array,
-validating it, and notes where each event's fields lie; the columns are gathered from those
-spans straight into Arrow buffers (``trace_columns``, ``kineto_events``), and only the rare event
-with an escape or an unusual number is decoded by Python's ``json``. The reference path (the
+Fast path: one numba pass over the file's bytes (mapped, not read whole or copied) walks the
+``traceEvents`` array, validating it, and notes where each event's fields lie; the columns are
+gathered from those spans straight into Arrow buffers (``trace_columns``, ``kineto_events``), a
+window of the file at a time, whose pages are dropped once gathered; only the rare event with
+an escape or an unusual number is decoded by Python's ``json``. The reference path (the
 reference engine) parses with Python's ``json``; both give the same table, ``args`` as compact
 JSON text.
 """
