@@ -133,28 +133,102 @@ def test_many_events_grow_the_arrays():
     assert fast["arg:correlation"].to_pylist()[4999] == "4999"
 
 
+def _windowed(trap: bool = False, count: int = 400) -> bytes:
+    """A trace whose names, threads and categories first appear in different windows, with
+    events Python decodes (an escape) and non-ASCII text among them."""
+    args = ',"args":{"list":[' + ", ".join(['{"name":"a"}'] * 20) + "]}" if trap else ',"args":{"device": 0}'
+    events = [f'{{"ph":"X","name":"op{k % 13 if k % 50 else k}","cat":"c{k % 7}","pid":1,"tid":{k // 90},'
+              f'"ts":{k}.5,"dur":0.25{args}}}' for k in range(count)]
+    events[77] = events[77].replace('"name":"op', '"name":"\\u00e9 op')
+    events[301] = events[301].replace('"name":"op', '"name":"\u6f22 op')
+    return ('{"traceEvents": [' + ", ".join(events) + "]}").encode()
+
+
 @pytest.mark.parametrize("trap", [False, True], ids=["boundary", "look-alike-in-args"])
-def test_a_large_array_scanned_in_two_halves_is_the_same_table(monkeypatch, trap):
-    """Above ``SPLIT_BYTES`` the array is scanned from its start and from an event boundary past
-    its middle at once; the halves are joined only when the first half stops exactly there. Args
-    holding what looks like a boundary (a list of objects with a `name`) must not split anything."""
+def test_windows_give_the_table_of_one(monkeypatch, trap):
+    """The array is scanned and gathered a window of ``WINDOW_BYTES`` at a time, each window
+    ending at what looks like an event boundary: with windows of a few events, the table is the
+    one a single window gives and the reference's, the names coded in order of first appearance
+    in the whole file; args holding what looks like a boundary leave the rest to one window."""
     from tfprof.ingest.foreign import trace_columns
 
-    args = ',"args":{"list":[' + ", ".join(['{"name":"a"}'] * 20) + "]}" if trap else ""
-    events = [f'{{"ph":"X","name":"op{k}","cat":"cpu_op","pid":1,"tid":1,"ts":{k}.5,"dur":0.25{args}}}'
-              for k in range(400)]
-    data = ('{"traceEvents": [' + ", ".join(events) + "]}").encode()
-    monkeypatch.setattr(trace_columns, "SPLIT_BYTES", 1 << 62)
+    data = _windowed(trap)
+    monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 1 << 62)
     (_, whole), _ = both(data)
-    monkeypatch.setattr(trace_columns, "SPLIT_BYTES", 64)
+    monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 500)
     calls = []
-    real = trace_columns._scan
-    monkeypatch.setattr(trace_columns, "_scan", lambda body, start: calls.append(1) or real(body, start))
-    (_, halves), (_, ref) = both(data)
-    assert calls and same(halves, whole) and same(halves, ref)
-    assert halves.num_rows == 400
+    real = trace_columns._window
+    monkeypatch.setattr(trace_columns, "_window", lambda *a: calls.append(1) or real(*a))
+    (_, windowed), (_, ref) = both(data)
+    assert windowed.num_rows == 400 and same(windowed, whole) and same(windowed, ref)
+    assert (len(calls) > 50) == (not trap)
+    for name in ("name", "cat", "tid"):
+        assert windowed[name].chunk(0).dictionary.equals(ref[name].chunk(0).dictionary)
+        assert windowed[name].chunk(0).indices.equals(ref[name].chunk(0).indices)
     body = np.frombuffer(data, np.uint8)
     start = data.index(b"[") + 1
-    cut = trace_columns._NEXT_EVENT.search(body.data, start + (len(body) - start) // 2).start(1)
-    head = kineto_events.scan(body, start, 16, cut, SLOTS)  # the first half stops at the cut only at a true boundary
+    cut = trace_columns._NEXT_EVENT.search(body.data, start + 500).start(1)
+    head = kineto_events.scan(body, start, 16, cut, SLOTS)  # a window stops at the cut only at a true boundary
     assert (head[0] == kineto_events.SPLIT) == (not trap)
+
+
+@pytest.mark.parametrize("bom", [b"", trace_json.BOM])
+def test_a_mapped_file_reads_as_its_bytes(monkeypatch, tmp_path, bom):
+    """A file mapped (``sources.read_mapped``), its windows dropped from memory as they are
+    gathered, gives the table its bytes give; so do its errors, a scan error (here the file
+    cut short) coming before an event Python cannot decode in an earlier window."""
+    from tfprof.ingest.foreign import trace_columns
+    from tfprof.ingest.sources import read_mapped
+
+    monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 500)
+    data = bom + _windowed()
+    path = tmp_path / "mapped.json"
+    path.write_bytes(data)
+    with kernels.using(True):
+        top, mapped = trace_json.read_events(path, [read_mapped(path, "profile")])
+        assert same(mapped, trace_json.read_events(path, data)[1])
+        undecodable = data.replace(b'"name":"\\u00e9 op', b'"name":"\\u00e9\xff')  # invalid UTF-8, with an escape
+        for bad in (data[:-900], undecodable, undecodable[:-900]):
+            path.write_bytes(bad)
+            with pytest.raises(ProfileFormatError) as got:
+                trace_json.read_events(path, [read_mapped(path, "profile")])
+            monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 1 << 62)
+            with pytest.raises(ProfileFormatError) as want:
+                trace_json.read_events(path, bad)
+            monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 500)
+            assert str(got.value) == str(want.value)
+
+
+def test_a_file_read_in_windows_gives_every_table_of_one(monkeypatch):
+    """Read in windows of 64 KB (the args then a chunk per window, freed by the trace table as
+    it gathers them in start order), a Kineto trace gives every table it gives read whole."""
+    from tfprof.ingest import foreign
+    from tfprof.ingest.foreign import trace_columns
+
+    path = Path(__file__).parent / "fixtures" / "foreign" / "torch_cnn.pt.trace.json"
+    with kernels.using(True):
+        whole = foreign.read(path, "kineto")
+        monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 1 << 16)
+        assert trace_json.read_events(path, path.read_bytes())[1]["args"].num_chunks >= 8
+        windowed = foreign.read(path, "kineto")
+    assert sorted(windowed) == sorted(whole)
+    for name, table in whole.items():
+        assert windowed[name].equals(table), name
+
+
+def test_chunked_args_are_gathered_as_one_array(monkeypatch):
+    """``texts_at`` over args in chunks, taken over (each chunk freed past its last use), gives
+    what it gives over the same args in one array: nulls, empty strings and repeats kept."""
+    import pyarrow as pa
+
+    from tfprof.ingest.foreign import trace_table
+
+    rng = np.random.default_rng(5)
+    values = [None if k % 11 == 3 else "" if k % 7 == 2 else f'{{"k":{k}}}' * (k % 5) for k in range(1000)]
+    at = np.concatenate([rng.permutation(1000)[:900], rng.integers(0, 1000, 50)])
+    monkeypatch.setattr(trace_table, "BLOCK", 16)
+    with kernels.using(True):
+        one = trace_table.texts_at(pa.array(values, pa.string()), at)
+        chunked = pa.chunked_array([pa.array(values[k:k + 97], pa.string()) for k in range(0, 1000, 97)])
+        taken = trace_table.texts_at([chunked], at)
+    assert taken.equals(one) and one.to_pylist() == [values[k] for k in at]

@@ -6,6 +6,7 @@ what to do. Files are only ever opened for reading.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -64,6 +65,21 @@ def read_bytes(path: str | os.PathLike | bytes | _message.Message, kind: str) ->
     if not data:
         raise ProfileFormatError(f"`{p}` is empty, expected a {what} file (given as {flag})")
     return data
+
+
+def read_mapped(path: str | os.PathLike | bytes | _message.Message, kind: str) -> bytes | mmap.mmap:
+    """``read_bytes``, but a file is mapped read-only (``mmap``) rather than read whole: its pages
+    are read as they are touched, and a reader that goes through it once may drop them behind it.
+    An input given in memory, or a file that cannot be mapped, is read as ``read_bytes`` reads it."""
+    if in_memory(path) or not isinstance(path, (str, os.PathLike)) or not Path(path).is_file():
+        return read_bytes(path, kind)
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size:
+                return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        pass
+    return read_bytes(path, kind)
 
 
 def parse_binary(cls: type[M], data: bytes) -> M | None:

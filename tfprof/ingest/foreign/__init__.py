@@ -36,15 +36,15 @@ def kind(path) -> str | None:
 
 def read(path, what: str) -> dict[str, pa.Table]:
     """The tables of foreign profile ``path`` of kind ``what``."""
-    from tfprof.ingest.sources import read_bytes
+    from tfprof.ingest.sources import read_bytes, read_mapped
 
+    if what == "kineto":  # mapped: the scan drops each window of the file once its columns are gathered
+        from tfprof.ingest.foreign import kineto
+
+        return kineto.read(Path(path), [read_mapped(path, "profile")])
     data = read_bytes(path, "profile")
     box = [data]  # the reader empties it: the file's bytes are freed once the events are decoded
     del data
-    if what == "kineto":
-        from tfprof.ingest.foreign import kineto
-
-        return kineto.read(Path(path), box)
     from tfprof.ingest.foreign import xspace
 
     return xspace.read(Path(path), box)

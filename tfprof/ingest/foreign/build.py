@@ -311,7 +311,7 @@ def _tables(ev, args, op, acc, mem, nodes, frame_parent, counters, found, counte
                                    **{k: [v] for k, v in job.items()}})
     box, args_at = args
     del args
-    out["trace_events"] = trace_table.trace_events(ev, box.pop(), args_at, runs)
+    out["trace_events"] = trace_table.trace_events(ev, box, args_at, runs)
     out["counters"] = conform("counters", counters.to_arrow()) if counters is not None else TABLES[
         "counters"].schema.empty_table()
     out["flows"] = trace_table.flows(ev)

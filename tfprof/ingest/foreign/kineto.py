@@ -52,7 +52,9 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     # the text columns that say something for few events (the args, flow ids, the args keys read)
     # stay Arrow, looked up by event id for the rows that need them (``_on_rows``): polars would
     # copy them whole, and each filter of the frame again
-    side = rows.select([c for c in rows.column_names if c not in _FRAME_COLUMNS]).combine_chunks()
+    # (the args, a chunk per window of a large file, stay so: ``trace_table.texts_at`` frees them a chunk at a time)
+    side = rows.select([c for c in rows.column_names if c not in (*_FRAME_COLUMNS, "args")]).combine_chunks()
+    side = side.append_column("args", rows["args"])
     raw = pl.from_arrow(rows.select(list(_FRAME_COLUMNS))).with_row_index("event_id").with_columns(
         pl.col("event_id").cast(pl.Int64), pl.col("name").fill_null(""))
     del rows
@@ -85,7 +87,8 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
     counters = _counters(path, counter_events, side["args"], ev, base)
-    args = [side["args"].chunk(0)]  # handed over to build, as the events are
+    args = side["args"]  # handed over to build, as the events are (a chunked array when the file was read in windows)
+    args = [args.chunk(0) if args.num_chunks == 1 else args]
     del counter_events, categories, side  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev

@@ -1,6 +1,6 @@
 """The event loop of the Chrome-trace scanner (``kineto_scan`` has its JSON pieces): ``scan``
 notes each event's spans and numbers in one pass, ``gather`` copies one slot of every event
-into an Arrow-ready buffer (an ``args`` object without its whitespace)."""
+into an Arrow-ready buffer (an ``args`` object without its whitespace), ``gather_many`` several."""
 
 from __future__ import annotations
 
@@ -251,17 +251,13 @@ def scan(buf, pos, capacity, stop, slots):
 
 
 @njit(cache=True, nogil=True)
-def gather(buf, ev_start, rel, ln, slot, marked, extra, minify):
-    """Slot ``slot`` of every event as one byte buffer and int64 offsets (a marked event's value
-    from ``extra``); ``minify`` drops the whitespace outside strings (an args object): a string
-    is copied through to its closing quote in a loop of its own."""
+def gather(buf, ev_start, rel, ln, slot, marked, extra, minify, data):
+    """Slot ``slot`` of every event into ``data`` (the caller's: room for the slot's spans one
+    after another), one after another: their int64 offsets (a marked event's value from
+    ``extra``); ``minify`` drops the whitespace outside strings (an args object): a string is
+    copied through to its closing quote in a loop of its own."""
     n = len(ev_start)
     offs = np.zeros(n + 1, np.int64)
-    total = 0
-    for r in range(n):
-        if ln[r, slot] > 0:
-            total += ln[r, slot]
-    data = np.empty(max(total, 1), np.uint8)
     o = 0
     for r in range(n):
         m = ln[r, slot]
@@ -298,7 +294,7 @@ def gather(buf, ev_start, rel, ln, slot, marked, extra, minify):
                         data[o] = c
                         o += 1
         offs[r + 1] = o
-    return data[:o], offs
+    return offs
 
 
 @njit(cache=True, nogil=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign.trace_layout import ARG_KEYS, ARGS, CODED, FIELDS, NON_ASCII, PYTHON, SLOTS
+from tfprof.ingest.foreign.trace_layout import ARG_KEYS, ARGS, CODED, FIELDS, NON_ASCII, OK, OPEN, PYTHON, SLOTS, SPLIT
 from tfprof.ingest.sources import one_line
 
 ARG_COLUMNS = tuple(f"arg:{k}" for k in ARG_KEYS)
@@ -94,111 +95,177 @@ def reference_table(path, events: list) -> pa.Table:
     return pa.table({name: columns[name] for name in ORDER})
 
 
-def scanned_table(path, body: np.ndarray, start: int, array_form: bool):
+def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=None):
     """(status, end, the events table) of the events array whose first byte inside is
     ``body[start]``; the table is None unless the scan reached the array's end (or, array form,
-    stopped between two events). A large array is scanned in two halves at once (``_scan``), and
-    the columns are gathered on as many threads."""
-    from tfprof.ingest.foreign import kineto_events, kineto_names
+    stopped between two events). The array is scanned and its columns gathered a window of about
+    ``WINDOW_BYTES`` at a time (``_windows``), so that only a window's spans are alive: each
+    window's columns are kept as pieces, joined once at the end. ``release(lo, hi)``, when given,
+    is told each window's bytes once its columns are gathered (a mapped file drops them)."""
+    from tfprof.ingest.foreign import kineto_names
 
-    status, end, ev_start, ev_end, rel, ln, ts, dur, has, flags = _scan(body, start)
-    if status not in (kineto_events.OK, kineto_events.OPEN):
-        return status, end, None
-    marked = (flags & PYTHON).astype(np.bool_)
-    extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
-    del ev_end
     names = [*FIELDS, "args", *ARG_COLUMNS]
     coded = np.array([names.index(name) for name in CODED], np.int64)
-
-    def interned() -> dict[str, pa.Array]:
-        """The ``CODED`` columns: a code per event, and each distinct value spelled once."""
-        codes, slot_of, first = kineto_names.intern(body, ev_start, rel, ln, coded, marked, extra)
-        out = {}
-        for q, slot in enumerate(coded):
-            rows = first[slot_of == q]
-            data, offs = kineto_events.gather(body, ev_start[rows], rel[rows], ln[rows], slot, marked[rows], extra,
-                                              False)
-            values = _strings(data, offs, np.ones(len(rows), np.bool_))
-            column = np.ascontiguousarray(codes[:, q])
-            out[names[slot]] = pa.DictionaryArray.from_arrays(pa.array(column, mask=column < 0), values)
-        return out
-
-    def gathered() -> dict[str, pa.Array]:
-        """The other columns but the args, which say something for few events: in one pass."""
-        rest = np.array([slot for slot in range(len(names)) if slot not in coded and slot != ARGS], np.int64)
-        data, offs = kineto_events.gather_many(body, ev_start, rel, ln, rest, marked, extra)
-        return {names[slot]: _strings(data, np.ascontiguousarray(offs[:, q]), ln[:, slot] >= 0)
-                for q, slot in enumerate(rest)}
-
-    def minified() -> pa.Array:
-        data, offs = kineto_events.gather(body, ev_start, rel, ln, ARGS, marked, extra, True)
-        return _strings(data, offs, ln[:, ARGS] >= 0)
-
+    rest = np.array([slot for slot in range(len(names)) if slot not in coded and slot != ARGS], np.int64)
+    table = kineto_names.new_table(len(coded))
+    pieces, error, non_ascii = [], None, False
     with ThreadPoolExecutor(_THREADS) as pool:  # numba releases the GIL
-        # the args, the longest, on one thread; the names, then the rest, on the other
-        parts = [pool.submit(minified), pool.submit(interned), pool.submit(gathered)]
-        columns = {"args": parts[0].result(), **parts[1].result(), **parts[2].result()}
-    columns["ts"] = pa.array(ts, pa.float64(), mask=~has[:, 0])
-    columns["dur"] = pa.array(dur, pa.float64(), mask=~has[:, 1])
-    if (flags & NON_ASCII).any():
+        for status, end, found, lo, hi in _windows(pool, body, start):
+            if status not in (OK, OPEN, SPLIT):
+                return status, end, None
+            if error is None:  # after an event Python cannot decode, the rest is only scanned: a scan error comes first
+                try:
+                    piece, table = _window(pool, path, body, found, coded, rest, table)
+                    pieces.append(piece)
+                    non_ascii |= bool((found[-1] & NON_ASCII).any())
+                except ProfileFormatError as exc:
+                    error = exc
+            del found
+            if release is not None:
+                release(lo, hi)
+    if error is not None:
+        raise error
+    return status, end, _joined(path, pieces, names, coded, rest, table, non_ascii)
+
+
+def _window(pool, path, body, found, coded, rest, table):
+    """The columns of one window's events (``found``: the scan's arrays), as pieces for ``_joined``,
+    and the name table carried on. The args, the longest, are gathered on a thread of their own."""
+    from tfprof.ingest.foreign import kineto_events, kineto_names
+
+    ev_start, ev_end, rel, ln, ts, dur, has, flags = found
+    marked = (flags & PYTHON).astype(np.bool_)
+    extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
+    room = _room(int(np.maximum(ln[:, ARGS], 0).sum()))  # the args' own memory (at most their spans' bytes)
+    args = pool.submit(kineto_events.gather, body, ev_start, rel, ln, ARGS, marked, extra, True, room)
+    try:
+        codes, *grown = kineto_names.intern(body, ev_start, rel, ln, coded, marked, extra, *table)
+        data, offs = kineto_events.gather_many(body, ev_start, rel, ln, rest, marked, extra)
+    finally:
+        args_offs = args.result()
+    # each slot's offsets from its first value, as 32 bits where they fit: not the shared 8-byte-wide table
+    wide = np.int64 if offs[-1, -1] >= 2**31 else np.int32
+    slots = [(data, int(offs[0, q]), (offs[:, q] - offs[0, q]).astype(wide), ln[:, slot] >= 0)
+             for q, slot in enumerate(rest)]
+    del offs
+    piece = {"args": (room[:int(args_offs[-1])], args_offs, ln[:, ARGS] >= 0), "codes": codes, "rest": slots,
+             "ts": ts, "dur": dur, "has": has}
+    return piece, (*grown, *table[4:])
+
+
+def _room(size: int) -> np.ndarray:
+    """``size`` bytes (at least one) mapped for them alone: given back to the system as soon as
+    they are freed (a heap may keep freed memory)."""
+    private = {"flags": mmap.MAP_PRIVATE} if hasattr(mmap, "MAP_PRIVATE") else {}
+    return np.frombuffer(mmap.mmap(-1, max(size, 1), **private), np.uint8)
+
+
+def _joined(path, pieces: list, names: list, coded, rest, table, non_ascii: bool) -> pa.Table:
+    """The table of the windows' ``pieces``, a column at a time, each piece freed once copied."""
+    from tfprof.ingest.foreign import kineto_names
+
+    columns = {"args": _strings(*pieces[0]["args"]) if len(pieces) == 1 else _chunked(pieces)}
+    _, seen, _, spelled, sizes, _, _ = table
+    for q, slot in enumerate(coded):
+        values = _strings(*kineto_names.spelled_out(spelled, seen, sizes[0], q), None)
+        codes = np.concatenate([p["codes"][:, q] for p in pieces])
+        columns[names[slot]] = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), values)
+    for p in pieces:
+        p["codes"] = None
+    # a slot's offsets start where the previous slot's values end, as one buffer for all would put them
+    reach = np.cumsum([sum(int(p["rest"][q][2][-1]) for p in pieces) for q in range(len(rest))])
+    for q, slot in enumerate(rest):
+        columns[names[slot]] = _strings(*_concatenated(pieces, q), int(reach[q]))
+    for field, k in (("ts", 0), ("dur", 1)):
+        has = np.concatenate([p["has"][:, k] for p in pieces])
+        columns[field] = pa.array(np.concatenate([p[field] for p in pieces]), pa.float64(), mask=~has)
+    if non_ascii:
         for name in names:
             try:
                 column = columns[name]
                 (column.dictionary if name in CODED else column).validate(full=True)
             except pa.ArrowInvalid:
                 raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (its text is not UTF-8)") from None
-    return status, end, pa.table({name: columns[name] for name in ORDER})
+    return pa.table({name: columns[name] for name in ORDER})
+
+
+def _chunked(pieces: list) -> pa.ChunkedArray:
+    """The args, a chunk per window (large strings when all of them pass 32 bits, as one array of
+    them would be), each in memory of its own (``_room``): the trace table, which gathers them in
+    start order, frees each chunk once past its last use (``trace_table.texts_at``)."""
+    wide = sum(int(p["args"][1][-1]) for p in pieces) >= 2**31
+    chunks = []
+    for p in pieces:
+        chunks.append(_strings(*p["args"], 2**31 if wide else None))
+        p["args"] = None
+    return pa.chunked_array(chunks, pa.large_string() if wide else pa.string())
+
+
+def _concatenated(pieces: list, q: int) -> tuple:
+    """(bytes, int64 offsets from 0, validity) of the ``q``-th of the ``rest`` slots over the
+    windows' pieces, each piece's offsets freed once copied."""
+    parts = [p["rest"][q] for p in pieces]
+    for p in pieces:
+        p["rest"][q] = None
+    total = sum(int(offs[-1]) for _, _, offs, _ in parts)
+    data = np.empty(max(total, 1), np.uint8)
+    offsets = np.zeros(1 + sum(len(offs) - 1 for _, _, offs, _ in parts), np.int64)
+    valid = np.concatenate([v for _, _, _, v in parts])
+    o = r = 0
+    for k, (piece, first, offs, _) in enumerate(parts):
+        size = int(offs[-1])
+        data[o:o + size] = piece[first:first + size]
+        offsets[r + 1:r + len(offs)] = offs[1:] + o
+        o, r = o + size, r + len(offs) - 1
+        parts[k] = piece = offs = None
+    return data[:total], offsets, valid
 
 
 _THREADS = max(1, min(2, os.cpu_count() or 1))
+WINDOW_BYTES = 32 << 20  # the events scanned and gathered at a time
 SPLIT_BYTES = 8 << 20  # arrays smaller than this are scanned in one piece
-# where the second half starts: an event that follows another (`}, {"ph"`), Kineto's first key
+# where a window ends: an event that follows another (`}, {"ph"`), Kineto's first key
 _NEXT_EVENT = re.compile(rb'\}\s*,\s*(\{)\s*"(?:ph|name|cat)"')
 
 
-def _scan(body: np.ndarray, start: int):
-    """``kineto_events.scan`` of the array from ``body[start]``, on two threads when it is large:
-    the second half starts at what looks like an event boundary past the middle, and counts only
-    if the first half, scanning from the true start, stops exactly there between two events
-    (else the first half's scan, which then went on to the end, is the answer)."""
+def _windows(pool, body: np.ndarray, start: int):
+    """``kineto_events.scan`` of the array from ``body[start]``, a window at a time: (status, end,
+    the scan's arrays, the window's first and end byte) per window. A window ends at what looks
+    like an event boundary about ``WINDOW_BYTES`` on (an array under twice that but above
+    ``SPLIT_BYTES``: its middle), and the scan stops there (``SPLIT``) only if it is a true one;
+    else that scan, which then went on to the end, is the last. The next window is scanned on
+    another thread while the caller gathers this one's columns."""
     from tfprof.ingest.foreign import kineto_events
 
     size = len(body) - start
-    found = _NEXT_EVENT.search(body.data, start + size // 2) if _THREADS > 1 and size >= SPLIT_BYTES else None
-    if found is None:
-        return _trimmed(kineto_events.scan(body, start, _rows(size), -1, SLOTS), _rows(size))
-    cut = found.start(1)
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(kineto_events.scan, body, start, _rows(cut - start), cut, SLOTS)
-        second = pool.submit(kineto_events.scan, body, cut, _rows(len(body) - cut), -1, SLOTS)
-        head, tail = list(first.result()), list(second.result())
-    del first, second
-    if head[0] != kineto_events.SPLIT:
-        return _trimmed(head, _rows(cut - start))
-    out = [tail[0], tail[1]]
-    for j in range(2, len(head)):  # an array at a time, each half freed once joined
-        out.append(np.concatenate([head[j], tail[j]]))
-        head[j] = tail[j] = None
-    return tuple(out)
+    step = WINDOW_BYTES if size >= 2 * WINDOW_BYTES or size < SPLIT_BYTES else size // 2 + 1
+    lo, cut = start, _cut(body, start, step)
+    scanning = pool.submit(kineto_events.scan, body, lo, _rows(body, lo, cut), cut, SLOTS)
+    while True:
+        status, end, *found = scanning.result()
+        scanning = None
+        hi = cut if status == SPLIT else len(body)
+        if status == SPLIT:
+            after = _cut(body, cut, step)
+            scanning = pool.submit(kineto_events.scan, body, cut, _rows(body, cut, after), after, SLOTS)
+        yield status, end, found, lo, hi
+        del found
+        if scanning is None:
+            return
+        lo, cut = hi, after
 
 
-def _rows(size: int) -> int:
-    """The rows the scan first makes room for, for ``size`` bytes of events (it doubles them as needed)."""
-    return max(16, size // 256)
+def _cut(body: np.ndarray, at: int, step: int) -> int:
+    """Where the window from ``body[at]`` ends: the ``{`` of the first event boundary found
+    ``step`` bytes on, -1 (the end) when there is none."""
+    found = _NEXT_EVENT.search(body.data, at + step) if at + step < len(body) else None
+    return found.start(1) if found else -1
 
 
-def _trimmed(found, rows: int) -> tuple:
-    """The scan's answer ``found`` with its arrays copied to their length, one at a time, where
-    the room the scan made (``rows``, doubled as needed) is a third more than that."""
-    found = list(found)
-    count = len(found[2])
-    room = rows
-    while room < count:
-        room *= 2
-    if 3 * room > 4 * count:
-        for j in range(2, len(found)):
-            found[j] = found[j].copy()
-    return tuple(found)
+def _rows(body: np.ndarray, lo: int, cut: int) -> int:
+    """The rows the scan first makes room for, for the events from ``body[lo]`` to ``cut`` (-1:
+    the end), about one per 256 bytes (it doubles them as needed)."""
+    return max(16, ((cut if cut >= 0 else len(body)) - lo) // 256)
 
 
 def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) -> np.ndarray:
@@ -234,12 +301,12 @@ def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) ->
     return np.frombuffer(b"".join(pieces) or b"\0", np.uint8)
 
 
-def _strings(data: np.ndarray, offs: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """An Arrow string array over ``data`` and ``offs`` (int64; they need not start at 0), null
-    where not ``valid``."""
-    n = len(valid)
-    kind = pa.string() if offs[-1] < 2**31 else pa.large_string()
+def _strings(data: np.ndarray, offs: np.ndarray, valid: np.ndarray | None = None, reach: int | None = None) -> pa.Array:
+    """An Arrow string array over ``data`` and ``offs`` (int64 from 0), null where not ``valid``
+    (None: none is); large strings when the offsets, or ``reach``, pass 32 bits."""
+    n = len(offs) - 1
+    kind = pa.string() if (offs[-1] if reach is None else reach) < 2**31 else pa.large_string()
     offsets = offs.astype(np.int32) if kind == pa.string() else offs
-    nulls = n - int(np.count_nonzero(valid))
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
     validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
     return pa.Array.from_buffers(kind, n, [validity, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=nulls)

@@ -1,9 +1,10 @@
 """Chrome-trace JSON (Kineto's ``.pt.trace.json``, plain or gzip) read into one Arrow table of raw events.
 
-Fast path: one numba pass over the file's bytes (not copied) walks the ``traceEvents`` array,
-validating it, and notes where each event's fields lie; the columns are gathered from those
-spans straight into Arrow buffers (``trace_columns``, ``kineto_events``), and only the rare event
-with an escape or an unusual number is decoded by Python's ``json``. The reference path (the
+Fast path: one numba pass over the file's bytes (mapped, not read whole or copied) walks the
+``traceEvents`` array, validating it, and notes where each event's fields lie; the columns are
+gathered from those spans straight into Arrow buffers (``trace_columns``, ``kineto_events``), a
+window of the file at a time, whose pages are dropped once gathered; only the rare event with
+an escape or an unusual number is decoded by Python's ``json``. The reference path (the
 reference engine) parses with Python's ``json``; both give the same table, ``args`` as compact
 JSON text.
 """
@@ -11,6 +12,7 @@ JSON text.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import re
 import zlib
@@ -43,7 +45,7 @@ _NONZERO = re.compile(rb"[^\x00]")
 def decompress(path: Path, data: bytes) -> bytes | bytearray:
     """``data``, gunzipped when it starts with gzip's magic bytes (every member of a multi-member
     file), a piece at a time: inflating past ``inflate_limit`` stops with an error naming the file."""
-    if not data.startswith(GZIP_MAGIC):
+    if data[:len(GZIP_MAGIC)] != GZIP_MAGIC:
         return data
     limit, why = inflate_limit(len(data))
     out = bytearray()
@@ -94,13 +96,26 @@ def _size(n: int) -> str:
     return f"{n:,} bytes" if n < 10_000 else f"{n / 1e6:,.1f} MB"
 
 
-def _array_start(data: bytes) -> tuple[int, bool]:
+def _array_start(data) -> tuple[int, bool]:
     """(first byte inside the events array or -1, whether the file is the array form)."""
-    head = data[:64].lstrip()
-    if head.startswith(b"["):
-        return data.index(b"[") + 1, True
-    key = data.find(b'"traceEvents"')
-    return (data.find(b"[", key) + 1 if key >= 0 else -1), False
+    head = bytes(data[:64])
+    if head.lstrip().startswith(b"["):
+        return head.index(b"[") + 1, True
+    key = _find(data, b'"traceEvents"', 0)
+    return (_find(data, b"[", key) + 1 if key >= 0 else -1), False
+
+
+def _find(data, what: bytes, start: int) -> int:
+    """``data.find(what, start)``, for a memoryview too (which has no ``find``)."""
+    if not isinstance(data, memoryview):
+        return data.find(what, start)
+    found = re.compile(re.escape(what)).search(data, start)
+    return found.start() if found else -1
+
+
+def _whole(data) -> bytes | bytearray:
+    """``data`` as ``json.loads`` takes it (a mapped file's view copied)."""
+    return bytes(data) if isinstance(data, memoryview) else data
 
 
 def _incomplete(path: Path, why: str) -> ProfileFormatError:
@@ -109,14 +124,23 @@ def _incomplete(path: Path, why: str) -> ProfileFormatError:
 
 def read_events(path: Path, data) -> tuple[dict, pa.Table]:
     """(the top-level object without its events, the events as a table: ``trace_columns.ORDER``).
-    ``data``: the file's bytes, or a list holding them, which is emptied so that the bytes are
-    freed as soon as the events' columns are gathered."""
+    ``data``: the file's bytes or its ``mmap`` (``sources.read_mapped``), or a list holding
+    them, which is emptied so that the bytes are freed as soon as the events' columns are
+    gathered. A mapped file is read through a memoryview, a window of pages at a time, each
+    dropped from memory once its events' columns are gathered (``_dropper``); a gzipped one is
+    read whole."""
     if isinstance(data, list):
         data = data.pop()
-    gzipped = data.startswith(GZIP_MAGIC)
+    if isinstance(data, mmap.mmap) and data[:len(GZIP_MAGIC)] == GZIP_MAGIC:
+        data = data[:]
+    mapped = data if isinstance(data, mmap.mmap) else None
+    if mapped is not None:
+        data = memoryview(mapped)
+    gzipped = data[:len(GZIP_MAGIC)] == GZIP_MAGIC
     data = decompress(path, data)
-    if data.startswith(BOM):
-        data = data[len(BOM):]
+    skip = len(BOM) if data[:len(BOM)] == BOM else 0
+    if skip:
+        data = data[skip:]
     if not looks_like_json(data):
         raise ProfileFormatError(_not_json(path, data, gzipped))
     if not kernels.enabled():
@@ -127,7 +151,8 @@ def read_events(path: Path, data) -> tuple[dict, pa.Table]:
     if array_form and bytes(data[start:start + 64]).lstrip()[:1] not in (b"{", b"]"):
         raise ProfileFormatError(_not_events(path, data))
     body = np.frombuffer(data, dtype=np.uint8)
-    status, end, table = trace_columns.scanned_table(path, body, start, array_form)
+    release = _dropper(mapped, skip) if mapped is not None else None
+    status, end, table = trace_columns.scanned_table(path, body, start, array_form, release)
     del body
     if table is None or status == OPEN:
         # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
@@ -136,6 +161,21 @@ def read_events(path: Path, data) -> tuple[dict, pa.Table]:
         end = len(data)
     top = {} if array_form else _top_level(path, data, start, end)
     return top, table
+
+
+def _dropper(mapped: mmap.mmap, skip: int):
+    """A function that drops the pages of ``mapped`` that hold only bytes ``lo`` to ``hi`` (from
+    ``skip``) and before from memory: they are the file's, read again should they be touched."""
+    page = mmap.PAGESIZE
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+
+    def release(lo: int, hi: int) -> None:
+        first, last = (skip + lo) // page * page, (skip + hi) // page * page
+        if last > first:
+            mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+    return release
 
 
 def _scan_error(path: Path, data, status: int, end: int, array_form: bool) -> ProfileFormatError:
@@ -158,7 +198,7 @@ def _scan_error(path: Path, data, status: int, end: int, array_form: bool) -> Pr
 def _read_reference(path: Path, data) -> tuple[dict, pa.Table]:
     """``read_events`` with Python's json (the reference engine)."""
     try:
-        doc = json.loads(data)
+        doc = json.loads(_whole(data))
     except (ValueError, UnicodeDecodeError) as exc:
         raise _incomplete(path, one_line(str(exc))) from None
     top, events = ({}, doc) if isinstance(doc, list) else (doc, doc.get("traceEvents") if isinstance(doc, dict) else None)
@@ -173,7 +213,7 @@ def _read_reference(path: Path, data) -> tuple[dict, pa.Table]:
 def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
     """The top-level object with an empty events array (Kineto's options, base time, …)."""
     try:
-        top = json.loads(data[:start] + data[end:])
+        top = json.loads(bytes(data[:start]) + bytes(data[end:]))
     except (ValueError, UnicodeDecodeError) as exc:
         raise _incomplete(path, one_line(str(exc))) from None
     if not isinstance(top, dict):
@@ -201,7 +241,7 @@ def _no_events_array(path: Path, data: bytes | bytearray) -> str:
     keys = ""
     if len(data) <= 16 << 20:
         try:
-            doc = json.loads(data)
+            doc = json.loads(_whole(data))
         except (ValueError, UnicodeDecodeError):
             doc = None
         if isinstance(doc, dict) and doc:

@@ -9,14 +9,14 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof import kernels
-from tfprof.ingest.wire.tables import gather
+from tfprof.ingest.wire.tables import put
 from tfprof.schema import conform
 
 
-def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, args_at: str, runs: pl.DataFrame) -> pa.Table:
+def trace_events(ev: pl.DataFrame, args: list, args_at: str, runs: pl.DataFrame) -> pa.Table:
     """Every event but the flow ends, an op or GPU event with the node and step it counts for; in
-    start order (ties in ``ev``'s order); ``args`` indexed by ``ev``'s column ``args_at``. Names go
-    from categoricals straight to dictionaries."""
+    start order (ties in ``ev``'s order); ``args`` (in a one-item list, taken over) indexed by
+    ``ev``'s column ``args_at``. Names go from categoricals straight to dictionaries."""
     rows = np.flatnonzero((~ev["role"].is_in(["flow_start", "flow_end"])).to_numpy())
     rows = rows[np.argsort(ev["start_ns"].to_numpy()[rows], kind="stable")]
     # a column at a time, each made the table's as soon as it is gathered (less alive at once)
@@ -32,25 +32,61 @@ def trace_events(ev: pl.DataFrame, args: pl.Series | pa.Array, args_at: str, run
     return conform("trace_events", columns, sort=False)
 
 
-def texts_at(args: pl.Series | pa.Array, at: np.ndarray) -> pa.Array:
+def texts_at(args: pl.Series | pa.Array | pa.ChunkedArray | list, at: np.ndarray) -> pa.Array:
     """``args``' values at ``at``. An Arrow array of strings (the readers') is gathered by one
     kernel pass straight into the 32-bit offsets the table holds, where they fit: polars would
-    copy the text once into its own strings and again out of them."""
+    copy the text once into its own strings and again out of them. Given in a one-item list, the
+    args are taken over: a chunked array's chunks are then freed one by one as the gathering,
+    ``BLOCK`` rows at a time, passes each one's last use (in start order, a trace's events are
+    taken from a few runs in file order at once, so the chunks go about as fast as the copy grows)."""
+    if isinstance(args, list):
+        args = args.pop()
     if isinstance(args, pl.Series):
         return args.gather(at).to_arrow()
     if not kernels.enabled():
-        return args.take(pa.array(at, pa.int64()))
-    _, offsets, data = args.buffers()
-    wide = pa.types.is_large_string(args.type)
-    offsets = np.frombuffer(offsets, np.int64 if wide else np.int32)[args.offset:args.offset + len(args) + 1]
-    valid = args.is_valid().to_numpy(zero_copy_only=False)[at]
-    starts = offsets[at].astype(np.int64)
-    ends = np.where(valid, offsets[at + 1], starts)
-    if int((ends - starts).sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
-        return args.take(pa.array(at))
-    text, offs = gather(np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8), starts, ends)
-    return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text),
+        taken = args.take(pa.array(at, pa.int64()))
+        return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    chunks = args.chunks if isinstance(args, pa.ChunkedArray) else [args]
+    kind = args.type
+    del args
+    bounds = np.cumsum([0] + [len(c) for c in chunks])
+    which = np.searchsorted(bounds, at, side="right") - 1
+    local = at - bounds[which]
+    sizes = np.zeros(len(at), np.int64)
+    valid = np.zeros(len(at), np.bool_)
+    texts = []
+    for c, chunk in enumerate(chunks):
+        rows = np.flatnonzero(which == c)
+        _, offsets, data = chunk.buffers()
+        offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(kind) else np.int32)
+        offsets = offsets[chunk.offset:chunk.offset + len(chunk) + 1]
+        valid[rows] = chunk.is_valid().to_numpy(zero_copy_only=False)[local[rows]]
+        sizes[rows] = np.where(valid[rows], offsets[local[rows] + 1] - offsets[local[rows]], 0)
+        texts.append((np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8), offsets))
+    if int(sizes.sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
+        return pa.chunked_array(chunks, kind).take(pa.array(at)).combine_chunks()
+    offs = np.zeros(len(at) + 1, np.int32)
+    np.cumsum(sizes, out=offs[1:])
+    del sizes
+    text = np.empty(max(int(offs[-1]), 1), np.uint8)
+    last = np.zeros(len(chunks), np.int64)  # the last row each chunk gives
+    found, first_from_end = np.unique(which[::-1], return_index=True)
+    last[found] = len(at) - 1 - first_from_end
+    for b in range(0, len(at), BLOCK):
+        part = slice(b, b + BLOCK)
+        for c in np.unique(which[part]):
+            rows = b + np.flatnonzero(which[part] == c)
+            data, offsets = texts[c]
+            starts = offsets[local[rows]].astype(np.int64)
+            put(data, starts, starts + offs[rows + 1] - offs[rows], text, offs[rows])
+        for c in np.flatnonzero(last < b + BLOCK):
+            texts[c] = chunks[c] = None
+    del texts, chunks
+    return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text[:offs[-1]]),
                                        pa.py_buffer(np.packbits(valid, bitorder="little")))
+
+
+BLOCK = 1 << 16  # rows gathered between two looks at which chunks are done with
 
 
 def _linked(event_id: pl.Series, runs: pl.DataFrame) -> tuple[pa.Array, pa.Array]:

@@ -38,6 +38,16 @@ def gather(buf, starts, ends):
 
 
 @njit(cache=True, nogil=True)
+def put(buf, starts, ends, out, at):
+    """Copy each ``buf[starts[i]:ends[i]]`` into ``out`` from ``at[i]``."""
+    for i in range(len(starts)):
+        s = starts[i]
+        o = at[i]
+        for k in range(ends[i] - s):
+            out[o + k] = buf[s + k]
+
+
+@njit(cache=True, nogil=True)
 def first_seen(codes, n_values):
     """Renumber ``codes`` (-1 = null) in order of first appearance: (new codes, old code of each new)."""
     remap = np.full(n_values, -1, np.int64)
