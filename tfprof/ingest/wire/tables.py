@@ -19,6 +19,16 @@ from tfprof.schema import TABLES, conform
 
 
 @njit(cache=True, nogil=True)
+def put(buf, starts, ends, out, at):
+    """Copy each ``buf[starts[i]:ends[i]]`` into ``out`` from ``at[i]``."""
+    for i in range(len(starts)):
+        s = starts[i]
+        o = at[i]
+        for k in range(ends[i] - s):
+            out[o + k] = buf[s + k]
+
+
+@njit(cache=True, nogil=True)
 def gather(buf, starts, ends):
     """Concatenate ``buf[starts[i]:ends[i]]``; returns (data, int32 offsets)."""
     n = len(starts)
@@ -28,23 +38,9 @@ def gather(buf, starts, ends):
         total += ends[i] - starts[i]
         offs[i + 1] = total
     data = np.empty(max(total, 1), np.uint8)
-    for i in range(n):
-        o = offs[i]
-        s = starts[i]
-        for k in range(ends[i] - s):
-            data[o + k] = buf[s + k]
+    put(buf, starts, ends, data, offs)
     return data, offs
 
-
-
-@njit(cache=True, nogil=True)
-def put(buf, starts, ends, out, at):
-    """Copy each ``buf[starts[i]:ends[i]]`` into ``out`` from ``at[i]``."""
-    for i in range(len(starts)):
-        s = starts[i]
-        o = at[i]
-        for k in range(ends[i] - s):
-            out[o + k] = buf[s + k]
 
 
 @njit(cache=True, nogil=True)
