@@ -300,11 +300,12 @@ def gather(buf, ev_start, rel, ln, slot, marked, extra, minify, data):
 @njit(cache=True, nogil=True)
 def gather_many(buf, ev_start, rel, ln, slots, marked, extra):
     """Slots ``slots`` of every event (values copied as they are) in one pass over the events:
-    one byte buffer that all share, and per slot int64 offsets into it (column ``q`` of the
-    offsets: slot ``slots[q]``'s values lie one after another from where the previous slot's values end)."""
+    one byte buffer that all share, where slot ``slots[q]``'s values lie one after another from
+    ``base[q]``, and per slot its int64 offsets from there (row ``q`` of the offsets): (data,
+    base, offsets)."""
     n = len(ev_start)
     k = len(slots)
-    offs = np.empty((n + 1, k), np.int64)
+    offs = np.empty((k, n + 1), np.int64)
     sizes = np.zeros(k, np.int64)
     for r in range(n):
         for q in range(k):
@@ -315,21 +316,22 @@ def gather_many(buf, ev_start, rel, ln, slots, marked, extra):
     base = np.zeros(k, np.int64)
     for q in range(1, k):
         base[q] = base[q - 1] + sizes[q - 1]
-    o = base.copy()
+    o = np.zeros(k, np.int64)
     for q in range(k):
-        offs[0, q] = o[q]
+        offs[q, 0] = 0
     for r in range(n):
         mine = marked[r]
         for q in range(k):
             slot = slots[q]
             m = ln[r, slot]
             if m > 0:
+                at = base[q] + o[q]
                 if mine:
                     s = rel[r, slot]
-                    data[o[q]:o[q] + m] = extra[s:s + m]
+                    data[at:at + m] = extra[s:s + m]
                 else:
                     s = ev_start[r] + rel[r, slot]
-                    data[o[q]:o[q] + m] = buf[s:s + m]
+                    data[at:at + m] = buf[s:s + m]
                 o[q] += m
-            offs[r + 1, q] = o[q]
-    return data, offs
+            offs[q, r + 1] = o[q]
+    return data, base, offs

@@ -109,7 +109,7 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=
     rest = np.array([slot for slot in range(len(names)) if slot not in coded and slot != ARGS], np.int64)
     table = kineto_names.new_table(len(coded))
     pieces, error, non_ascii = [], None, False
-    with ThreadPoolExecutor(_THREADS) as pool:  # numba releases the GIL
+    with ThreadPoolExecutor(_AHEAD + 1) as pool:  # numba releases the GIL: the scans, and a window's args
         for status, end, found, lo, hi in _windows(pool, body, start):
             if status not in (OK, OPEN, SPLIT):
                 return status, end, None
@@ -140,13 +140,12 @@ def _window(pool, path, body, found, coded, rest, table):
     args = pool.submit(kineto_events.gather, body, ev_start, rel, ln, ARGS, marked, extra, True, room)
     try:
         codes, *grown = kineto_names.intern(body, ev_start, rel, ln, coded, marked, extra, *table)
-        data, offs = kineto_events.gather_many(body, ev_start, rel, ln, rest, marked, extra)
+        data, base, offs = kineto_events.gather_many(body, ev_start, rel, ln, rest, marked, extra)
     finally:
         args_offs = args.result()
     # each slot's offsets from its first value, as 32 bits where they fit: not the shared 8-byte-wide table
-    wide = np.int64 if offs[-1, -1] >= 2**31 else np.int32
-    slots = [(data, int(offs[0, q]), (offs[:, q] - offs[0, q]).astype(wide), ln[:, slot] >= 0)
-             for q, slot in enumerate(rest)]
+    wide = np.int64 if offs[:, -1].max() >= 2**31 else np.int32
+    slots = [(data, int(base[q]), offs[q].astype(wide), ln[:, slot] >= 0) for q, slot in enumerate(rest)]
     del offs
     piece = {"args": (room[:int(args_offs[-1])], args_offs, ln[:, ARGS] >= 0), "codes": codes, "rest": slots,
              "ts": ts, "dur": dur, "has": has}
@@ -233,26 +232,39 @@ def _windows(pool, body: np.ndarray, start: int):
     the scan's arrays, the window's first and end byte) per window. A window ends at what looks
     like an event boundary about ``WINDOW_BYTES`` on (an array under twice that but above
     ``SPLIT_BYTES``: its middle), and the scan stops there (``SPLIT``) only if it is a true one;
-    else that scan, which then went on to the end, is the last. The next window is scanned on
-    another thread while the caller gathers this one's columns."""
+    else that scan, which then went on to the end, is the last. Two windows are scanned at a time
+    on other threads while the caller gathers the columns of the one before: the second from
+    where the first is to stop, kept only if the first does stop there (else it runs on unused)."""
     from tfprof.ingest.foreign import kineto_events
 
     size = len(body) - start
     step = WINDOW_BYTES if size >= 2 * WINDOW_BYTES or size < SPLIT_BYTES else size // 2 + 1
-    lo, cut = start, _cut(body, start, step)
-    scanning = pool.submit(kineto_events.scan, body, lo, _rows(body, lo, cut), cut, SLOTS)
-    while True:
+    ahead = []  # the scans in flight, in file order: (first byte, where it is to stop, future)
+
+    def scan_from(lo: int) -> None:
+        cut = _cut(body, lo, step)
+        ahead.append((lo, cut, pool.submit(kineto_events.scan, body, lo, _rows(body, lo, cut), cut, SLOTS)))
+
+    def top_up(last: int) -> None:
+        while len(ahead) < _AHEAD and last >= 0:
+            scan_from(last)
+            last = ahead[-1][1]
+
+    scan_from(start)
+    top_up(ahead[-1][1])
+    while ahead:
+        lo, cut, scanning = ahead.pop(0)
         status, end, *found = scanning.result()
         scanning = None
-        hi = cut if status == SPLIT else len(body)
         if status == SPLIT:
-            after = _cut(body, cut, step)
-            scanning = pool.submit(kineto_events.scan, body, cut, _rows(body, cut, after), after, SLOTS)
-        yield status, end, found, lo, hi
+            top_up(ahead[-1][1] if ahead else cut)
+        else:
+            ahead.clear()  # begun where this scan did not stop: not events of this array
+        yield status, end, found, lo, cut if status == SPLIT else len(body)
         del found
-        if scanning is None:
-            return
-        lo, cut = hi, after
+
+
+_AHEAD = _THREADS  # windows scanned at a time
 
 
 def _cut(body: np.ndarray, at: int, step: int) -> int:
