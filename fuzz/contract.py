@@ -337,6 +337,9 @@ def _kineto(data: bytes) -> None:
 
 
 def _xspace(data: bytes) -> None:
+    from tfprof.ingest.foreign import xevents
+
+    xevents.SPLIT_EVENTS = 2  # (the events in two halves walked at once, as a large capture's are)
     _foreign(data, "trace.xplane.pb")
 
 

@@ -2,7 +2,8 @@
 reference walk's frame on the awkward cases: repeated stat names, every kind of value, metadata
 stats, non-ASCII and control characters, lines without events, ``num_occurrences``, sparse and
 duplicate metadata keys, fields in an unusual order, unknown fields, the reruns when a buffer runs
-out; and what it cannot read (a group, text that is not UTF-8) goes to protobuf as before.
+out; and what it cannot read (a group, text that is not UTF-8) goes to protobuf as before. Every
+case is read in one walk and in two halves walked at once, as a large capture is.
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ from tfprof.ingest.foreign import xevents, xspace, xwalk
 from tfprof.schema.proto import xplane_pb2
 
 START = 1_700_000_000_000_000_000
+
+
+@pytest.fixture(autouse=True, params=["one walk", "two halves"])
+def _halves(request, monkeypatch):
+    if request.param == "two halves":
+        monkeypatch.setattr(xevents, "SPLIT_EVENTS", 2)
+        monkeypatch.setattr(xevents, "_THREADS", 2)
 
 
 def _fast(data: bytes) -> pl.DataFrame | None:
@@ -152,6 +160,51 @@ def test_buffers_that_run_out_are_grown(monkeypatch):
         e.stats.add(metadata_id=1, str_value=f"op{k}" * 5)
         e.stats.add(metadata_id=2, double_value=k / 7)
     _same(space.SerializeToString())
+
+
+def test_text_that_runs_out_without_doubles_is_written_on_the_next_run(monkeypatch):
+    # (once the room was the text's size alone, so the last event's bound ran out again: forever)
+    monkeypatch.setattr(xevents, "_room", lambda n_bytes, n_events: 64)
+    walk, runs = xevents.xargs.events, []
+
+    def counted(*args):
+        runs.append(1)
+        assert len(runs) <= 6, "the per-event kernel keeps running out of room"
+        return walk(*args)
+
+    monkeypatch.setattr(xevents.xargs, "events", counted)
+    space = _plane({1: "tf_op"})
+    line = space.planes[0].lines.add(id=1)
+    for k in range(50):
+        line.events.add(metadata_id=1, offset_ps=k).stats.add(metadata_id=1, str_value=f"op{k}" * 5)
+    assert _same(space.SerializeToString())["tf_op"][49] == "op49" * 5
+
+
+def test_halves_split_inside_a_line_doubles_met_in_one_only(monkeypatch):
+    monkeypatch.setattr(xevents, "SPLIT_EVENTS", 2)
+    monkeypatch.setattr(xevents, "_THREADS", 2)
+    space = _plane({1: "d", 2: "tf_op", 3: "step_num"})
+    plane = space.planes[0]
+    plane.lines.add(id=1, name="short").events.add(metadata_id=1).stats.add(metadata_id=2, str_value="first")
+    line = plane.lines.add(id=2, name="long", timestamp_ns=3)
+    for k in range(9):
+        e = line.events.add(metadata_id=1, offset_ps=k * 1000, duration_ps=k)
+        e.stats.add(metadata_id=2, str_value=f"op{k}")
+        e.stats.add(metadata_id=3, int64_value=k)
+        if k >= 6:
+            e.stats.add(metadata_id=1, double_value=k / 3)
+    plane.lines.add(id=3, name="after").events.add(metadata_id=1, offset_ps=5).stats.add(metadata_id=1, double_value=0.5)
+    data = space.SerializeToString()
+    buf = np.frombuffer(data, np.uint8)
+    outline = xwalk.walk(buf)
+    first, second = xevents._parts(buf, outline.lines, outline.events)
+    # 11 events: the first half ends after the long line's fourth, inside it
+    assert first.events == (0, 5) and second.events == (5, 11) and second.first_line == 1
+    assert outline.lines[1, xwalk.L_S] < second.lines[0, xwalk.L_S] == first.lines[1, xwalk.L_E] < outline.lines[1, xwalk.L_E]
+    fast = _same(data)
+    assert fast["thread"].to_list() == ["short"] + ["long"] * 9 + ["after"]
+    assert fast["tf_op"].to_list()[1:10] == [f"op{k}" for k in range(9)] and fast["step_num"][9] == 8
+    assert json.loads(fast["args"][9])["d"] == 8 / 3
 
 
 def _read(tmp_path, data: bytes, engine: bool):

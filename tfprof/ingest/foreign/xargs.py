@@ -46,7 +46,7 @@ are the producer and consumer flows (``_p`` with its ``_pt``, ``_c`` with its ``
 C_INTS, C_PRESENCE, C_PRODUCER, C_CONSUMER = 3, 7, 8, 9
 H_EVENT, H_COL, H_S, H_E, H_S2, H_E2 = range(6)  # columns of a hit row
 S_STAMP, S_KIND, S_VALUE, S_VS, S_VE, S_SS, S_SE = range(7)  # columns of the per-name scratch
-N_EVENTS, N_DOUBLES, N_HITS, N_BYTES, N_FULL = range(5)  # the kernel's counters (N_FULL: ``out`` ran out)
+N_EVENTS, N_DOUBLES, N_HITS, N_BYTES, N_FULL = range(5)  # the kernel's counters (N_FULL: ``out`` ran out, and how far the text reached)
 DOUBLE_BOUND = 24  # the longest ``repr`` of a double: -2.2250738585072014e-308
 
 
@@ -186,8 +186,8 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
             nm = order[j]
             bound += key_off[nm + 1] - key_off[nm] + 4 + _bound(scratch[nm, S_KIND], scratch[nm, S_VS],
                                                                  scratch[nm, S_VE], kmax)
-        if o + bound > len(out):
-            n[N_FULL] = 1  # from here on only measured
+        if o + bound > len(out):  # from here on only measured, and the room a run needs noted
+            n[N_FULL] = max(n[N_FULL], o + bound)
         write = n[N_FULL] == 0
         o = put(out, o, 123, write)
         for j in range(cnt):
@@ -220,7 +220,21 @@ def _event(buf, s, e, k, li, plane, md, mkeys, mvals, mtab, ents, sd, skeys, sva
     return 0
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
+def skip_events(buf, pos, end, count):
+    """Where the line payload ``buf[pos:end]`` goes on after its first ``count`` events (the
+    outline's walk checked the line)."""
+    while pos < end and count > 0:
+        f, wt, pos = read_tag(buf, pos, end)
+        if f == 4 and wt == 2:
+            _, pos = read_len(buf, pos, end)
+            count -= 1
+        else:
+            pos = skip(buf, pos, end, wt, f)
+    return pos
+
+
+@njit(cache=True, nogil=True, _nrt=False)
 def events(buf, lines, md, mkeys, mvals, mtab, ents, sd, skeys, svals, stab, empty, key_txt, key_off, kmax, spcol, sp,
            dkeys, didx, djs_txt, djs_off, ev_line, ev_ent, ev_off, ev_dur, dbl, out, offs, valid, hits, scratch, order,
            n):

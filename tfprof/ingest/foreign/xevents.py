@@ -4,15 +4,18 @@ on whole columns (the kernels engine).
 ``xwalk`` gives the outline (lines, event metadata entries) and protobuf the skeleton (the space
 without its lines: plane names, stat names); here the few tables the kernels look things up in are
 made from them (stat names by plane and id, pre-quoted for JSON; event metadata by plane and key;
-the text of each distinct double), then ``xargs.events`` walks every event twice (measure, write)
-into columns, ``args`` JSON text included, and the hits of the stats the classification reads
-become columns of their own. No Python runs per event or per stat: the frame equals the reference
+the text of each distinct double), then ``xargs.events`` walks every event into columns, ``args``
+JSON text included (again where a buffer ran out or doubles were met before their texts were
+known; a large capture in two halves at once, split at its middle event, ``args`` then an array
+of two chunks), and the hits of the stats the classification reads become columns of their own. No Python runs per event or per stat: the frame equals the reference
 path's, row for row (tests/test_foreign_xevents.py, tests/test_foreign_xspace_fast.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import polars as pl
@@ -21,10 +24,13 @@ import pyarrow as pa
 from tfprof.ingest.foreign import xargs
 from tfprof.ingest.foreign.xargs import C_CONSUMER, C_PRESENCE, C_PRODUCER, N_BYTES, N_DOUBLES, N_EVENTS, N_FULL, N_HITS
 from tfprof.ingest.foreign.xwalk import (
+    L_E,
+    L_EVENTS,
     L_ID,
     L_NAME_E,
     L_NAME_S,
     L_PLANE,
+    L_S,
     L_TS,
     M_DISP_E,
     M_DISP_S,
@@ -36,6 +42,8 @@ from tfprof.ingest.foreign.xwalk import (
 )
 from tfprof.ingest.wire.tables import gather
 
+SPLIT_EVENTS = 200_000  # from here on the per-event kernel walks two halves at once
+_THREADS = min(2, os.cpu_count() or 1)
 _DOUBLES = 1 << 16  # room for the doubles met by the measuring pass (it runs again when more are met)
 _TEXT_COLUMNS = {"hlo_op": 0, "hlo_module": 1, "tf_op": 2, "producer": C_PRODUCER, "consumer": C_CONSUMER}
 _INT_COLUMNS = {"program_id": 3, "step_num": 4, "correlation": 5, "requested_bytes": 6}
@@ -53,6 +61,44 @@ def _texts(strings: list[str], encode) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.zeros(len(parts) + 1, np.int64)
     np.cumsum([len(p) for p in parts], out=offsets[1:])
     return np.frombuffer(b"".join(parts) or b"\0", np.uint8), offsets
+
+
+class _Part:
+    """A run of events the per-event kernel walks at once: its lines (the first and last cut to
+    where the run begins and ends), the first of them in the outline, the events' rows, and what
+    the kernel writes (``args`` text, offsets, hits, doubles met, its counters)."""
+
+    def __init__(self, buf: np.ndarray, lines: np.ndarray, first_line: int, e0: int, e1: int):
+        self.lines, self.first_line, self.events = lines, first_line, (e0, e1)
+        self.out, self.offs = np.empty(_room(len(buf), e1 - e0), np.uint8), np.zeros(e1 - e0 + 1, np.int64)
+        self.hits, self.dbl = np.empty((_room(0, e1 - e0) // 32, 6), np.int64), np.empty(_DOUBLES, np.int64)
+        self.n, self.status = np.zeros(5, np.int64), 0
+
+    def grown(self) -> bool:
+        """Whether the kernel ran out of room for its text, hits or doubles (made larger here): it runs again."""
+        n, again = self.n, False
+        if n[N_DOUBLES] > len(self.dbl):
+            self.dbl, again = np.empty(n[N_DOUBLES], np.int64), True  # to find them all, once more
+        if n[N_FULL]:
+            # (room for every event's bound where it starts: sized to the text alone, the last could run out again)
+            self.out, again = np.empty(max(n[N_FULL], n[N_BYTES]), np.uint8), True
+        if n[N_HITS] > len(self.hits):
+            self.hits, again = np.empty((n[N_HITS], 6), np.int64), True
+        return again
+
+
+def _parts(buf: np.ndarray, lines: np.ndarray, n_events: int) -> list[_Part]:
+    """The events in one run, or from ``SPLIT_EVENTS`` on (and with two cores) in two, split at
+    the middle event (inside its line: a long line holds most events of many captures)."""
+    if n_events < SPLIT_EVENTS or _THREADS < 2:
+        return [_Part(buf, lines, 0, 0, n_events)]
+    half = n_events // 2
+    before = np.cumsum(lines[:, L_EVENTS])
+    j = int(np.searchsorted(before, half, side="right"))  # the line of the middle event
+    mid = xargs.skip_events(buf, lines[j, L_S], lines[j, L_E], half - (int(before[j - 1]) if j else 0))
+    first, second = lines[:j + 1].copy(), lines[j:].copy()
+    first[j, L_E] = second[0, L_S] = mid
+    return [_Part(buf, first, 0, 0, half), _Part(buf, second, j, half, n_events)]
 
 
 def _table(planes: np.ndarray, keys: np.ndarray, values: np.ndarray, n_planes: int) -> tuple:
@@ -156,32 +202,43 @@ def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> t
     spcol[sp[sp >= 0]] = np.flatnonzero(sp >= 0)
     ev_line, ev_ent = np.empty(n_events, np.int32), np.empty(n_events, np.int32)
     ev_off, ev_dur = np.empty(n_events, np.int64), np.empty(n_events, np.int64)
-    offs, valid = np.zeros(n_events + 1, np.int64), np.empty(n_events, bool)
-    out, hits = np.empty(_room(len(buf), n_events), np.uint8), np.empty((_room(0, n_events) // 32, 6), np.int64)
-    dbl, doubles = np.empty(_DOUBLES, np.int64), _doubles(np.zeros(0, np.int64))
-    while True:
-        n = np.zeros(5, np.int64)
-        r = xargs.events(buf, lines, *metas, entries, *stats, index[""], key_txt, key_off, int(np.diff(key_off).max()),
-                         spcol, sp, doubles[0], doubles[1], *doubles[2], ev_line, ev_ent, ev_off, ev_dur, dbl, out,
-                         offs, valid, hits, np.zeros((len(names), 7), np.int64), np.empty(len(names), np.int64), n)
-        if r < 0 or n[N_EVENTS] != n_events:
+    valid = np.empty(n_events, bool)
+    parts = _parts(buf, lines, n_events)
+    doubles = _doubles(np.zeros(0, np.int64))
+
+    def walk(part: _Part) -> None:
+        e0, e1 = part.events
+        part.n = np.zeros(5, np.int64)
+        part.status = xargs.events(
+            buf, part.lines, *metas, entries, *stats, index[""], key_txt, key_off, int(np.diff(key_off).max()), spcol,
+            sp, doubles[0], doubles[1], *doubles[2], ev_line[e0:e1], ev_ent[e0:e1], ev_off[e0:e1], ev_dur[e0:e1],
+            part.dbl, part.out, part.offs, valid[e0:e1], part.hits, np.zeros((len(names), 7), np.int64),
+            np.empty(len(names), np.int64), part.n)
+
+    todo = parts
+    while todo:
+        with ThreadPoolExecutor(max(1, len(todo) - 1)) as pool:  # the kernel lets go of the GIL
+            others = [pool.submit(walk, part) for part in todo[1:]]
+            walk(todo[0])
+            for done in others:
+                done.result()
+        if any(part.status < 0 or part.n[N_EVENTS] != part.events[1] - part.events[0] for part in todo):
             return None
-        again = n[N_FULL] or n[N_HITS] > len(hits) or (n[N_DOUBLES] and len(doubles[0]) == 0)
-        if not again:
-            break
-        if n[N_DOUBLES] > len(dbl):
-            dbl = np.empty(n[N_DOUBLES], np.int64)  # to find them all, once more
-        elif n[N_DOUBLES] and len(doubles[0]) == 0:
-            doubles = _doubles(dbl[:n[N_DOUBLES]])
-        if n[N_FULL]:
-            out = np.empty(n[N_BYTES], np.uint8)
-        if n[N_HITS] > len(hits):
-            hits = np.empty((n[N_HITS], 6), np.int64)
-    hits = hits[:n[N_HITS]]
+        todo = [part for part in todo if part.grown()]
+        if not todo and len(doubles[0]) == 0 and any(part.n[N_DOUBLES] for part in parts):
+            # doubles were met before their texts were known: once more where they were, with the texts
+            doubles = _doubles(np.concatenate([part.dbl[:part.n[N_DOUBLES]] for part in parts]))
+            todo = [part for part in parts if part.n[N_DOUBLES]]
+    for part in parts[1:]:
+        ev_line[part.events[0]:part.events[1]] += part.first_line
+        part.hits[:part.n[N_HITS], xargs.H_EVENT] += part.events[0]
+    hits = np.concatenate([part.hits[:part.n[N_HITS]] for part in parts])
     dkeys, didx, _, drep = doubles
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
-    args = pa.LargeStringArray.from_buffers(n_events, pa.py_buffer(offs), pa.py_buffer(out), bitmap)
-    del out, offs, valid
+    args = [pa.LargeStringArray.from_buffers(
+        e1 - e0, pa.py_buffer(part.offs), pa.py_buffer(part.out),
+        pa.py_buffer(np.packbits(valid[e0:e1], bitorder="little"))) for part in parts for e0, e1 in [part.events]]
+    args = args[0] if len(args) == 1 else pa.chunked_array(args)
+    del parts
     raw_txt, raw_off = _texts(names, lambda s: s.encode())
     cols = {}
     for name, col in _TEXT_COLUMNS.items():

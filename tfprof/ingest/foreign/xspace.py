@@ -23,7 +23,7 @@ from google.protobuf import message as _message
 
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, codes, hlo, memory, xcheck, xevents, xwalk
+from tfprof.ingest.foreign import build, codes, hlo, memory, trace_table, xcheck, xevents, xwalk
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -255,7 +255,7 @@ def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> 
         ev = ev.lazy().with_columns(pl.Series("step_num", [], pl.Int64).extend_constant(None, ev.height)
                                     .scatter(steps, number)).collect()
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    mem_args = args.gather(rows) if isinstance(args, pl.Series) else pl.Series(args.take(pa.array(rows)))
+    mem_args = pl.Series(trace_table.texts_at(args, rows))  # (Arrow's take would join an array's chunks first)
     ev = ev.lazy().with_columns(memory.scattered(pl.DataFrame({"args": mem_args}).select(
         allocator=pl.col("args").str.json_path_match("$.allocator_name"),
         in_use=pl.col("args").str.json_path_match("$.bytes_allocated").cast(pl.Int64, strict=False)),
