@@ -317,8 +317,7 @@ def gather_many(buf, ev_start, rel, ln, slots, marked, extra):
     for q in range(1, k):
         base[q] = base[q - 1] + sizes[q - 1]
     o = np.zeros(k, np.int64)
-    for q in range(k):
-        offs[q, 0] = 0
+    offs[:, 0] = 0
     for r in range(n):
         mine = marked[r]
         for q in range(k):

@@ -221,6 +221,7 @@ def _concatenated(pieces: list, q: int) -> tuple:
 
 
 _THREADS = max(1, min(2, os.cpu_count() or 1))
+_AHEAD = _THREADS  # windows scanned at a time
 WINDOW_BYTES = 32 << 20  # the events scanned and gathered at a time
 SPLIT_BYTES = 8 << 20  # arrays smaller than this are scanned in one piece
 # where a window ends: an event that follows another (`}, {"ph"`), Kineto's first key
@@ -263,8 +264,6 @@ def _windows(pool, body: np.ndarray, start: int):
         yield status, end, found, lo, cut if status == SPLIT else len(body)
         del found
 
-
-_AHEAD = _THREADS  # windows scanned at a time
 
 
 def _cut(body: np.ndarray, at: int, step: int) -> int:

@@ -46,7 +46,8 @@ are the producer and consumer flows (``_p`` with its ``_pt``, ``_c`` with its ``
 C_INTS, C_PRESENCE, C_PRODUCER, C_CONSUMER = 3, 7, 8, 9
 H_EVENT, H_COL, H_S, H_E, H_S2, H_E2 = range(6)  # columns of a hit row
 S_STAMP, S_KIND, S_VALUE, S_VS, S_VE, S_SS, S_SE = range(7)  # columns of the per-name scratch
-N_EVENTS, N_DOUBLES, N_HITS, N_BYTES, N_FULL = range(5)  # the kernel's counters (N_FULL: ``out`` ran out, and how far the text reached)
+# the kernel's counters (N_FULL: 0, or ``out`` ran out and this is the room a run needs)
+N_EVENTS, N_DOUBLES, N_HITS, N_BYTES, N_FULL = range(5)
 DOUBLE_BOUND = 24  # the longest ``repr`` of a double: -2.2250738585072014e-308
 
 

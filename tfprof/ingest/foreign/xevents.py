@@ -7,8 +7,9 @@ made from them (stat names by plane and id, pre-quoted for JSON; event metadata 
 the text of each distinct double), then ``xargs.events`` walks every event into columns, ``args``
 JSON text included (again where a buffer ran out or doubles were met before their texts were
 known; a large capture in two halves at once, split at its middle event, ``args`` then an array
-of two chunks), and the hits of the stats the classification reads become columns of their own. No Python runs per event or per stat: the frame equals the reference
-path's, row for row (tests/test_foreign_xevents.py, tests/test_foreign_xspace_fast.py).
+of two chunks), and the hits of the stats the classification reads become columns of their own.
+No Python runs per event or per stat: the frame equals the reference path's, row for row
+(tests/test_foreign_xevents.py, tests/test_foreign_xspace_fast.py).
 """
 
 from __future__ import annotations
@@ -205,13 +206,14 @@ def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> t
     valid = np.empty(n_events, bool)
     parts = _parts(buf, lines, n_events)
     doubles = _doubles(np.zeros(0, np.int64))
+    kmax = int(np.diff(key_off).max())
 
     def walk(part: _Part) -> None:
         e0, e1 = part.events
         part.n = np.zeros(5, np.int64)
         part.status = xargs.events(
-            buf, part.lines, *metas, entries, *stats, index[""], key_txt, key_off, int(np.diff(key_off).max()), spcol,
-            sp, doubles[0], doubles[1], *doubles[2], ev_line[e0:e1], ev_ent[e0:e1], ev_off[e0:e1], ev_dur[e0:e1],
+            buf, part.lines, *metas, entries, *stats, index[""], key_txt, key_off, kmax, spcol, sp,
+            doubles[0], doubles[1], *doubles[2], ev_line[e0:e1], ev_ent[e0:e1], ev_off[e0:e1], ev_dur[e0:e1],
             part.dbl, part.out, part.offs, valid[e0:e1], part.hits, np.zeros((len(names), 7), np.int64),
             np.empty(len(names), np.int64), part.n)
 
@@ -234,9 +236,11 @@ def frame_and_args(buf: np.ndarray, outline: Outline, space, start_ns: int) -> t
         part.hits[:part.n[N_HITS], xargs.H_EVENT] += part.events[0]
     hits = np.concatenate([part.hits[:part.n[N_HITS]] for part in parts])
     dkeys, didx, _, drep = doubles
-    args = [pa.LargeStringArray.from_buffers(
-        e1 - e0, pa.py_buffer(part.offs), pa.py_buffer(part.out),
-        pa.py_buffer(np.packbits(valid[e0:e1], bitorder="little"))) for part in parts for e0, e1 in [part.events]]
+    args = []
+    for part in parts:
+        e0, e1 = part.events
+        bitmap = pa.py_buffer(np.packbits(valid[e0:e1], bitorder="little"))
+        args.append(pa.LargeStringArray.from_buffers(e1 - e0, pa.py_buffer(part.offs), pa.py_buffer(part.out), bitmap))
     args = args[0] if len(args) == 1 else pa.chunked_array(args)
     del parts
     raw_txt, raw_off = _texts(names, lambda s: s.encode())
