@@ -193,9 +193,10 @@ def shape_frame(first: pl.DataFrame, key: str = "node_id") -> pl.DataFrame:
 
 def _recorded(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with the texts of its ``args``' ``Input Dims`` and ``Concrete Inputs`` instead."""
-    args = pl.col("args")
-    return frame.with_columns(args.str.json_path_match("$['Input Dims']").alias("_dims_text"),
-                              args.str.json_path_match("$['Concrete Inputs']").alias("_concrete_text")).drop("args")
+    from tfprof.ingest.foreign import json_keys  # (numba: on the kernels engine only)
+
+    return frame.with_columns(json_keys.values(frame["args"], "Input Dims").alias("_dims_text"),
+                              json_keys.values(frame["args"], "Concrete Inputs").alias("_concrete_text")).drop("args")
 
 
 def _shapes(recorded: pl.DataFrame, key: str) -> pl.DataFrame:

@@ -9,7 +9,6 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof import kernels
-from tfprof.ingest.wire.tables import put
 from tfprof.schema import conform
 
 
@@ -25,7 +24,7 @@ def trace_events(ev: pl.DataFrame, args: list, args_at: str, runs: pl.DataFrame)
     node_id, step = _linked(event_id, runs)
     columns = {"event_id": event_id.to_arrow()}
     del event_id
-    columns.update({c: _dictionary(ev[c].gather(index)) for c in NAMED})
+    columns.update({c: _dictionary(ev[c], rows) for c in NAMED})
     columns.update({"start_ns": ev["start_ns"].gather(index).to_arrow(),
                     "duration_ns": ev["dur_ns"].gather(index).to_arrow(), "node_id": node_id, "step": step,
                     "args": texts_at(args, ev[args_at].to_numpy()[rows])})
@@ -47,43 +46,62 @@ def texts_at(args: pl.Series | pa.Array | pa.ChunkedArray | list, at: np.ndarray
         taken = args.take(pa.array(at, pa.int64()))
         return taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
     chunks = args.chunks if isinstance(args, pa.ChunkedArray) else [args]
-    kind = args.type
     del args
     bounds = np.cumsum([0] + [len(c) for c in chunks])
     which = np.searchsorted(bounds, at, side="right") - 1
-    local = at - bounds[which]
+    local = (at - bounds[which]).astype(np.int64, copy=False)
     sizes = np.zeros(len(at), np.int64)
     valid = np.zeros(len(at), np.bool_)
+    first, last = np.zeros(len(chunks), np.int64), np.full(len(chunks), -1, np.int64)  # the rows each chunk gives
     texts = []
     for c, chunk in enumerate(chunks):
-        rows = np.flatnonzero(which == c)
         _, offsets, data = chunk.buffers()
-        offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(kind) else np.int32)
-        offsets = offsets[chunk.offset:chunk.offset + len(chunk) + 1]
-        valid[rows] = chunk.is_valid().to_numpy(zero_copy_only=False)[local[rows]]
-        sizes[rows] = np.where(valid[rows], offsets[local[rows] + 1] - offsets[local[rows]], 0)
+        offsets = np.frombuffer(offsets, np.int64 if pa.types.is_large_string(chunk.type) else np.int32)
+        offsets = np.ascontiguousarray(offsets[chunk.offset:chunk.offset + len(chunk) + 1], np.int64)
+        first[c], last[c] = kernels.compiled(_sizes_py)(which, local, c, offsets, chunk.is_valid().to_numpy(
+            zero_copy_only=False), sizes, valid)
         texts.append((np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8), offsets))
     if int(sizes.sum()) >= 2**31:  # beyond 32-bit offsets: as Arrow takes them (the table then says)
-        return pa.chunked_array(chunks, kind).take(pa.array(at)).combine_chunks()
+        return pa.chunked_array(chunks, chunks[0].type).take(pa.array(at)).combine_chunks()
     offs = np.zeros(len(at) + 1, np.int32)
     np.cumsum(sizes, out=offs[1:])
     del sizes
     text = np.empty(max(int(offs[-1]), 1), np.uint8)
-    last = np.zeros(len(chunks), np.int64)  # the last row each chunk gives
-    found, first_from_end = np.unique(which[::-1], return_index=True)
-    last[found] = len(at) - 1 - first_from_end
     for b in range(0, len(at), BLOCK):
-        part = slice(b, b + BLOCK)
-        for c in np.unique(which[part]):
-            rows = b + np.flatnonzero(which[part] == c)
-            data, offsets = texts[c]
-            starts = offsets[local[rows]].astype(np.int64)
-            put(data, starts, starts + offs[rows + 1] - offs[rows], text, offs[rows])
-        for c in np.flatnonzero(last < b + BLOCK):
+        end = min(b + BLOCK, len(at))
+        for c in np.flatnonzero((first < end) & (last >= b)):
+            kernels.compiled(_copy_py)(which, local, c, b, end, *texts[c], offs, text)
+        for c in np.flatnonzero((last < end) & (last >= b)):
             texts[c] = chunks[c] = None
     del texts, chunks
     return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text[:offs[-1]]),
                                        pa.py_buffer(np.packbits(valid, bitorder="little")))
+
+
+def _sizes_py(which, local, c, offsets, valid_c, sizes, valid):
+    """For the rows taken from chunk ``c`` (``which``, at ``local``), their sizes and whether
+    each is valid, set in ``sizes`` and ``valid``: (the first and last such row; 0, -1 for none)."""
+    first, last = len(which), -1
+    for j in range(len(which)):
+        if which[j] == c:
+            r = local[j]
+            if valid_c[r]:
+                valid[j] = True
+                sizes[j] = offsets[r + 1] - offsets[r]
+            first = min(first, j)
+            last = j
+    return (first if last >= 0 else 0), last
+
+
+def _copy_py(which, local, c, lo, hi, data, offsets, offs, text):
+    """Copy the texts of rows ``lo`` to ``hi`` taken from chunk ``c`` (``data``, ``offsets``) into
+    ``text`` at ``offs``."""
+    for j in range(lo, hi):
+        if which[j] == c:
+            s = offsets[local[j]]
+            o = offs[j]
+            m = offs[j + 1] - o
+            text[o:o + m] = data[s:s + m]
 
 
 BLOCK = 1 << 16  # rows gathered between two looks at which chunks are done with
@@ -114,15 +132,42 @@ NAMED = ("process", "thread", "category", "name", "phase")
 """The dictionary columns of trace_events."""
 
 
-def _dictionary(values: pl.Series) -> pa.DictionaryArray:
-    """A categorical series as an Arrow dictionary array whose dictionary is in order of first
-    appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
+def _dictionary(values: pl.Series, rows: np.ndarray) -> pa.DictionaryArray:
+    """The rows ``rows`` of categorical ``values`` as an Arrow dictionary array whose dictionary is
+    in order of first appearance (as Arrow's own encoding orders it), without spelling out a
+    string per row: on the kernels engine one pass over the codes gathers and numbers them."""
+    if kernels.enabled() and len(rows):
+        codes = values.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
+        indices, firsts = kernels.compiled(_first_seen_py)(codes, np.ascontiguousarray(rows, np.int64),
+                                                           int(codes.max()) + 1)
+        dictionary = values.gather(firsts).cast(pl.String).to_arrow().cast(pa.string())
+        mask = codes[rows] < 0 if values.null_count() else None
+        return pa.DictionaryArray.from_arrays(pa.array(indices, mask=mask), dictionary)
+    values = values.gather(rows)
     seen = values.drop_nulls().unique(maintain_order=True)
     physical = values.to_physical()
     where = np.zeros(int(physical.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
     where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
     indices = pa.array(where[physical.fill_null(0).to_numpy()], mask=physical.is_null().to_numpy())
     return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
+
+
+def _first_seen_py(codes, rows, size):
+    """For each of the rows ``rows`` of ``codes`` (-1: null), the number of its code among the
+    distinct codes in order of first appearance (0 for a null), and the first row of each."""
+    number = np.full(max(size, 1), -1, np.int32)
+    out = np.zeros(len(rows), np.int32)
+    firsts = np.empty(max(size, 1), np.int64)
+    k = 0
+    for j in range(len(rows)):
+        c = codes[rows[j]]
+        if c >= 0:
+            if number[c] < 0:
+                number[c] = k
+                firsts[k] = rows[j]
+                k += 1
+            out[j] = number[c]
+    return out, firsts[:k]
 
 
 def flows(ev: pl.DataFrame) -> pa.Table:
