@@ -24,7 +24,7 @@ def trace_events(ev: pl.DataFrame, args: list, args_at: str, runs: pl.DataFrame)
     node_id, step = _linked(event_id, runs)
     columns = {"event_id": event_id.to_arrow()}
     del event_id
-    columns.update({c: _dictionary(ev[c], rows) for c in NAMED})
+    columns.update({c: _dictionary(ev[c].gather(index)) for c in NAMED})
     columns.update({"start_ns": ev["start_ns"].gather(index).to_arrow(),
                     "duration_ns": ev["dur_ns"].gather(index).to_arrow(), "node_id": node_id, "step": step,
                     "args": texts_at(args, ev[args_at].to_numpy()[rows])})
@@ -71,7 +71,7 @@ def texts_at(args: pl.Series | pa.Array | pa.ChunkedArray | list, at: np.ndarray
         end = min(b + BLOCK, len(at))
         for c in np.flatnonzero((first < end) & (last >= b)):
             kernels.compiled(_copy_py)(which, local, c, b, end, *texts[c], offs, text)
-        for c in np.flatnonzero((last < end) & (last >= b)):
+        for c in np.flatnonzero(last < end):  # (a chunk no row takes from: at once)
             texts[c] = chunks[c] = None
     del texts, chunks
     return pa.StringArray.from_buffers(len(at), pa.py_buffer(offs), pa.py_buffer(text[:offs[-1]]),
@@ -132,42 +132,15 @@ NAMED = ("process", "thread", "category", "name", "phase")
 """The dictionary columns of trace_events."""
 
 
-def _dictionary(values: pl.Series, rows: np.ndarray) -> pa.DictionaryArray:
-    """The rows ``rows`` of categorical ``values`` as an Arrow dictionary array whose dictionary is
-    in order of first appearance (as Arrow's own encoding orders it), without spelling out a
-    string per row: on the kernels engine one pass over the codes gathers and numbers them."""
-    if kernels.enabled() and len(rows):
-        codes = values.to_physical().cast(pl.Int64).fill_null(-1).to_numpy()
-        indices, firsts = kernels.compiled(_first_seen_py)(codes, np.ascontiguousarray(rows, np.int64),
-                                                           int(codes.max()) + 1)
-        dictionary = values.gather(firsts).cast(pl.String).to_arrow().cast(pa.string())
-        mask = codes[rows] < 0 if values.null_count() else None
-        return pa.DictionaryArray.from_arrays(pa.array(indices, mask=mask), dictionary)
-    values = values.gather(rows)
+def _dictionary(values: pl.Series) -> pa.DictionaryArray:
+    """A categorical series as an Arrow dictionary array whose dictionary is in order of first
+    appearance (as Arrow's own encoding orders it), without spelling out a string per row."""
     seen = values.drop_nulls().unique(maintain_order=True)
     physical = values.to_physical()
     where = np.zeros(int(physical.max() or 0) + 1 if len(seen) else 1, dtype=np.int32)
     where[seen.to_physical().to_numpy()] = np.arange(len(seen), dtype=np.int32)
     indices = pa.array(where[physical.fill_null(0).to_numpy()], mask=physical.is_null().to_numpy())
     return pa.DictionaryArray.from_arrays(indices, seen.cast(pl.String).to_arrow().cast(pa.string()))
-
-
-def _first_seen_py(codes, rows, size):
-    """For each of the rows ``rows`` of ``codes`` (-1: null), the number of its code among the
-    distinct codes in order of first appearance (0 for a null), and the first row of each."""
-    number = np.full(max(size, 1), -1, np.int32)
-    out = np.zeros(len(rows), np.int32)
-    firsts = np.empty(max(size, 1), np.int64)
-    k = 0
-    for j in range(len(rows)):
-        c = codes[rows[j]]
-        if c >= 0:
-            if number[c] < 0:
-                number[c] = k
-                firsts[k] = rows[j]
-                k += 1
-            out[j] = number[c]
-    return out, firsts[:k]
 
 
 def flows(ev: pl.DataFrame) -> pa.Table:
