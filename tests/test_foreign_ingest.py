@@ -294,3 +294,62 @@ def test_kernel_and_reference_paths_give_the_same_tables(name):
         ref = foreign.read(FOREIGN / name, what)
     for table in fast:
         assert fast[table].equals(ref[table]), table
+
+
+@pytest.mark.parametrize("name", [TORCH[0], TORCH[1], XSPACES[1]])
+@pytest.mark.parametrize("engine", [True, False], ids=["kernels", "reference"])
+def test_a_foreign_read_reports_its_progress(monkeypatch, name, engine):
+    """A foreign read tells an ingest progress callback how far it has got, in thousandths that
+    never go back, and reaches done == total once, at its end; a Kineto trace read in windows
+    moves the bar a window at a time."""
+    from tfprof import kernels
+    from tfprof.ingest import iter_inputs
+    from tfprof.ingest.foreign import trace_columns
+
+    monkeypatch.setattr(trace_columns, "WINDOW_BYTES", 1 << 16)
+    calls = []
+    with kernels.using(engine):  # (``tfprof.load`` picks the engine by the file's size)
+        list(iter_inputs(profile_path=FOREIGN / name, progress=lambda *a: calls.append(a)))
+    done = [c[0] for c in calls]
+    assert {c[1] for c in calls} == {1000}
+    assert done == sorted(done) and done[0] == 0 and done[-1] == 1000 and done.count(1000) == 1
+    steps = {what for _, _, what in calls}
+    assert {"events", "ops", "tables"} <= steps
+    reading = [d for d, _, what in calls if what == "events"]
+    assert (len(set(reading)) > 3) == (engine and name.endswith((".json", ".json.gz")))
+
+
+def test_the_cli_draws_a_foreign_read_as_a_bar_on_a_terminal():
+    """On a terminal the views' command line draws the read's progress on stderr (and takes the
+    bar away when done); piped, stderr stays empty."""
+    import os
+    import pty
+    import threading
+
+    main, child = pty.openpty()
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run([sys.executable, "-m", "tfprof", "scope", str(FOREIGN / TORCH[0]), "-max_depth", "1"],
+                              stdout=subprocess.PIPE, stderr=child, timeout=300, env={**os.environ, "COLUMNS": "100"})
+    finally:
+        os.close(child)
+    reader.join(10)
+    os.close(main)
+    text = seen.decode("utf-8", "replace")
+    assert done.returncode == 0 and b"Profile:" in done.stdout
+    assert "ingesting events" in text and "ingesting tables" in text and "100%" in text
+    piped = cli("scope", str(FOREIGN / TORCH[0]), "-max_depth", "1")
+    assert piped.returncode == 0 and piped.stderr == ""

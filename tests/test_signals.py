@@ -269,3 +269,38 @@ def test_a_signal_swallowed_by_native_code_still_stops_the_command(tmp_path, cap
     assert capsys.readouterr().err.strip().splitlines()[-1] == line
     assert snapshot(tmp_path) == before  # the previous store, and no temporary
     assert main(["--version"]) == 0  # the stop was handled: nothing is left noted
+
+
+def test_a_ctrl_c_that_lands_in_a_compiled_kernel_is_a_stop_not_a_bug(capsys, monkeypatch):
+    """A signal whose handler runs as a numba kernel returns comes out as a ``SystemError``
+    ("returned a result with an exception set") with the ``KeyboardInterrupt`` inside: the
+    command ends as interrupted (130, one line), not with an internal error."""
+    from tfprof import stopping
+    from tfprof.ingest import foreign
+
+    def read(*args, **kwargs):
+        stopping.request(KeyboardInterrupt)  # what the CLI's handler notes before it raises
+        raise SystemError("CPUDispatcher(<function scan>) returned a result with an exception set")
+
+    monkeypatch.setattr(foreign, "read", read)
+    rc = main(["scope", str(ROOT / "tests" / "fixtures" / "foreign" / "torch_cnn.pt.trace.json")])
+    assert (rc, capsys.readouterr().err) == (130, "Interrupted.\n")
+
+
+def test_a_ctrl_c_while_the_command_line_imports_its_libraries(capsys, monkeypatch):
+    """Before ``main`` installs its handlers the client imports pyarrow, polars and numba (a
+    second): a Ctrl-C then ends it with 130 and one line, not a traceback."""
+    from tfprof.cli import client
+
+    class Interrupting:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "tfprof.cli.main":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "tfprof.cli.main")
+    monkeypatch.setattr(sys, "meta_path", [Interrupting, *sys.meta_path])
+    monkeypatch.setenv("TFPROF_SERVER", "0")
+    assert client.main(["--version"]) == 130
+    assert capsys.readouterr().err == "Interrupted.\n"

@@ -37,8 +37,11 @@ def main(argv: list[str] | None = None) -> int:
         code = _through_server(args)
         if code is not None:
             return code
-    from tfprof.cli.main import main as run
-
+    try:  # a second of imports (pyarrow, polars, numba) before main's own handlers are in place
+        from tfprof.cli.main import main as run
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
     code = run(args)
     if wanted:
         start_server()

@@ -218,6 +218,7 @@ class Shell:
         except BrokenPipeError:  # the reader went away (| head): the command line ends quietly
             raise
         except Exception as exc:  # a bug in tfprof: report it and keep the session
+            stopping.check()  # a Ctrl-C that landed in compiled code comes out as its SystemError: a stop
             if self.debug:
                 traceback.print_exc()
             else:

@@ -177,6 +177,9 @@ def _main(args: list[str], said: list[str]) -> int:
         drop_stdout()
         return 0
     except Exception as exc:  # a bug, or a damaged store that only failed when decoded
+        # a Ctrl-C (or SIGTERM) that landed while a compiled kernel returned comes out as a
+        # SystemError with the stop inside: it is the stop, not a bug
+        stopping.check()
         if debug:
             raise
         damage = _damaged_store()

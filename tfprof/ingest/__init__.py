@@ -127,7 +127,7 @@ def _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress) -> dic
 def _iter_profile(path, ckpt, progress) -> Iterator[dict[str, pa.Table]]:
     what = None if in_memory(path) else foreign.kind(path)
     if what is not None:  # a Kineto trace or an XSpace: read whole (docs/FOREIGN.md)
-        tables = foreign.read(path, what)
+        tables = foreign.read(path, what, progress)
         yield {**tables, "checkpoint_tensors": ckpt} if ckpt is not None else tables
         return
     checks = validate.Validator()  # checks and clamps each batch; the validation table comes last

@@ -34,20 +34,26 @@ def kind(path) -> str | None:
     return "xspace" if looks_like_xspace(head, whole) else None
 
 
-def read(path, what: str) -> dict[str, pa.Table]:
-    """The tables of foreign profile ``path`` of kind ``what``."""
+def read(path, what: str, progress=None) -> dict[str, pa.Table]:
+    """The tables of foreign profile ``path`` of kind ``what``; ``progress`` (an ingest progress
+    callback: done, total, what) is told how far the read has got, in thousandths."""
+    from tfprof.ingest.foreign.progress import teller
     from tfprof.ingest.sources import read_bytes, read_mapped
 
+    tell = teller(progress)
     if what == "kineto":  # mapped: the scan drops each window of the file once its columns are gathered
         from tfprof.ingest.foreign import kineto
 
-        return kineto.read(Path(path), [read_mapped(path, "profile")])
-    data = read_bytes(path, "profile")
-    box = [data]  # the reader empties it: the file's bytes are freed once the events are decoded
-    del data
-    from tfprof.ingest.foreign import xspace
+        tables = kineto.read(Path(path), [read_mapped(path, "profile")], tell)
+    else:
+        data = read_bytes(path, "profile")
+        box = [data]  # the reader empties it: the file's bytes are freed once the events are decoded
+        del data
+        from tfprof.ingest.foreign import xspace
 
-    return xspace.read(Path(path), box)
+        tables = xspace.read(Path(path), box, tell)
+    tell(1, "tables")
+    return tables
 
 
 _ESTIMATED_KINETO = ("params (no graph), output bytes and temp/persistent bytes (no allocator breakdown); "

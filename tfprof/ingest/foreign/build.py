@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from tfprof.ingest import derive, validate
 from tfprof.ingest.foreign import codes, gpu, memory, nesting, paths, trace_table
+from tfprof.ingest.foreign.progress import Tell, silent
 from tfprof.schema import TABLES, conform
 
 EVENT_COLUMNS = {
@@ -143,16 +144,18 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
 
 def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | list | None = None,
           counters: pl.DataFrame | None = None, flops: Flops | None = None,
-          job: dict | None = None) -> dict[str, pa.Table]:
+          job: dict | None = None, tell: Tell = silent) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
     events; ``args``: their ``args`` apart from the frame (an Arrow array, which polars would
     copy), indexed by event id, when the frame has none;
     ``flops`` estimates each op execution's float ops (None: the reader has no count);
-    ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them.
+    ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them;
+    ``tell`` is told how far it has got (``progress``).
     Given in a one-item list, the events are taken over (the list is emptied), so that their
     text columns are freed once build holds its own categorical copy of them; so are the
     ``args``, freed once the trace table holds its copy of them."""
     args_at = "_at" if args is None else "event_id"  # what ``args`` is indexed by
+    tell(0, "op nesting")
     ev, args = _nested(ev.pop() if isinstance(ev, list) else ev, args.pop() if isinstance(args, list) else args)
     box = [args]  # the trace table takes the args over: they are freed once it has its own copy
     parent, on_gpu = ev["parent"].to_numpy(), ev["accelerator"].to_numpy()
@@ -187,6 +190,7 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     outside = outside.with_columns(_step_of(marks, outside["start_ns"]))
     nodes = _nodes(op, own, outside)
     op = op.join(nodes.select("path", "node_id"), on="path").sort("event_id")
+    tell(0.3, "float ops" if flops is not None else "tables")
     if flops is not None:
         at = op[args_at].to_numpy()
         op = op.with_columns(flops(op.select(pl.col("path").alias("name"), pl.col("op_type").alias("op")),
@@ -214,6 +218,7 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     del parent, on_gpu, is_role, is_op, op_parent, scope_parent, dur, inner, children, label, args, renamed
     ev = ev.lazy().select("event_id", *trace_table.NAMED, "start_ns", "dur_ns", "_at", "role", "label", "flow_id",
                           "parent").collect()
+    tell(0.5, "tables")
     return _tables(ev, (box, args_at), op, acc, mem, nodes, frame_parent, _finite(counters, found), found,
                    flops is not None, job or {})
 

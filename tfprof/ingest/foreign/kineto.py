@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.foreign import build, codes, memory, paths, torch_flops, trace_json
+from tfprof.ingest.foreign.progress import Tell, part, silent
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
@@ -45,10 +46,13 @@ _SPECIAL_TOKEN = r"NaN|Infinity"
 _SPECIAL = r"([:\[,]\s*)(-?(?:NaN|Infinity))(\s*[,}\]])"  # a bare value, between JSON punctuation
 
 
-def read(path: Path, data) -> dict[str, pa.Table]:
+def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
     """The tables of the Kineto trace ``data`` (read from ``path``): its bytes, or a list holding
-    them, which is emptied so that the bytes are freed as soon as the events are gathered."""
-    top, rows = trace_json.read_events(path, data)
+    them, which is emptied so that the bytes are freed as soon as the events are gathered;
+    ``tell`` is told how far the read has got (``progress``)."""
+    tell(0, "events")
+    top, rows = trace_json.read_events(path, data, part(tell, 0, 0.45))
+    tell(0.45, "ops")
     # the text columns that say something for few events (the args, flow ids, the args keys read)
     # stay Arrow, looked up by event id for the rows that need them (``_on_rows``): polars would
     # copy them whole, and each filter of the frame again
@@ -92,7 +96,8 @@ def read(path: Path, data) -> dict[str, pa.Table]:
     del counter_events, categories, side  # from here the events live in `ev` alone, which build takes over
     owned = [ev]
     del ev
-    tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top))
+    tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top),
+                         tell=part(tell, 0.55, 1))
     formulas = {op: parts[0][0] for op, parts in torch_flops.RULES.items()}  # (its first part's)
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 

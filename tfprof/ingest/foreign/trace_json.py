@@ -24,6 +24,7 @@ import pyarrow as pa
 from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest.foreign import trace_columns
+from tfprof.ingest.foreign.progress import Tell, silent
 from tfprof.ingest.foreign.trace_layout import CUT, IN_STRING, MAX_DEPTH, NOT_OBJECT, OPEN, TOO_DEEP
 from tfprof.ingest.sources import one_line
 
@@ -122,13 +123,13 @@ def _incomplete(path: Path, why: str) -> ProfileFormatError:
     return ProfileFormatError(f"`{path}` is not a complete Chrome trace ({why}); check that the file is complete")
 
 
-def read_events(path: Path, data) -> tuple[dict, pa.Table]:
+def read_events(path: Path, data, tell: Tell = silent) -> tuple[dict, pa.Table]:
     """(the top-level object without its events, the events as a table: ``trace_columns.ORDER``).
     ``data``: the file's bytes or its ``mmap`` (``sources.read_mapped``), or a list holding
     them, which is emptied so that the bytes are freed as soon as the events' columns are
     gathered. A mapped file is read through a memoryview, a window of pages at a time, each
     dropped from memory once its events' columns are gathered (``_dropper``); a gzipped one is
-    read whole."""
+    read whole. ``tell`` is told the share of the events array gathered, a window at a time."""
     if isinstance(data, list):
         data = data.pop()
     if isinstance(data, mmap.mmap) and data[:len(GZIP_MAGIC)] == GZIP_MAGIC:
@@ -151,7 +152,13 @@ def read_events(path: Path, data) -> tuple[dict, pa.Table]:
     if array_form and bytes(data[start:start + 64]).lstrip()[:1] not in (b"{", b"]"):
         raise ProfileFormatError(_not_events(path, data))
     body = np.frombuffer(data, dtype=np.uint8)
-    release = _dropper(mapped, skip) if mapped is not None else None
+    drop, size = _dropper(mapped, skip) if mapped is not None else None, len(body)
+
+    def release(lo: int, hi: int) -> None:
+        if drop is not None:
+            drop(lo, hi)
+        tell(hi / size, "events")
+
     status, end, table = trace_columns.scanned_table(path, body, start, array_form, release)
     del body
     if table is None or status == OPEN:

@@ -24,6 +24,7 @@ from google.protobuf import message as _message
 from tfprof import kernels
 from tfprof.errors import ProfileFormatError
 from tfprof.ingest.foreign import build, codes, hlo, memory, trace_table, xcheck, xevents, xwalk
+from tfprof.ingest.foreign.progress import Tell, part, silent
 from tfprof.ingest.sources import one_line
 from tfprof.schema.proto import xplane_pb2
 
@@ -84,12 +85,14 @@ def _value(stat, names: dict[int, str]):
     return value.hex() if kind == "bytes_value" else value
 
 
-def read(path: Path, data) -> dict[str, pa.Table]:
+def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
     """The tables of the XSpace ``data`` (read from ``path``): its bytes, or a list holding them,
     which is emptied so that the bytes are freed once the events are decoded. The kernels engine
     decodes the events off the wire (``xwalk``, ``xevents``) and lets protobuf decode the rest; the
-    reference engine, and the kernels on bytes the walk does not read, let protobuf decode the whole space."""
+    reference engine, and the kernels on bytes the walk does not read, let protobuf decode the whole space.
+    ``tell`` is told how far the read has got (``progress``)."""
     data = data.pop() if isinstance(data, list) else data
+    tell(0, "events")
     buf = np.frombuffer(data, np.uint8)
     outline = xwalk.walk(buf) if kernels.enabled() else None
     space = _skeleton(outline)
@@ -117,6 +120,7 @@ def read(path: Path, data) -> dict[str, pa.Table]:
                     if names.get(s.metadata_id) == "Hlo Proto":
                         programs[meta.name] = hlo.instructions(s.bytes_value)
     _check_line_starts(path, space, lines, start_ns)
+    tell(0.1, "events")
     found = xevents.frame_and_args(buf, outline, space, start_ns) if outline is not None else None
     if found is None:
         if outline is not None:  # an event the kernels do not read: protobuf says what is wrong, or reads it
@@ -126,13 +130,15 @@ def read(path: Path, data) -> dict[str, pa.Table]:
         del raw
     raw, args = found
     del outline, buf, data, found
+    tell(0.4, "ops")
     ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), args, programs)
     del raw
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
     owned = [ev]  # build takes the events over
     del ev
-    return build.build(owned, args=args, job={"host": space.hostnames[0]} if space.hostnames else None)
+    return build.build(owned, args=args, job={"host": space.hostnames[0]} if space.hostnames else None,
+                       tell=part(tell, 0.48, 1))
 
 
 def _start_ns(path: Path, value) -> int:
