@@ -353,3 +353,37 @@ def test_the_cli_draws_a_foreign_read_as_a_bar_on_a_terminal():
     assert "ingesting events" in text and "ingesting tables" in text and "100%" in text
     piped = cli("scope", str(FOREIGN / TORCH[0]), "-max_depth", "1")
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_a_slow_foreign_read_suggests_a_store_on_a_terminal(monkeypatch):
+    """After a Kineto trace or XSpace took long to read, the command line says on a terminal how
+    to read it once into a store; not when quick, not piped, not for tfprof's own profiles."""
+    import io
+
+    from tfprof.cli import app
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    slow = app.SLOW_READ_S
+
+    def said(path, seconds: float | None = None, stream=Terminal) -> str:
+        monkeypatch.setattr(sys, "stderr", stream())
+        monkeypatch.setattr(app, "SLOW_READ_S", slow)
+        if seconds is None:  # the whole way, as a view's command loads its profile
+            monkeypatch.setattr(app, "SLOW_READ_S", 0.0)
+            monkeypatch.setattr(app, "progress_bar", lambda: None)  # (the bar is another test's)
+            app.load_profile(graph_path=None, run_meta_path=None, op_log_path=None, checkpoint_path=None,
+                             profile_path=str(path))
+        else:
+            app.suggest_store(tfprof.load(path), str(path), seconds)
+        return sys.stderr.getvalue()
+
+    line = said(FOREIGN / TORCH[1])
+    assert line.startswith("Note: reading ") and line.count("\n") == 1
+    assert f"`tfprof ingest {FOREIGN / TORCH[1]} --out torch_transformer.tfprof`" in line
+    assert f"took {slow + 2:.1f} s" in said(FOREIGN / XSPACES[0], slow + 2)
+    assert said(FOREIGN / XSPACES[0], slow - 0.5) == ""
+    assert said(FOREIGN / XSPACES[0], slow + 2, io.StringIO) == ""
+    assert said(tfprof.sample_path(), slow + 2) == ""

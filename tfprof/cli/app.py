@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -158,10 +159,31 @@ def load_profile(*, warn: bool = True, **inputs):
         STORES.append(Path(profile_path))  # to find a damaged file if a query fails (main)
     from tfprof.api import load
 
+    started = time.monotonic()
     prof = load(**inputs, progress=progress_bar())
     if warn:
         warn_if_invalid(prof, inputs)
+    suggest_store(prof, profile_path, time.monotonic() - started)
     return prof
+
+
+SLOW_READ_S = 3.0
+"""A foreign profile read for longer than this gets ``suggest_store``'s line."""
+
+
+def suggest_store(prof, profile_path, seconds: float) -> None:
+    """On a terminal, after a Kineto trace or XSpace took ``SLOW_READ_S`` or more to read: one
+    stderr line saying how to read it once (a store opens in a fraction of a second)."""
+    from tfprof.ingest.foreign import KINDS
+
+    if prof.source not in KINDS or seconds < SLOW_READ_S or not sys.stderr.isatty():
+        return
+    import shlex
+
+    store = (Path(profile_path).name.split(".")[0] or "profile") + ".tfprof"
+    print(f"Note: reading {shlex.quote(str(profile_path))} took {seconds:.1f} s; `tfprof ingest "
+          f"{shlex.quote(str(profile_path))} --out {shlex.quote(store)}` reads it once into a store that "
+          "later commands open in a fraction of a second", file=sys.stderr)
 
 
 # Stores opened by this command: when it fails unexpectedly, main() checks them for damage.
