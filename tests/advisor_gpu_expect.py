@@ -17,10 +17,11 @@ from pathlib import Path
 
 DEVICE = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
           "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
-LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "hipLaunchKernel",
-            "hipExtLaunchKernel"}
-SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "aten::item",
-         "aten::_local_scalar_dense"}
+LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+            "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel",
+            "hipLaunchCooperativeKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel"}
+SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
+         "hipStreamSynchronize", "hipEventSynchronize", "aten::item", "aten::_local_scalar_dense"}
 STEP = "ProfilerStep#"
 MAX_SPACING_NS = 50_000
 

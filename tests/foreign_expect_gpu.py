@@ -92,9 +92,22 @@ def kineto_gpu_expect(path: str | Path) -> dict:
         "ns_by_stream": dict(per_stream),  # (device, stream) -> ns
         "count_by_kind": dict(per_kind),
         "gpu_ns": sum(_ns(g["dur"]) for g in gpu),
-        "steps": sorted(int(e["name"][len(STEP_PREFIX):]) for e in events
-                        if e.get("ph") == "X" and e.get("name", "").startswith(STEP_PREFIX)),
+        "steps": _steps_with_ops(events),
     }
+
+
+def _steps_with_ops(events: list[dict]) -> list[int]:
+    """The N of each ``ProfilerStep#N`` span on a host thread that holds the start of some
+    framework op (a GPU-side copy of the marker, or a marker recorded after the last op, is no
+    step of its own)."""
+    starts = sorted(_ns(e["ts"]) for e in _cpu_ops(events))
+    found = set()
+    for e in events:
+        if e.get("ph") == "X" and e.get("name", "").startswith(STEP_PREFIX) and e.get("cat") != "gpu_user_annotation":
+            lo, hi = _ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))
+            if any(lo <= t <= hi for t in starts):
+                found.add(int(e["name"][len(STEP_PREFIX):]))
+    return sorted(found)
 
 
 def _gpu_kind(e: dict) -> str:

@@ -1,4 +1,5 @@
-"""The GPU checks on a real trace: one ResNet-50 training step on a V100 (tests/fixtures/foreign/README.md).
+"""The GPU checks on real traces: one ResNet-50 training step on a V100, and a small training run on an
+AMD MI250 (tests/fixtures/foreign/README.md).
 
 Every number is held against ``advisor_gpu_expect``, which reads the same file with ``json``.
 """
@@ -174,3 +175,33 @@ def test_a_store_written_before_the_kernels_table_says_to_ingest_again(tmp_path)
             "again (tfprof ingest TRACE --out STORE --force)"]
     notes = run_view(old, "scope", {"select": ["accelerator_micros", "kernels"], "max_depth": 1}).notes
     assert any("written before tfprof kept a `kernels` table" in n for n in notes)
+
+
+ROCM = Path(__file__).parent / "fixtures" / "foreign" / "kineto_mi250_rocm.pt.trace.json.gz"
+
+
+def test_the_gpu_checks_on_an_amd_gpu():
+    """On ROCm (an MI250 capture) the launches and syncs are HIP's: each check finds what the raw
+    file holds, the host-device sync is ``hipDeviceSynchronize`` and the GEMM kernels' launches
+    (``hipExtModuleLaunchKernel``) count as launches."""
+    result, events = advise(tfprof.load(ROCM)), expect.load(ROCM)
+    rows = result.evidence["HostSyncChecker"]
+    assert set(rows["name"]) == {"hipDeviceSynchronize"}
+    got = {s: (sum(rows.filter(rows["step"] == s)["outer_count"]), sum(rows.filter(rows["step"] == s)["outer_ns"]))
+           for s in set(rows["step"])}
+    assert got == expect.syncs(events)
+    rows = result.evidence["KernelLaunchChecker"]
+    want = expect.short_kernels(events)
+    assert dict(zip(rows["name"], zip(rows["short_kernels"], rows["launched"], strict=True), strict=True)) == want
+    from tfprof.queries.advisor.launch_overhead import launched_kernels
+
+    calls = launched_kernels(tfprof.load(ROCM))["call"].to_list()
+    assert calls.count("hipExtModuleLaunchKernel") == sum(e.get("name") == "hipExtModuleLaunchKernel"
+                                                          for e in events) > 0
+    assert len(calls) == sum(e.get("name") in expect.LAUNCHES for e in events)  # one kernel each
+    rows = result.evidence["GpuIdleChecker"]
+    assert {(r["step"], r["device"]): (r["window_ns"], r["idle_ns"]) for r in rows.iter_rows(named=True)} == \
+        expect.idle(events)
+    rows = result.evidence["LaunchQueueChecker"]
+    got = {(r["step"], r["device"]): (r["ops"], r["bound_ops"], r["bound_ns"]) for r in rows.iter_rows(named=True)}
+    assert got == expect.launch_bound(events)

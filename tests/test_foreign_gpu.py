@@ -1,6 +1,6 @@
 """GPU Kineto traces: every kernel, memcpy and memset charged to the op that launched it, held against
 tests/foreign_expect_gpu.py's independent walk of the raw JSON (correlation -> runtime call -> innermost
-op around it on its thread), on real captures of three PyTorch generations (tests/fixtures/foreign/README.md).
+op around it on its thread), on real captures of three PyTorch generations and of ROCm (tests/fixtures/foreign/README.md).
 Times are compared in integer ns; the views' µs are those ns over 1000.
 """
 
@@ -24,7 +24,7 @@ from tfprof.ingest.foreign.gpu import UNLINKED_SCOPE
 
 FOREIGN = Path(__file__).parent / "fixtures" / "foreign"
 GPU = ["kineto_resnet50_step6.pt.trace.json.gz", "kineto_ddp_nccl_step5.pt.trace.json.gz",
-       "kineto_alexnet.pt.trace.json.gz"]
+       "kineto_alexnet.pt.trace.json.gz", "kineto_mi250_rocm.pt.trace.json.gz"]
 
 
 def ns(micros: float) -> int:

@@ -20,9 +20,11 @@ from tfprof.profile import Profile
 from tfprof.queries.advisor.base import CheckOptions, Evidence
 from tfprof.queries.advisor.trace import device_events, gpu_status, host_calls
 
-LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx",
-                "hipLaunchKernel", "hipExtLaunchKernel")
-"""Runtime and driver calls that launch one kernel."""
+LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+                "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel",
+                "hipLaunchCooperativeKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel")
+"""Runtime and driver calls that launch one kernel (CUDA's, and HIP's on ROCm, where hipBLASLt's
+GEMM kernels go through ``hipExtModuleLaunchKernel``)."""
 
 SCHEMA = {
     "name": pl.String, "short_kernels": pl.Int64, "launched": pl.Int64, "short_share": pl.Float64,
