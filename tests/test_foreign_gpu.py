@@ -153,6 +153,36 @@ def test_unlinked_gpu_events_are_kept_counted_and_reported(tmp_path):
     assert "no op encloses its launch call `cudaLaunchKernel`" in proc.stdout
 
 
+def test_gpu_events_launched_in_a_scope_but_no_op_stay_under_that_scope(tmp_path):
+    """A launch call that no op holds but a ``record_function`` annotation does (apex's fused
+    optimizers launch so, inside ``Optimizer.step#…``): its GPU events go to nodes under that
+    annotation's scope, so the scope view charges it their time; they are still counted as
+    unlinked (no op has them), with where they were kept."""
+    top, events = load_trace_events(FOREIGN / GPU[2])
+    gpu = [e for e in events if e.get("cat") == "kernel"]
+    move = {e["args"]["correlation"] for e in gpu[3:5]}
+    calls = [e for e in events if e.get("cat") == "cuda_runtime" and (e.get("args") or {}).get("correlation") in move]
+    thread = {"pid": calls[0]["pid"], "tid": 999_999}
+    lo, hi = min(e["ts"] for e in calls) - 1, max(e["ts"] + e["dur"] for e in calls) + 1
+    scope = {"ph": "X", "cat": "user_annotation", "name": "## optimizer ##", "ts": lo, "dur": hi - lo, **thread}
+    out = [{**e, **thread} if e in calls else e for e in events] + [scope]
+    path = tmp_path / "scoped.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({**top, "traceEvents": out}).encode()))
+    want = kineto_gpu_expect(path)
+    assert want["unlinked"] == len(move)
+    prof = tfprof.load(path)
+    moved = [e for e in gpu if e["args"]["correlation"] in move]
+    nodes = prof.frame("nodes").filter(pl.col("name").str.starts_with("## optimizer ##/"))
+    assert sorted(nodes["name"]) == sorted({f"## optimizer ##/{e['name']}" for e in moved})
+    root = run_view(prof, "scope", {"max_depth": 2, "select": ["accelerator_micros"]}).frame
+    row = root.filter(pl.col("name") == "## optimizer ##").row(0, named=True)
+    assert ns(row["total_accelerator_exec_micros"]) == sum(round(e["dur"] * 1000) for e in moved)
+    assert not prof.frame("nodes")["name"].str.starts_with(UNLINKED_SCOPE).any()
+    found = prof.frame("validation").filter(pl.col("code").cast(str) == "unlinked_gpu_event")
+    assert found["count"].sum() == len(move)
+    assert "kept under the scope of its launch call" in cli("check", str(path)).stdout
+
+
 def test_gpu_event_kinds_from_names():
     from tfprof.ingest.foreign.gpu import kind
 

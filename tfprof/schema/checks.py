@@ -40,7 +40,8 @@ CHECKS: dict[str, Check] = {c.code: c for c in (
     Check("stream_overlap", WARNING, "records overlapping others on one GPU stream"),
     Check("dangling_input", WARNING, "inputs naming a node the graph lacks (kept as names)"),
     Check("unlinked_gpu_event", WARNING, "GPU events (kernels, memcpys, memsets) linked to no op that launched them "
-          "(kept as nodes under `[unlinked GPU events]`; their time is in no op's accelerator time)"),
+          "(kept as nodes under the scope their launch call sits in, else under `[unlinked GPU events]`; their "
+          "time is in no op's accelerator time)"),
     Check("non_finite_counter", WARNING, "counter samples that are not finite numbers (NaN, ±inf: left out of the "
           "counters table)"),
     Check("graph_mismatch", WARNING, "profiles where most nodes that ran are missing from the graph"),

@@ -12,6 +12,7 @@ The mapping rules are written down in docs/FOREIGN.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -182,8 +183,8 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
     )
     op = op.with_columns(_step_of(marks, op["start_ns"]))
     events = gpu.events(ev, op_parent, paths.scope_paths(label, scope_parent, np.flatnonzero(is_role["op"] & on_gpu),
-                                                         renamed))
-    own = gpu.own_nodes(events, op["path"])
+                                                         renamed), scope_parent)
+    own = gpu.own_nodes(events, op["path"], functools.partial(paths.scope_paths, label, scope_parent, renamed=renamed))
     own = own.with_columns(_step_of(marks, own["start_ns"]))
     mem = memory.instants(ev, op_parent)
     outside = mem.filter(pl.col("owner") < 0)

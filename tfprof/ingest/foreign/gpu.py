@@ -9,11 +9,16 @@ is the op the GPU time belongs to. Both steps are joins over whole columns: GPU 
 on the correlation, launch call -> enclosing op by the row ``op_parent`` already gives.
 
 A GPU event that links to no op keeps a node of its own: the op node whose path equals its own
-path when the reader gave it one (an XSpace device event naming its TensorFlow op), else one under
-``UNLINKED_SCOPE``. Those events are counted in the ``unlinked_gpu_event`` validation finding.
+path when the reader gave it one (an XSpace device event naming its TensorFlow op), else, when its
+launch call sits in a scope (a ``record_function`` annotation, a module) but in no op, one under
+that scope's path (apex's fused optimizers launch their kernels so, from inside
+``Optimizer.step#…``), else one under ``UNLINKED_SCOPE``. Those events are counted in the
+``unlinked_gpu_event`` validation finding.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import polars as pl
@@ -42,12 +47,14 @@ def kind(category: pl.Expr, name: pl.Expr) -> pl.Expr:
     )
 
 
-def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.DataFrame:
+def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_parent: np.ndarray) -> pl.DataFrame:
     """One row per GPU event (``ev`` rows with role ``op`` on an accelerator): ``row``,
     ``event_id``, its ``device``, ``stream``, ``name``, ``category``, ``op_type``, ``start_ns``,
     ``dur_ns``, ``correlation``, ``kind``, the op execution that launched it (``op_row``: its
-    ``ev`` row, null for none) and why none (``why``), and ``path``: the path a node of its own
-    would have (``own_path``, the scope path of each GPU row, in row order)."""
+    ``ev`` row, null for none) and why none (``why``), the scope its launch call sits in when
+    no op holds it (``scope_row``: the nearest enclosing op or scope of each row is
+    ``scope_parent``), and ``path``: the path a node of its own would have (``own_path``, the
+    scope path of each GPU row, in row order)."""
     text = ("device", "name", "category", "op_type", "thread", "process")  # categoricals while building
     gpu = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator")).collect().with_columns(
         own_path.alias("path"), *(pl.col(c).cast(pl.String) for c in text))
@@ -55,12 +62,14 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
     launches = ev[launch_rows].select(
         "correlation", "event_id", pl.col("name").cast(pl.String).alias("launch"),
         pl.Series("op_row", op_parent[launch_rows]),
+        pl.Series("scope_row", np.where(op_parent[launch_rows] < 0, scope_parent[launch_rows], -1)),
     ).sort(pl.col("op_row") < 0, "event_id").unique("correlation", keep="first", maintain_order=True).drop("event_id")
     linked = gpu.join(launches, on="correlation", how="left")
     has_op = pl.col("op_row") >= 0
     thread = pl.col("thread")
     return linked.with_columns(
         pl.when(has_op).then(pl.col("op_row")).alias("op_row"),
+        pl.when(~has_op & (pl.col("scope_row") >= 0)).then(pl.col("scope_row")).alias("scope_row"),
         pl.when(pl.col("correlation").is_null()).then(pl.lit("it carries no correlation id"))
         .when(pl.col("launch").is_null()).then(pl.lit("no launch call has its correlation id"))
         .when(~has_op).then(pl.lit("no op encloses its launch call `") + pl.col("launch") + "`")
@@ -70,7 +79,7 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series) -> pl.D
         .alias("stream"),
         _per_distinct(linked, ("category", "name"), kind(pl.col("category"), pl.col("name"))).alias("kind"),
     ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
-             "correlation", "kind", "op_row", "why", "path", "thread", "process")
+             "correlation", "kind", "op_row", "scope_row", "why", "path", "thread", "process")
 
 
 def _per_distinct(frame: pl.DataFrame, columns: tuple[str, ...], expr: pl.Expr) -> pl.Series:
@@ -80,15 +89,23 @@ def _per_distinct(frame: pl.DataFrame, columns: tuple[str, ...], expr: pl.Expr) 
     return frame[first].select(expr).to_series().gather(inverse)
 
 
-def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series) -> pl.DataFrame:
+def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series, scope_path: Callable[[np.ndarray], pl.Series]) -> pl.DataFrame:
     """The GPU events of ``gpu`` no launch links to an op, each with the node ``path`` it goes
-    to: an op node's path equal to its own, else its own under ``UNLINKED_SCOPE``; ``linked``
-    says which (False: counted as unlinked)."""
+    to: an op node's path equal to its own, else its own under the scope of its launch call
+    (``scope_path`` spells the paths of ``ev`` rows), else under ``UNLINKED_SCOPE``; ``linked``
+    says whether the first (False: counted as unlinked)."""
     alone = gpu.filter(pl.col("op_row").is_null())
     named = alone["path"].is_in(op_paths.implode())
+    scoped = ~named & alone["scope_row"].is_not_null()
+    under = pl.Series("under", [UNLINKED_SCOPE] * len(alone), pl.String)
+    if scoped.any():
+        at = np.flatnonzero(scoped.to_numpy())
+        under = under.scatter(at, scope_path(alone["scope_row"].gather(at).to_numpy()))
     return alone.with_columns(
         named.alias("linked"),
-        pl.when(named).then(pl.col("path")).otherwise(pl.lit(UNLINKED_SCOPE + "/") + pl.col("path")).alias("path"),
+        pl.when(named).then(pl.col("path")).otherwise(under + "/" + pl.col("path")).alias("path"),
+        pl.when(scoped).then(pl.lit("kept under the scope of its launch call"))
+        .otherwise(pl.lit("kept as a node of its own")).alias("kept"),
     )
 
 
@@ -98,5 +115,5 @@ def findings_rows(unlinked: pl.DataFrame) -> list[tuple]:
     for r in unlinked.sort("event_id").head(5).iter_rows(named=True):
         corr = "" if r["correlation"] is None else f", correlation {r['correlation']}"
         out.append((r["path"], r["step"], f"event {r['event_id']} on {r['device']}/stream:{r['stream']}{corr}: "
-                                          f"{r['why']}; kept as a node of its own"))
+                                          f"{r['why']}; {r['kept']}"))
     return out
