@@ -232,3 +232,40 @@ def test_chunked_args_are_gathered_as_one_array(monkeypatch):
         chunked = pa.chunked_array([pa.array(values[k:k + 97], pa.string()) for k in range(0, 1000, 97)])
         taken = trace_table.texts_at([chunked], at)
     assert taken.equals(one) and one.to_pylist() == [values[k] for k in at]
+
+
+# epoch µs with their ns as three decimals (19 digits), in every form a ts may take
+EPOCH_TS = ["1712195495519689.047", "1712195495519695.812", "1712195495519698.0", "1712195495519699",
+            '"1712195495519701.999"', "1712195495519702.0070", "1.712195495519703e15", "-5.25",
+            "1712195495519704.5"]
+
+
+@pytest.mark.parametrize("window", [1 << 62, 150], ids=["whole", "windows"])
+def test_epoch_times_keep_their_ns(tmp_path, monkeypatch, window):
+    """A float of an epoch time in µs is off by up to 125 ns (its ulp is 0.25 µs): each ``ts`` is
+    read from the first one's whole µs, in whole ns, so that every start is the file's to the ns,
+    on both engines, a window at a time too; forms the scan does not read (a string, an exponent,
+    an escape elsewhere in the event) are decoded by Python just as exactly."""
+    from decimal import Decimal
+
+    import polars as pl
+
+    from tfprof.ingest import foreign
+    from tfprof.ingest.foreign import trace_columns
+
+    monkeypatch.setattr(trace_columns, "WINDOW_BYTES", window)
+    escape = "\\u0041"  # an escape sends its event to Python
+    events = [f'{{"ph":"X","cat":"cpu_op","name":"op{k}{escape if k == 3 else ""}","pid":1,"tid":1,"ts":{ts},'
+              f'"dur":0.5}}' for k, ts in enumerate(EPOCH_TS)]
+    data = ('{"schemaVersion":1,"traceEvents":[' + ",".join(events) + "]}").encode()
+    (_, fast), (_, ref) = both(data)
+    assert same(fast, ref) and trace_columns.ts_origin(fast) == trace_columns.ts_origin(ref) == 1712195495519689
+    want = [int(Decimal(ts.strip('"')) * 1000) for ts in EPOCH_TS]
+    path = tmp_path / "epoch.pt.trace.json"
+    path.write_bytes(data)
+    for engine in (True, False):
+        with kernels.using(engine):
+            table = foreign.read(path, "kineto")["trace_events"]
+        got = pl.from_arrow(table).sort("event_id")["start_ns"].to_list()
+        assert got == want, engine
+    assert [round(float(ts.strip('"')) * 1000) for ts in EPOCH_TS] != want  # what floats would give

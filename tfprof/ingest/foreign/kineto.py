@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
-from tfprof.ingest.foreign import build, codes, memory, paths, torch_flops, trace_json
+from tfprof.ingest.foreign import build, codes, memory, paths, torch_flops, trace_columns, trace_json
 from tfprof.ingest.foreign.progress import Tell, part, silent
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
@@ -53,6 +53,7 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
     tell(0, "events")
     top, rows = trace_json.read_events(path, data, part(tell, 0, 0.45))
     tell(0.45, "ops")
+    origin = trace_columns.ts_origin(rows)
     # the text columns that say something for few events (the args, flow ids, the args keys read)
     # stay Arrow, looked up by event id for the rows that need them (``_on_rows``): polars would
     # copy them whole, and each filter of the frame again
@@ -75,7 +76,8 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` is not a number of nanoseconds") from None
     if abs(base) > MAX_NS:
         raise ProfileFormatError(f"`{path}`: `baseTimeNanoseconds` {base} is beyond {_BEYOND}")
-    _check_times(path, raw, timed, base, "ts")
+    base += origin * 1000  # the µs the ts are given from (epoch times, read exactly: trace_columns)
+    _check_times(path, raw, timed, base, "ts", origin)
     # what is needed of the raw events later is kept, so that each frame goes once the next is made
     counter_events = raw.lazy().filter(pl.col("ph") == "C").select("event_id", "pid", "name", "ts").collect()
     categories, events = raw["cat"], raw.height
@@ -124,11 +126,11 @@ def exact_ns(us: pl.Expr) -> pl.Expr:
     return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round(0).cast(pl.Int64)
 
 
-def _check_times(path: Path, events: pl.DataFrame, where: pl.Expr, base: int, field: str) -> None:
+def _check_times(path: Path, events: pl.DataFrame, where: pl.Expr, base: int, field: str, origin: int = 0) -> None:
     """A ``ts`` (or an ``X`` span's ``dur``) of an event of ``events`` ``where`` it holds that is
     not finite, or whose time in ns (the start, the length, the end) lies beyond ``MAX_NS``, is an
-    error naming the event: cast to int64 it would fail or wrap. Values within it that only look
-    wrong are the validation table's."""
+    error naming the event (a ``ts`` as the file writes it: ``origin`` µs added back): cast to
+    int64 it would fail or wrap. Values within it that only look wrong are the validation table's."""
     start = pl.lit(float(base)) + pl.col("ts") * 1000
     if field == "ts":
         bad = pl.col("ts").is_finite().not_() | (start.abs() > MAX_NS)
@@ -138,7 +140,7 @@ def _check_times(path: Path, events: pl.DataFrame, where: pl.Expr, base: int, fi
     wrong = events.lazy().filter(where & bad).select("name", "ph", field).collect()
     if wrong.height:
         row = wrong.row(0, named=True)
-        value = row[field]
+        value = row[field] + (origin if field == "ts" else 0)
         what = (f"{value}, not a finite number of microseconds" if not math.isfinite(value)
                 else f"{value!r} µs, which puts its start beyond {_BEYOND}" if field == "ts"
                 else f"{value!r} µs, which puts its length or its end beyond {_BEYOND}")

@@ -27,6 +27,7 @@ from tfprof.ingest.foreign.kineto_scan import (
     literal,
     lookup,
     number,
+    shifted,
     string,
     ws,
 )
@@ -63,9 +64,10 @@ def event_key(buf, s, e):
 
 
 @njit(cache=True, nogil=True)
-def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
-    """The event object at ``i`` into row ``k``: (its end or a status, its flags). ``want``: 0 a
-    value, 1 a key or ``}``, 2 a key, 3 ``:``, 4 ``,`` or ``}``."""
+def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has, origin):
+    """The event object at ``i`` into row ``k``: (its end or a status, its flags); its ``ts`` less
+    ``origin`` µs when that is not 0 (``shifted``). ``want``: 0 a value, 1 a key or ``}``, 2 a
+    key, 3 ``:``, 4 ``,`` or ``}``."""
     start = i
     fl = 0
     want = 1
@@ -136,6 +138,8 @@ def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
             end, value, exact, canonical = number(buf, i, n)
             if end < 0:
                 return end, fl
+            if code == TS and origin != 0:
+                exact, value = shifted(buf, i, end, origin)
             if code == TS or code == DUR:
                 if exact:
                     if code == TS:
@@ -176,11 +180,12 @@ def event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has):
 
 
 @njit(cache=True, nogil=True)
-def scan(buf, pos, capacity, stop, slots):
+def scan(buf, pos, capacity, stop, slots, origin=0):
     """The events of the array whose first byte inside is ``buf[pos]``: (status, the position of
     its ``]`` (or where the scan stopped), event starts, event ends, slot starts (from the event's
-    start), slot lengths (-1: absent), ts, dur, whether each has a ts, a dur, event flags). When
-    the next event starts exactly at ``stop``, the scan stops there with status ``SPLIT``.
+    start), slot lengths (-1: absent), ts (less ``origin`` µs), dur, whether each has a ts, a dur,
+    event flags). When the next event starts exactly at ``stop``, the scan stops there with status
+    ``SPLIT``.
     ``slots`` is ``SLOTS``, passed in: numba's cache of this file would not see a change to a
     constant of another module (``trace_layout``), and keep a compiled scan with the old count."""
     n = len(buf)
@@ -226,7 +231,7 @@ def scan(buf, pos, capacity, stop, slots):
             ts[k] = 0.0
             dur[k] = 0.0
             fl = 0
-            i, fl = event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has)
+            i, fl = event(buf, i, n, stack, starts, hashes, k, rel, ln, ts, dur, has, origin)
             if i < 0:
                 status = i
                 i = start

@@ -226,6 +226,36 @@ def number(buf, i, n):
 
 
 @njit(cache=True, nogil=True)
+def shifted(buf, i, e, origin):
+    """(whether read, the value) of the number ``buf[i:e]``, µs, less ``origin`` µs, worked out
+    in whole ns so that the float of the difference holds them exactly: a float of an epoch time
+    in µs (16 digits before the point) cannot hold its 3 decimals. Not read (Python's ``json``
+    decodes it instead): an exponent, a fourth decimal that is not 0, more than 9e15 µs."""
+    neg = buf[i] == 45
+    if neg:
+        i += 1
+    whole = 0
+    while i < e and 48 <= buf[i] <= 57:
+        if whole > 900000000000000:
+            return False, 0.0
+        whole = whole * 10 + buf[i] - 48
+        i += 1
+    ns = whole * 1000
+    if i < e and buf[i] == 46:
+        i += 1
+        scale = 100
+        while i < e and 48 <= buf[i] <= 57:
+            if scale == 0 and buf[i] != 48:
+                return False, 0.0
+            ns += (buf[i] - 48) * scale
+            scale //= 10
+            i += 1
+    if i != e:
+        return False, 0.0
+    return True, ((-ns if neg else ns) - origin * 1000) / 1000.0
+
+
+@njit(cache=True, nogil=True)
 def key_hash(buf, s, e):
     """FNV-1a of ``buf[s:e]``: equal keys hash equal (a collision only sends an event to Python)."""
     h = np.uint64(14695981039346656037)

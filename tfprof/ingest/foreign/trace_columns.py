@@ -8,6 +8,11 @@ and, as ``arg:<key>`` columns, the ``ARG_KEYS`` values of its args in the same t
 the Kineto reader looks up, so that no JSON path runs over whole columns). The fields of
 ``CODED`` are dictionary columns (in order of first appearance, as Arrow encodes them): the
 scan numbers their values without spelling a string per event.
+
+A trace whose times are epoch µs with their ns as three decimals (``1712195495519689.047``: 19
+digits, more than a float holds) has its ``ts`` given from an origin (``origin_of``: the whole µs
+of its first ``ts``), worked out in whole ns, so that each float holds its ns exactly; the
+table's schema metadata says the origin (``ts_origin``), which the reader adds back as ns.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import mmap
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +34,39 @@ from tfprof.ingest.sources import one_line
 
 ARG_COLUMNS = tuple(f"arg:{k}" for k in ARG_KEYS)
 ORDER = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "s", "bp", "args", *ARG_COLUMNS)
+ORIGIN_KEY = b"tfprof.ts_origin_us"
+"""The schema metadata key of the µs the table's ``ts`` are given from (absent: 0)."""
+_FIRST_TS = re.compile(rb'"ts"\s*:\s*"?(-?\d+)')
+_EPOCH_US = 10**12  # from here (11.6 days in µs) a ts is taken for an epoch time
+
+
+def origin_of(data, start: int) -> int:
+    """The µs the events' ``ts`` are given from: the whole µs of the first ``ts`` within 1 MB of
+    ``data[start]`` when it is an epoch time (``_EPOCH_US`` to 9e15), else 0 (read as written)."""
+    found = _FIRST_TS.search(bytes(data[start:start + (1 << 20)]))
+    whole = int(found.group(1)) if found else 0
+    return whole if _EPOCH_US <= abs(whole) <= 9 * 10**15 else 0
+
+
+def ts_origin(table: pa.Table) -> int:
+    """The µs ``table``'s ``ts`` are given from (``ORIGIN_KEY``)."""
+    return int((table.schema.metadata or {}).get(ORIGIN_KEY, 0))
+
+
+def _with_origin(table: pa.Table, origin: int) -> pa.Table:
+    return table.replace_schema_metadata({ORIGIN_KEY: str(origin).encode()}) if origin else table
+
+
+class Number(float):
+    """A JSON number decoded as a float that keeps its text (``json.loads(parse_float=Number)``):
+    the exact value of an epoch ``ts``; anywhere else it is the float it is."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str):
+        value = super().__new__(cls, text)
+        value.text = text
+        return value
 
 
 def _text(value) -> str | None:
@@ -73,35 +112,54 @@ def _float(path, value, field: str) -> float | None:
                              f"`{one_line(_text(value))[:40]}`, not a number)")
 
 
-def event_values(path, event) -> tuple[list, float | None, float | None]:
-    """(the slots' texts, ts, dur) of one decoded event."""
+def event_values(path, event, origin: int = 0) -> tuple[list, float | None, float | None]:
+    """(the slots' texts, ts less ``origin`` µs, dur) of one decoded event."""
     if not isinstance(event, dict):
         raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (an item of its `traceEvents` is "
                                  f"`{one_line(_text(event))[:40]}`, not an event object)")
     args = event.get("args")
     texts = [_text(event.get(f)) for f in FIELDS] + [_text(args)]
     texts += [_text(args.get(k)) if isinstance(args, dict) else None for k in ARG_KEYS]
-    return texts, _float(path, event.get("ts"), "ts"), _float(path, event.get("dur"), "dur")
+    return texts, _shifted(path, event.get("ts"), origin), _float(path, event.get("dur"), "dur")
 
 
-def reference_table(path, events: list) -> pa.Table:
-    """The table of decoded ``events`` (Python's ``json``)."""
-    rows = [event_values(path, e) for e in events]
+def _shifted(path, value, origin: int) -> float | None:
+    """An event's ``ts`` less ``origin`` µs, from its exact decimal value (its text when decoded
+    as a ``Number``), as the scan's ``kineto_scan.shifted`` gives it."""
+    at = _float(path, value, "ts")
+    if not origin or at is None or not math.isfinite(at):
+        return at
+    if isinstance(value, Number):
+        exact = Decimal(value.text)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        exact = Decimal(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+(\.\d*)?([eE][-+]?\d+)?\s*", value):
+        exact = Decimal(value.strip())
+    else:
+        exact = Decimal(repr(at))
+    return float(exact - origin)
+
+
+def reference_table(path, events: list, origin: int = 0) -> pa.Table:
+    """The table of decoded ``events`` (Python's ``json``; ``Number`` where ``origin`` is not 0),
+    their ``ts`` less ``origin`` µs."""
+    rows = [event_values(path, e, origin) for e in events]
     columns = {name: pa.array([r[0][k] for r in rows], pa.string())
                for k, name in enumerate([*FIELDS, "args", *ARG_COLUMNS])}
     columns.update({name: columns[name].dictionary_encode() for name in CODED})
     columns["ts"] = pa.array([r[1] for r in rows], pa.float64())
     columns["dur"] = pa.array([r[2] for r in rows], pa.float64())
-    return pa.table({name: columns[name] for name in ORDER})
+    return _with_origin(pa.table({name: columns[name] for name in ORDER}), origin)
 
 
-def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=None):
+def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=None, origin: int = 0):
     """(status, end, the events table) of the events array whose first byte inside is
     ``body[start]``; the table is None unless the scan reached the array's end (or, array form,
     stopped between two events). The array is scanned and its columns gathered a window of about
     ``WINDOW_BYTES`` at a time (``_windows``), so that only a window's spans are alive: each
     window's columns are kept as pieces, joined once at the end. ``release(lo, hi)``, when given,
-    is told each window's bytes once its columns are gathered (a mapped file drops them)."""
+    is told each window's bytes once its columns are gathered (a mapped file drops them). The
+    ``ts`` are given from ``origin`` µs (``origin_of``)."""
     from tfprof.ingest.foreign import kineto_names
 
     names = [*FIELDS, "args", *ARG_COLUMNS]
@@ -110,12 +168,12 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=
     table = kineto_names.new_table(len(coded))
     pieces, error, non_ascii = [], None, False
     with ThreadPoolExecutor(_AHEAD + 1) as pool:  # numba releases the GIL: the scans, and a window's args
-        for status, end, found, lo, hi in _windows(pool, body, start):
+        for status, end, found, lo, hi in _windows(pool, body, start, origin):
             if status not in (OK, OPEN, SPLIT):
                 return status, end, None
             if error is None:  # after an event Python cannot decode, the rest is only scanned: a scan error comes first
                 try:
-                    piece, table = _window(pool, path, body, found, coded, rest, table)
+                    piece, table = _window(pool, path, body, found, coded, rest, table, origin)
                     pieces.append(piece)
                     non_ascii |= bool((found[-1] & NON_ASCII).any())
                 except ProfileFormatError as exc:
@@ -125,17 +183,17 @@ def scanned_table(path, body: np.ndarray, start: int, array_form: bool, release=
                 release(lo, hi)
     if error is not None:
         raise error
-    return status, end, _joined(path, pieces, names, coded, rest, table, non_ascii)
+    return status, end, _with_origin(_joined(path, pieces, names, coded, rest, table, non_ascii), origin)
 
 
-def _window(pool, path, body, found, coded, rest, table):
+def _window(pool, path, body, found, coded, rest, table, origin):
     """The columns of one window's events (``found``: the scan's arrays), as pieces for ``_joined``,
     and the name table carried on. The args, the longest, are gathered on a thread of their own."""
     from tfprof.ingest.foreign import kineto_events, kineto_names
 
     ev_start, ev_end, rel, ln, ts, dur, has, flags = found
     marked = (flags & PYTHON).astype(np.bool_)
-    extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has)
+    extra = _decode_marked(path, body, np.flatnonzero(marked), ev_start, ev_end, rel, ln, ts, dur, has, origin)
     room = _room(int(np.maximum(ln[:, ARGS], 0).sum()))  # the args' own memory (at most their spans' bytes)
     args = pool.submit(kineto_events.gather, body, ev_start, rel, ln, ARGS, marked, extra, True, room)
     try:
@@ -228,7 +286,7 @@ SPLIT_BYTES = 8 << 20  # arrays smaller than this are scanned in one piece
 _NEXT_EVENT = re.compile(rb'\}\s*,\s*(\{)\s*"(?:ph|name|cat)"')
 
 
-def _windows(pool, body: np.ndarray, start: int):
+def _windows(pool, body: np.ndarray, start: int, origin: int):
     """``kineto_events.scan`` of the array from ``body[start]``, a window at a time: (status, end,
     the scan's arrays, the window's first and end byte) per window. A window ends at what looks
     like an event boundary about ``WINDOW_BYTES`` on (an array under twice that but above
@@ -244,7 +302,7 @@ def _windows(pool, body: np.ndarray, start: int):
 
     def scan_from(lo: int) -> None:
         cut = _cut(body, lo, step)
-        ahead.append((lo, cut, pool.submit(kineto_events.scan, body, lo, _rows(body, lo, cut), cut, SLOTS)))
+        ahead.append((lo, cut, pool.submit(kineto_events.scan, body, lo, _rows(body, lo, cut), cut, SLOTS, origin)))
 
     def top_up(last: int) -> None:
         while len(ahead) < _AHEAD and last >= 0:
@@ -279,7 +337,7 @@ def _rows(body: np.ndarray, lo: int, cut: int) -> int:
     return max(16, ((cut if cut >= 0 else len(body)) - lo) // 256)
 
 
-def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) -> np.ndarray:
+def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has, origin) -> np.ndarray:
     """Decode the events ``rows`` with Python's ``json`` (an escape, an unusual number or value)
     and point their slots into the returned buffer (their values are written back in one step
     per array: numpy's element access costs more than the decoding)."""
@@ -287,11 +345,11 @@ def _decode_marked(path, body, rows, ev_start, ev_end, rel, ln, ts, dur, has) ->
     spans, times, found = [], [], []
     for start, end in zip(ev_start[rows].tolist(), ev_end[rows].tolist()):
         try:
-            event = json.loads(bytes(body[start:end]))
+            event = json.loads(bytes(body[start:end]), parse_float=Number if origin else None)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProfileFormatError(f"`{path}` is not a valid Chrome trace (an event at byte {start:,}: "
                                      f"{one_line(str(exc))})") from None
-        texts, at, length = event_values(path, event)
+        texts, at, length = event_values(path, event, origin)
         found.append((at is not None, length is not None))
         times.append((at or 0.0, length or 0.0))
         row = []

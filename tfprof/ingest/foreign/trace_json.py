@@ -159,7 +159,8 @@ def read_events(path: Path, data, tell: Tell = silent) -> tuple[dict, pa.Table]:
             drop(lo, hi)
         tell(hi / size, "events")
 
-    status, end, table = trace_columns.scanned_table(path, body, start, array_form, release)
+    origin = trace_columns.origin_of(data, start)
+    status, end, table = trace_columns.scanned_table(path, body, start, array_form, release, origin)
     del body
     if table is None or status == OPEN:
         # a Chrome trace in array form may leave its array open (the format allows it); a cut event may not
@@ -204,8 +205,10 @@ def _scan_error(path: Path, data, status: int, end: int, array_form: bool) -> Pr
 
 def _read_reference(path: Path, data) -> tuple[dict, pa.Table]:
     """``read_events`` with Python's json (the reference engine)."""
+    start, _ = _array_start(data)
+    origin = trace_columns.origin_of(data, start) if start > 0 else 0
     try:
-        doc = json.loads(_whole(data))
+        doc = json.loads(_whole(data), parse_float=trace_columns.Number if origin else None)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _incomplete(path, one_line(str(exc))) from None
     top, events = ({}, doc) if isinstance(doc, list) else (doc, doc.get("traceEvents") if isinstance(doc, dict) else None)
@@ -214,7 +217,7 @@ def _read_reference(path: Path, data) -> tuple[dict, pa.Table]:
     if isinstance(doc, list) and events and not isinstance(events[0], dict):
         raise ProfileFormatError(_not_events(path, data))
     top = {k: v for k, v in top.items() if k != "traceEvents"}
-    return top, trace_columns.reference_table(path, events)
+    return top, trace_columns.reference_table(path, events, origin)
 
 
 def _top_level(path: Path, data: bytes, start: int, end: int) -> dict:
