@@ -355,9 +355,9 @@ def test_the_cli_draws_a_foreign_read_as_a_bar_on_a_terminal():
     assert piped.returncode == 0 and piped.stderr == ""
 
 
-def test_a_slow_foreign_read_suggests_a_store_on_a_terminal(monkeypatch):
-    """After a Kineto trace or XSpace took long to read, the command line says on a terminal how
-    to read it once into a store; not when quick, not piped, not for tfprof's own profiles."""
+def test_a_slow_foreign_read_suggests_a_store_on_a_terminal(monkeypatch, tmp_path):
+    """After a Kineto trace or XSpace (any profile file) took long to read, the command line says
+    on a terminal how to read it once into a store; not when quick, not piped, not for a store."""
     import io
 
     from tfprof.cli import app
@@ -377,7 +377,7 @@ def test_a_slow_foreign_read_suggests_a_store_on_a_terminal(monkeypatch):
             app.load_profile(graph_path=None, run_meta_path=None, op_log_path=None, checkpoint_path=None,
                              profile_path=str(path))
         else:
-            app.suggest_store(tfprof.load(path), str(path), seconds)
+            app.suggest_store(str(path), seconds)
         return sys.stderr.getvalue()
 
     line = said(FOREIGN / TORCH[1])
@@ -386,4 +386,6 @@ def test_a_slow_foreign_read_suggests_a_store_on_a_terminal(monkeypatch):
     assert f"took {slow + 2:.1f} s" in said(FOREIGN / XSPACES[0], slow + 2)
     assert said(FOREIGN / XSPACES[0], slow - 0.5) == ""
     assert said(FOREIGN / XSPACES[0], slow + 2, io.StringIO) == ""
-    assert said(tfprof.sample_path(), slow + 2) == ""
+    store = tmp_path / "s"
+    tfprof.save(tfprof.load(FOREIGN / XSPACES[0]), store)
+    assert said(store, slow + 2) == ""

@@ -163,20 +163,19 @@ def load_profile(*, warn: bool = True, **inputs):
     prof = load(**inputs, progress=progress_bar())
     if warn:
         warn_if_invalid(prof, inputs)
-    suggest_store(prof, profile_path, time.monotonic() - started)
+    suggest_store(profile_path, time.monotonic() - started)
     return prof
 
 
 SLOW_READ_S = 3.0
-"""A foreign profile read for longer than this gets ``suggest_store``'s line."""
+"""A profile file read for longer than this gets ``suggest_store``'s line."""
 
 
-def suggest_store(prof, profile_path, seconds: float) -> None:
-    """On a terminal, after a Kineto trace or XSpace took ``SLOW_READ_S`` or more to read: one
-    stderr line saying how to read it once (a store opens in a fraction of a second)."""
-    from tfprof.ingest.foreign import KINDS
-
-    if prof.source not in KINDS or seconds < SLOW_READ_S or not sys.stderr.isatty():
+def suggest_store(profile_path, seconds: float) -> None:
+    """On a terminal, after a profile file (a Kineto trace, an XSpace, a ProfileProto; not a
+    store) took ``SLOW_READ_S`` or more to read: one stderr line saying how to read it once (a
+    store opens in a fraction of a second)."""
+    if profile_path is None or Path(profile_path).is_dir() or seconds < SLOW_READ_S or not sys.stderr.isatty():
         return
     import shlex
 
