@@ -133,7 +133,7 @@ def _shifted(path, value, origin: int) -> float | None:
         exact = Decimal(value.text)
     elif isinstance(value, int) and not isinstance(value, bool):
         exact = Decimal(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+(\.\d*)?([eE][-+]?\d+)?\s*", value):
+    elif isinstance(value, str):  # a number's text (``_float`` has read it as one)
         exact = Decimal(value.strip())
     else:
         exact = Decimal(repr(at))
