@@ -73,6 +73,9 @@ def windows(events: list[dict], ops: list[dict]) -> list[tuple[int, int, int]]:
             n, start = int(name[len(STEP):]), _ns(e["ts"])
             lo, hi = marks.get(n, [start, start])
             marks[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+    starts = [_ns(e["ts"]) for e in events  # spans and instants: what trace_events keeps
+              if e.get("ph") in ("X", "i", "I") and not str(e.get("name", "")).startswith(STEP)]
+    marks = {n: span for n, span in marks.items() if any(span[0] <= t <= span[1] for t in starts)}
     if not marks:
         return [(0, min(o["start"] for o in ops), max(o["end"] for o in ops))] if ops else []
     order = sorted(marks.items(), key=lambda kv: (kv[1][0], kv[0]))

@@ -86,6 +86,20 @@ def test_idle_without_step_markers_is_one_step(tmp_path):
     assert rows["severity"][0] == "moderate"
 
 
+def test_an_empty_step_marker_is_no_step(tmp_path):
+    # PyTorch opens one more ProfilerStep as the profiler stops, after the last op: it holds nothing
+    prof, events = load(tmp_path, [
+        step(1, 0, 90), step(2, 100, 5),
+        gpu("k", 10, 20), gpu("k", 80, 40),  # the second runs past the empty marker's start
+        cpu("cudaDeviceSynchronize", 110, 12, cat="cuda_runtime"),  # after the empty marker's end
+    ])
+    rows = advise(prof, ["GpuIdleChecker"]).evidence["GpuIdleChecker"]
+    assert rows.select("step", "window_ns", "idle_ns").rows() == [(1, 120_000, 60_000)]
+    assert expect.idle(events) == {(1, "0"): (120_000, 60_000)}
+    syncs = advise(prof, ["HostSyncChecker"]).evidence["HostSyncChecker"]
+    assert syncs.select("step", "count").rows() == [(1, 1)]
+
+
 def test_cpu_only_trace_says_no_gpu_events_once_per_check(tmp_path):
     prof, _ = load(tmp_path, [step(1, 0, 10), cpu("aten::item", 2, 3)])
     result = advise(prof)
@@ -122,6 +136,16 @@ def test_kernels_shorter_than_their_launch(tmp_path):
     assert reports(prof, "KernelLaunchChecker") == [
         "1 kernel ran shorter than their launch call: kernel time 2us, launch time 5us; fuse them or use CUDA graphs",
         "`k1`: 1 of 2 (50.00%), kernel 2us vs launch 5us"]
+
+
+def test_kernels_launched_through_hip_suggest_hip_graphs(tmp_path):
+    prof, _ = load(tmp_path, [call("hipLaunchKernel", 0, 5, 1), gpu("k1", 10, 2, 1)])
+    rows = advise(prof, ["KernelLaunchChecker"]).evidence["KernelLaunchChecker"]
+    assert rows["runtime"].to_list() == ["HIP"]
+    assert reports(prof, "KernelLaunchChecker")[0].endswith("; fuse them or use HIP graphs")
+    prof, _ = load(tmp_path, [call("hipLaunchKernel", 0, 5, 1), gpu("k1", 10, 2, 1),
+                              call("cudaLaunchKernel", 20, 5, 2), gpu("k2", 30, 2, 2)], name="mixed.json")
+    assert reports(prof, "KernelLaunchChecker")[0].endswith("; fuse them or use CUDA/HIP graphs")
 
 
 def test_no_short_kernels_is_one_line(tmp_path):

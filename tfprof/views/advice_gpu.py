@@ -88,8 +88,9 @@ def launch_reports(rows: pl.DataFrame) -> list[str]:
     """A total line, then the kernel names with the most short kernels."""
     if rows.height == 0:
         return ["no kernel ran shorter than the call that launched it"]
+    graphs = "/".join(sorted(set(rows["runtime"])))  # CUDA, HIP, or CUDA/HIP
     head = (f"{count(rows['short_kernels'].sum(), 'kernel')} ran shorter than their launch call: kernel time "
-            f"{ns(rows['kernel_ns'].sum())}, launch time {ns(rows['launch_ns'].sum())}; fuse them or use CUDA graphs")
+            f"{ns(rows['kernel_ns'].sum())}, launch time {ns(rows['launch_ns'].sum())}; fuse them or use {graphs} graphs")
     return [head] + [
         f"{short(r['name'])}: {r['short_kernels']} of {r['launched']} ({pct(r['short_share'])}), "
         f"kernel {ns(r['kernel_ns'])} vs launch {ns(r['launch_ns'])}"

@@ -8,7 +8,8 @@ after its kernel, a call of the kernel's name) and the kernel's duration is less
 Columns, one row per kernel name with at least one short kernel, most short kernels first:
 ``name``, ``short_kernels``, ``launched`` (kernels of that name joined to a launch call),
 ``short_share`` (short / launched), ``kernel_ns`` and ``launch_ns`` (summed over the short
-ones), ``example_event`` / ``example_launch_event`` (``trace_events.event_id`` of the short
+ones), ``runtime`` (``HIP`` when the kernels were launched through HIP's calls, else ``CUDA``:
+whose graphs would capture them), ``example_event`` / ``example_launch_event`` (``trace_events.event_id`` of the short
 kernel whose launch outlasted it most, and of that launch).
 """
 
@@ -28,7 +29,7 @@ GEMM kernels go through ``hipExtModuleLaunchKernel``)."""
 
 SCHEMA = {
     "name": pl.String, "short_kernels": pl.Int64, "launched": pl.Int64, "short_share": pl.Float64,
-    "kernel_ns": pl.Int64, "launch_ns": pl.Int64, "example_event": pl.Int64, "example_launch_event": pl.Int64,
+    "kernel_ns": pl.Int64, "launch_ns": pl.Int64, "runtime": pl.String, "example_event": pl.Int64, "example_launch_event": pl.Int64,
 }
 
 
@@ -51,6 +52,8 @@ def short_kernels(prof: Profile) -> pl.DataFrame:
         pl.len().cast(pl.Int64).alias("launched"),
         pl.col("duration_ns").filter(short).sum().alias("kernel_ns"),
         pl.col("call_ns").filter(short).sum().alias("launch_ns"),
+        pl.when(pl.col("call").str.starts_with("hip").all()).then(pl.lit("HIP")).otherwise(pl.lit("CUDA"))
+        .alias("runtime"),
         pl.col("event_id").filter(short).sort_by(pl.col("_excess").filter(short), descending=True).first()
         .alias("example_event"),
         pl.col("call_event").filter(short).sort_by(pl.col("_excess").filter(short), descending=True).first()

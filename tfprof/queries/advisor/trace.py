@@ -9,7 +9,9 @@ of a Kineto or XSpace trace, whole columns at a time:
   XSpace's ``correlation_id`` stat): the runtime or driver call (``cudaLaunchKernel``,
   ``cudaMemcpyAsync`` …; XSpace names a launch after its kernel) that queued a device event.
 * ``step_windows``: step N runs from the start of its ``ProfilerStep#N`` marker (host side, the
-  earliest one) to the start of the next marker; the last step to the later of its marker's end
+  earliest one) to the start of the next marker; a marker with no other event starting inside
+  it is no step (PyTorch opens an empty one as the profiler stops), and its time goes to the
+  step before; the last step to the later of its marker's end
   and the end of the last device event starting in it. Without markers the whole capture is
   step 0, from the first device event's start to the last one's end. ``step_of`` puts a time in
   its window (before the first marker: the first step, as the ingest does for ops).
@@ -131,9 +133,9 @@ def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
     """``step``, ``window_start_ns``, ``window_end_ns``, ``window_ns`` in time order (module doc)."""
     ev = prof.lazy("trace_events").with_columns(pl.col("name").cast(pl.String),
                                                 pl.col("category").cast(pl.String).fill_null(""))
+    is_mark = pl.col("name").str.starts_with(STEP_PREFIX)
     marks = (
-        ev.filter(pl.col("name").str.starts_with(STEP_PREFIX) & pl.col("category").str.starts_with("gpu_").not_()
-                  & (pl.col("phase").cast(pl.String) == "X"))
+        ev.filter(is_mark & pl.col("category").str.starts_with("gpu_").not_() & (pl.col("phase").cast(pl.String) == "X"))
         .with_columns(pl.col("name").str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False).alias("step"))
         .filter(pl.col("step").is_not_null())
         .group_by("step")
@@ -142,6 +144,10 @@ def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
         .sort("window_start_ns", "step")
         .collect()
     )
+    others = np.sort(ev.filter(is_mark.not_()).select("start_ns").collect().to_series().to_numpy())
+    inside = (np.searchsorted(others, marks["_mark_end"].to_numpy(), side="right")
+              - np.searchsorted(others, marks["window_start_ns"].to_numpy(), side="left"))
+    marks = marks.filter(pl.Series(inside > 0))
     if marks.height == 0:
         if device.height == 0:
             return pl.DataFrame(schema={"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64,
