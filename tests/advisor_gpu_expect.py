@@ -21,7 +21,8 @@ LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKer
             "cuLaunchKernelEx", "cuLaunchCooperativeKernel", "hipLaunchKernel", "hipExtLaunchKernel",
             "hipLaunchCooperativeKernel", "hipModuleLaunchKernel", "hipExtModuleLaunchKernel"}
 SYNCS = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
-         "hipStreamSynchronize", "hipEventSynchronize", "aten::item", "aten::_local_scalar_dense"}
+         "hipStreamSynchronize", "hipEventSynchronize", "synchronize", "synchronizeStream",  # MTIA's
+         "aten::item", "aten::_local_scalar_dense"}
 STEP = "ProfilerStep#"
 MAX_SPACING_NS = 50_000
 

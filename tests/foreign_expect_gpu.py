@@ -14,7 +14,9 @@ from pathlib import Path
 
 from foreign_expect import MEMORY_EVENT, STEP_PREFIX, _ns, load_trace_events, subtract_children
 
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")  # Memcpy & co: PyTorch 1.8
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",  # Memcpy & co: PyTorch 1.8
+                  "mtia_ccp_events")  # Meta's MTIA
+MTIA_MARKS = ("event_record", "event_wait")  # MTIA stream events that are no work
 CPU_OP_CATEGORIES = ("cpu_op", "Operator")
 
 
@@ -55,7 +57,8 @@ def kineto_gpu_expect(path: str | Path) -> dict:
     ``correlation`` arg to the runtime/driver call with the same one, and that call to the
     innermost framework op around it on its thread. Durations in integer ns."""
     _, events = load_trace_events(path)
-    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES]
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES
+           and not (e.get("cat") == "mtia_ccp_events" and e.get("name") in MTIA_MARKS)]
     launches: dict[int, dict] = {}
     for e in events:
         corr = (e.get("args") or {}).get("correlation")
@@ -67,7 +70,10 @@ def kineto_gpu_expect(path: str | Path) -> dict:
     holders = _innermost_ops(ops, [c for c in calls if c is not None])
     holder = iter(holders)
     op_of = [next(holder) if c is not None else None for c in calls]
+    names = {(e.get("pid"), e.get("tid")): (e.get("args") or {}).get("name")
+             for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
     per_op: Counter = Counter()
+    per_unlinked: Counter = Counter()
     per_stream: Counter = Counter()
     per_kind: Counter = Counter()
     by_op_kernel: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
@@ -75,10 +81,13 @@ def kineto_gpu_expect(path: str | Path) -> dict:
     for g, op in zip(gpu, op_of):
         args = g.get("args") or {}
         ns = _ns(g["dur"])
-        per_stream[(f"/device:gpu:{args.get('device', g.get('pid'))}", str(args.get("stream", g.get("tid"))))] += ns
+        # the stream Kineto records, else the thread's name (an MTIA `DMA_REQUEST` thread), else its id
+        stream = args.get("stream", names.get((g.get("pid"), g.get("tid")), g.get("tid")))
+        per_stream[(f"/device:gpu:{args.get('device', g.get('pid'))}", str(stream))] += ns
         per_kind[_gpu_kind(g)] += 1
         if op is None:
             unlinked += 1
+            per_unlinked[g["name"]] += ns
         else:
             per_op[op["name"]] += ns
             acc = by_op_kernel[(op["name"], g["name"])]
@@ -88,6 +97,7 @@ def kineto_gpu_expect(path: str | Path) -> dict:
         "gpu_events": len(gpu),
         "unlinked": unlinked,
         "accelerator_ns_by_op": dict(per_op),  # op name -> GPU ns of the events it launched
+        "unlinked_ns_by_name": dict(per_unlinked),  # GPU event name -> ns, of the events no op launched
         "by_op_kernel": {k: tuple(v) for k, v in by_op_kernel.items()},  # (op name, GPU event name) -> (runs, ns)
         "ns_by_stream": dict(per_stream),  # (device, stream) -> ns
         "count_by_kind": dict(per_kind),
@@ -115,6 +125,10 @@ def _gpu_kind(e: dict) -> str:
     cat, name = e.get("cat", "").lower(), e["name"]
     if "memset" in cat:
         return "memset"
+    if cat == "mtia_ccp_events" and name == "dma_request":  # the direction is an arg: HOST_TO_DEVICE
+        way = str((e.get("args") or {}).get("direction", ""))
+        return {"HOST_TO_DEVICE": "memcpy_htod", "DEVICE_TO_HOST": "memcpy_dtoh",
+                "DEVICE_TO_DEVICE": "memcpy_dtod"}.get(way, "memcpy_other")
     if "memcpy" in cat:
         for word, kind in (("HtoD", "memcpy_htod"), ("DtoH", "memcpy_dtoh"), ("DtoD", "memcpy_dtod")):
             if word in name:

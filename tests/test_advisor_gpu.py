@@ -138,6 +138,20 @@ def test_kernels_shorter_than_their_launch(tmp_path):
         "`k1`: 1 of 2 (50.00%), kernel 2us vs launch 5us"]
 
 
+def test_mtia_syncs_and_copy_sizes(tmp_path):
+    prof, events = load(tmp_path, [
+        gpu("k", 1, 1),
+        cpu("synchronizeStream", 10, 4, cat="mtia_runtime"), cpu("synchronize", 20, 3, cat="mtia_runtime"),
+        gpu("dma_request", 30, 2, cat="mtia_ccp_events", direction="HOST_TO_DEVICE", size=4096),
+    ])
+    rows = advise(prof, ["HostSyncChecker"]).evidence["HostSyncChecker"]
+    assert sorted(rows.select("name", "count").rows()) == [("synchronize", 1), ("synchronizeStream", 1)]
+    assert sum(v[0] for v in expect.syncs(events).values()) == 2
+    from tfprof.queries.advisor.trace import device_events
+    copies = device_events(prof).filter(pl.col("name") == "dma_request")
+    assert copies.select("copy", "bytes").rows() == [("memcpy_htod", 4096)]
+
+
 def test_kernels_launched_through_hip_suggest_hip_graphs(tmp_path):
     prof, _ = load(tmp_path, [call("hipLaunchKernel", 0, 5, 1), gpu("k1", 10, 2, 1)])
     rows = advise(prof, ["KernelLaunchChecker"]).evidence["KernelLaunchChecker"]

@@ -29,17 +29,19 @@ EVENT_COLUMNS = {
     "phase": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, "args": pl.String, "role": pl.String,
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
     "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
-    "allocator": pl.String, "in_use": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean,
+    "allocator": pl.String, "in_use": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean, "copy_direction": pl.String,
 }
 """The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
 for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
 joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); null otherwise.
 ``allocator`` and ``in_use``: for a memory instant, its allocator and the bytes that allocator
 held after it (``memory``). ``seq`` and ``backward``: an op's autograd sequence number and whether
-it runs a backward node (``paths.backward_scopes``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
+it runs a backward node (``paths.backward_scopes``). ``copy_direction``: for a GPU event that is a
+copy whose name does not say its direction, the direction its args say (an MTIA `dma_request`'s
+``HOST_TO_DEVICE``; ``gpu.kind``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
 then null."""
 
-OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward")
+OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward", "copy_direction")
 """The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events,
 allocators or autograd has no use for them)."""
 

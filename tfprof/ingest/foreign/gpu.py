@@ -31,16 +31,18 @@ UNLINKED_SCOPE = "[unlinked GPU events]"
 _STREAM = r"(?i)stream\D*?(\d+)"  # Kineto's `stream 7`, XSpace's `Stream #14(Compute)`
 
 
-def kind(category: pl.Expr, name: pl.Expr) -> pl.Expr:
+def kind(category: pl.Expr, name: pl.Expr, direction: pl.Expr) -> pl.Expr:
     """The ``kernels.kind`` of a GPU event from its category and name (Kineto: ``gpu_memcpy``,
-    ``Memcpy HtoD (Pageable -> Device)``; XSpace: ``MemcpyH2D``)."""
+    ``Memcpy HtoD (Pageable -> Device)``; XSpace: ``MemcpyH2D``), or for an MTIA copy
+    (``dma_request``) its ``direction`` arg (``HOST_TO_DEVICE``)."""
     cat, low = category.fill_null("").str.to_lowercase(), name.str.to_lowercase()
-    memcpy = cat.str.contains("memcpy") | low.str.contains("memcpy")
+    way = pl.when(direction.is_not_null()).then(direction.str.to_lowercase()).otherwise(low)
+    memcpy = cat.str.contains("memcpy") | low.str.contains("memcpy") | direction.is_not_null()
     return (
         pl.when(cat.str.contains("memset") | low.str.contains("memset")).then(pl.lit("memset"))
-        .when(memcpy & low.str.contains(r"htod|h2d")).then(pl.lit("memcpy_htod"))
-        .when(memcpy & low.str.contains(r"dtoh|d2h")).then(pl.lit("memcpy_dtoh"))
-        .when(memcpy & low.str.contains(r"dtod|d2d")).then(pl.lit("memcpy_dtod"))
+        .when(memcpy & way.str.contains(r"htod|h2d|host_to_device")).then(pl.lit("memcpy_htod"))
+        .when(memcpy & way.str.contains(r"dtoh|d2h|device_to_host")).then(pl.lit("memcpy_dtoh"))
+        .when(memcpy & way.str.contains(r"dtod|d2d|device_to_device")).then(pl.lit("memcpy_dtod"))
         .when(memcpy).then(pl.lit("memcpy_other"))
         .when(low.str.contains(r"nccl|rccl")).then(pl.lit("communication"))
         .otherwise(pl.lit("compute"))
@@ -77,7 +79,8 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_p
         # (text tests on the few distinct threads and names, not on every GPU event)
         _per_distinct(linked, ("thread",), thread.str.extract(_STREAM, 1).fill_null(thread.str.strip_chars()))
         .alias("stream"),
-        _per_distinct(linked, ("category", "name"), kind(pl.col("category"), pl.col("name"))).alias("kind"),
+        _per_distinct(linked, ("category", "name", "copy_direction"),
+                      kind(pl.col("category"), pl.col("name"), pl.col("copy_direction"))).alias("kind"),
     ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
              "correlation", "kind", "op_row", "scope_row", "why", "path", "thread", "process")
 

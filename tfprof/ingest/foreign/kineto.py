@@ -29,7 +29,12 @@ from tfprof.ingest.foreign.progress import Tell, part, silent
 from tfprof.ingest.sources import one_line
 from tfprof.schema.flops_rules import node_flops_table
 
-ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")  # then 1.8's
+ACCELERATOR_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",  # then 1.8's
+                          "mtia_ccp_events")  # Meta's MTIA: its kernels and DMA copies
+DEVICE_MARKS = {"mtia_ccp_events": ("event_record", "event_wait")}
+"""Device-side events of an accelerator category that are no work: an MTIA stream recording an
+event, or waiting on another stream's (kept as trace events, not as GPU time)."""
+DMA_COPY = "dma_request"  # an MTIA copy; its args' `direction` says which way
 CPU_OP_CATEGORIES = ("cpu_op", "Operator")
 OP_CATEGORIES = (*CPU_OP_CATEGORIES, *ACCELERATOR_CATEGORIES)
 STEP_CATEGORIES = ("user_annotation", *CPU_OP_CATEGORIES)  # PyTorch 1.8 wrote ProfilerStep#N as an Operator
@@ -252,12 +257,13 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
         *kind, pl.col("cat").alias("category"), pl.col("name").alias("op_type"))
     # what the args say, and the flow ids, only on the rows they mean something for: a GPU
     # event's device, a launch's correlation, an allocation's bytes, allocator and totals
-    where = {k: np.flatnonzero(ev[k].to_numpy()) for k in ("accelerator", "_launched", "_memory")}
+    where = {k: np.flatnonzero(ev[k].to_numpy()) for k in ("accelerator", "_launched", "_memory", "_dma")}
     where["op"] = np.flatnonzero(((ev["role"] == "op") & ~ev["accelerator"]).to_numpy())
     where["flow"] = np.flatnonzero(ev["ph"].is_in(["s", "f", "t"]).to_numpy())
     gpu = pl.lit("/device:gpu:") + pl.coalesce(_arg("device"), pl.col("pid").cast(pl.String))
     return ev.with_columns(
         *_on_rows(ev, side, where["accelerator"], device=gpu.cast(pl.Categorical)),
+        *_on_rows(ev, side, where["_dma"], copy_direction=pl.col("args").str.json_path_match("$.direction")),
         *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
                   in_use=_whole(_arg("Total Allocated")),
                   allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
@@ -276,17 +282,18 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     """What an event's ``name``, ``cat`` and ``ph`` alone say (``keys``), worked out once per
     distinct triple and gathered back per event: ``phase``, ``role``, ``label`` (the name of an op,
     module or annotation is one scope level; a code frame keeps its file path), ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
-    ``_memory``, ``backward`` (an autograd node's op: ``autograd::engine::evaluate_function: X``, or
+    ``_memory``, ``_dma`` (an MTIA copy, whose direction is in its args), ``backward`` (an autograd node's op: ``autograd::engine::evaluate_function: X``, or
     ``XBackward<N>`` as PyTorch 1.8 names it) and ``step_num``."""
     first, inverse = codes.distinct(*keys)
     keys = keys[first].select(pl.all().cast(pl.String))
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
-    accelerator = cat.is_in(ACCELERATOR_CATEGORIES)
+    marks = pl.any_horizontal(*((cat == c) & name.is_in(list(n)) for c, n in DEVICE_MARKS.items()))
+    accelerator = cat.is_in(ACCELERATOR_CATEGORIES) & ~marks
     span = ph == "X"
     is_memory = ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)
     role = (
         pl.when(span & cat.is_in(STEP_CATEGORIES) & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
-        .when(span & cat.is_in(OP_CATEGORIES)).then(pl.lit("op"))
+        .when(span & (cat.is_in(CPU_OP_CATEGORIES) | accelerator)).then(pl.lit("op"))
         .when(span & (cat == "user_annotation")).then(pl.lit("scope"))
         .when(span & (cat == "python_function") & name.str.starts_with(MODULE_PREFIX)).then(pl.lit("scope"))
         .when(span & (cat == "python_function")).then(pl.lit("frame"))
@@ -305,6 +312,7 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
         accelerator.alias("accelerator"),
         (accelerator | (span & cat.str.contains(LAUNCH_CATEGORY))).alias("_launched"),
         is_memory.alias("_memory"),
+        (accelerator & (name == DMA_COPY)).alias("_dma"),
         (name.str.starts_with(paths.BACKWARD_PREFIX) | name.str.contains(paths.BACKWARD_NAME)).alias("backward"),
         pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
         .alias("step_num"),

@@ -1,6 +1,6 @@
 """HostSyncChecker (docs/ADVISOR.md, 'GPU checks'): where the host waited for the device, per step.
 
-A sync is a span named in ``SYNC_CALLS``: the CUDA (and HIP) runtime's synchronize calls, and the
+A sync is a span named in ``SYNC_CALLS``: the CUDA (and HIP, and MTIA) runtime's synchronize calls, and the
 PyTorch ops that read a device value on the host (``aten::item`` and the
 ``aten::_local_scalar_dense`` inside it). Each stalls the host until the device's queue drains,
 so the host stops running ahead of the device. A sync nested in another sync of the same
@@ -24,6 +24,7 @@ from tfprof.queries.advisor.trace import device_events, gpu_status, named_events
 
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize",
               "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventSynchronize",
+              "synchronize", "synchronizeStream",  # MTIA's runtime (category mtia_runtime)
               "aten::item", "aten::_local_scalar_dense")
 
 SCHEMA = {

@@ -67,8 +67,8 @@ def device_events(prof: Profile) -> pl.DataFrame:
     ``memcpy_htod`` …), ``pageable`` (a copy from pageable host memory: Kineto's name says
     ``Pageable``, XSpace's ``memcpy_details`` ``kind_src:pageable``), ``device`` (the GPU's number
     in ``/device:gpu:N``), ``stream``, ``correlation``, ``start_ns``, ``end_ns``, ``duration_ns``,
-    ``bytes`` (a copy's or memset's size: Kineto's ``bytes`` arg, XSpace's ``memcpy_details``;
-    null when not recorded)."""
+    ``bytes`` (a copy's or memset's size: Kineto's ``bytes`` arg, an MTIA copy's ``size``, XSpace's
+    ``memcpy_details``; null when not recorded)."""
     if not has_trace(prof):
         return pl.DataFrame(schema=_EVENT_SCHEMA)
     return prof.memo("gpu_device_events", lambda: _device_events(prof))  # each GPU check reads them
@@ -90,7 +90,9 @@ def _device_events(prof: Profile) -> pl.DataFrame:
         "start_ns",
         (pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"),
         "duration_ns",
-        pl.coalesce(_arg("bytes"), details.str.extract(_XSPACE_COPY, 1)).cast(pl.Int64, strict=False).alias("bytes"),
+        pl.coalesce(_arg("bytes"), details.str.extract(_XSPACE_COPY, 1),
+                    pl.when(pl.col("kind").cast(pl.String).str.starts_with("memcpy")).then(_arg("size")))  # MTIA's
+        .cast(pl.Int64, strict=False).alias("bytes"),
     ).sort("event_id").collect().cast(_EVENT_SCHEMA)
 
 
