@@ -118,6 +118,36 @@ def test_truncated_profile(work):
     assert_one_line_error(proc, str(bad), "ProfileProto")
 
 
+def _saved_as_text(src: Path, dst: Path) -> Path:
+    """``src`` as a browser's text view or an editor saves a binary file: every byte that is not
+    UTF-8 replaced by U+FFFD."""
+    dst.write_bytes(src.read_bytes().decode("utf-8", "replace").encode("utf-8"))
+    return dst
+
+
+@pytest.mark.parametrize("args", [
+    ("profile.pb", "--profile_path"),
+    ("run_meta_0.pb", "--graph_path", "graph.pb", "--run_meta_path"),
+    ("kineto_mi250_rocm.pt.trace.json.gz", "--profile_path"),
+    ("jax_mlp.xplane.pb", "--profile_path"),
+], ids=["profile", "run_meta", "kineto_gzip", "xspace"])
+def test_a_binary_file_saved_as_text_is_said_to_be(work, args):
+    name, *flags = args
+    src = work / name if (work / name).exists() else FIXTURES / "foreign" / name
+    bad = _saved_as_text(src, work / f"as_text_{name}")
+    flags = [str(work / f) if f.endswith(".pb") and not f.startswith("-") else f for f in flags]
+    proc = _run_checked(work, "tables", *flags, str(bad))
+    assert_one_line_error(proc, f"`{bad}` cannot be read: it was saved as text", "EF BF BD (U+FFFD)", "raw bytes")
+
+
+def test_a_json_trace_naming_a_replacement_character_is_not_said_to_be_saved_as_text(work):
+    bad = work / "trace.json"
+    names = [{"ph": "X", "name": f"op\ufffd{i}", "pid": 1, "tid": 1, "ts": i, "dur": 1} for i in range(5)]
+    bad.write_text('{"traceEvents": ' + str(names).replace("'", '"') + ', "x": }', encoding="utf-8")
+    proc = _run_checked(work, "tables", "--profile_path", str(bad))
+    assert proc.returncode == 2 and "saved as text" not in proc.stderr, proc.stderr
+
+
 def test_truncated_run_metadata(work):
     bad = work / "truncated_rm.pb"
     data = (work / "run_meta_0.pb").read_bytes()

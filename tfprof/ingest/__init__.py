@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tfprof import kernels
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest import foreign, profile_proto, raw, sources, validate
-from tfprof.ingest.sources import in_memory
+from tfprof.ingest.sources import in_memory, said_if_rewritten
 from tfprof.output.scratch import scratch_file
 from tfprof.schema import NODE_TABLES, TABLES, conform
 
@@ -87,12 +87,15 @@ def iter_inputs(
     check_combination(
         graph_path=graph_path, run_meta_path=run_metas, op_log_path=op_log_path, profile_path=profile_path
     )
-    ckpt = _read_checkpoint(checkpoint_path) if checkpoint_path else None
-    ckpt_names = ckpt.column("name") if ckpt is not None else None
-    if profile_path:
-        yield from _iter_profile(profile_path, ckpt, progress)
-        return
-    tables = _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress)
+    try:
+        ckpt = _read_checkpoint(checkpoint_path) if checkpoint_path else None
+        ckpt_names = ckpt.column("name") if ckpt is not None else None
+        if profile_path:
+            yield from _iter_profile(profile_path, ckpt, progress)
+            return
+        tables = _raw_tables(graph_path, run_metas, op_log_path, ckpt_names, progress)
+    except ProfileFormatError as exc:
+        raise said_if_rewritten(exc, [profile_path, graph_path, *run_metas, op_log_path]) from None
     if ckpt is not None:
         tables["checkpoint_tensors"] = ckpt
     yield tables
