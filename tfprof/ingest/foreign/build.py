@@ -45,6 +45,11 @@ OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward", "co
 """The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events,
 allocators or autograd has no use for them)."""
 
+ABSENT_COLUMNS = ("copy_direction",)
+"""Of ``OPTIONAL_COLUMNS``, those that stay left out when a reader leaves them out, where the
+others become columns of nulls: one event in thousands at most has one, and a column of nulls
+(a text view per event) would cost tens of MB on a large trace. ``gpu.events`` reads them as null."""
+
 Flops = Callable[[pl.DataFrame, Callable[[np.ndarray], pl.Series]], pl.Series]
 """A reader's float-op estimate per op execution: given the executions (``name``: the node path,
 ``op``: the op type) and a function giving the ``args`` of some of them (by row), one count each
@@ -74,7 +79,8 @@ def _nested(ev: pl.DataFrame, args: pl.Series | pa.Array | None) -> tuple[pl.Dat
     # (lazy frames collected: polars' eager calls cost far more on a frame of millions of rows)
     ev = ev.lazy().select([(pl.col(c) if c in ev.columns or c not in OPTIONAL_COLUMNS else pl.lit(None))
                            .cast(pl.Categorical if c in _REPEATED else t).alias(c)
-                           for c, t in EVENT_COLUMNS.items() if c != "args" or args is None]).collect()
+                           for c, t in EVENT_COLUMNS.items() if (c != "args" or args is None)
+                           and (c in ev.columns or c not in ABSENT_COLUMNS)]).collect()
     args = ev["args"] if args is None else args
     ev = ev.lazy().drop("args", strict=False).with_columns(
         pl.col("accelerator").fill_null(False),

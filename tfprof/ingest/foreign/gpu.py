@@ -60,6 +60,8 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_p
     text = ("device", "name", "category", "op_type", "thread", "process")  # categoricals while building
     gpu = ev.lazy().filter((pl.col("role") == "op") & pl.col("accelerator")).collect().with_columns(
         own_path.alias("path"), *(pl.col(c).cast(pl.String) for c in text))
+    if "copy_direction" not in gpu.columns:  # (build.ABSENT_COLUMNS: only an MTIA trace's copies have one)
+        gpu = gpu.with_columns(pl.lit(None, pl.String).alias("copy_direction"))
     launch_rows = np.flatnonzero((ev["correlation"].is_not_null() & ~ev["accelerator"]).to_numpy())
     launches = ev[launch_rows].select(
         "correlation", "event_id", pl.col("name").cast(pl.String).alias("launch"),

@@ -263,7 +263,8 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
     gpu = pl.lit("/device:gpu:") + pl.coalesce(_arg("device"), pl.col("pid").cast(pl.String))
     return ev.with_columns(
         *_on_rows(ev, side, where["accelerator"], device=gpu.cast(pl.Categorical)),
-        *_on_rows(ev, side, where["_dma"], copy_direction=pl.col("args").str.json_path_match("$.direction")),
+        *(_on_rows(ev, side, where["_dma"], copy_direction=pl.col("args").str.json_path_match("$.direction"))
+          if len(where["_dma"]) else ()),  # (only MTIA's copies: build.ABSENT_COLUMNS)
         *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
                   in_use=_whole(_arg("Total Allocated")),
                   allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
