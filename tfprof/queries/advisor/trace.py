@@ -133,6 +133,26 @@ def named_events(prof: Profile, names: tuple[str, ...]) -> pl.DataFrame:
 
 def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
     """``step``, ``window_start_ns``, ``window_end_ns``, ``window_ns`` in time order (module doc)."""
+    marks = prof.memo("gpu_step_marks", lambda: _step_marks(prof))  # each GPU check asks for the windows
+    if marks.height == 0:
+        if device.height == 0:
+            return pl.DataFrame(schema={"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64,
+                                        "window_ns": pl.Int64})
+        marks = pl.DataFrame({"step": [0], "window_start_ns": [device["start_ns"].min()],
+                              "_mark_end": [device["end_ns"].max()]})
+    last_start = marks["window_start_ns"][-1]
+    tail = device.filter(pl.col("start_ns") >= last_start)["end_ns"].max()
+    last_end = max(marks["_mark_end"][-1], tail if tail is not None else last_start)
+    return marks.with_columns(
+        pl.col("window_start_ns").shift(-1).fill_null(last_end).alias("window_end_ns")
+    ).select("step", "window_start_ns", "window_end_ns",
+             (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(
+        {"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64})
+
+
+def _step_marks(prof: Profile) -> pl.DataFrame:
+    """The ``ProfilerStep#N`` markers that some other event starts inside: ``step``,
+    ``window_start_ns``, ``_mark_end``, in time order (module doc)."""
     ev = prof.lazy("trace_events").with_columns(pl.col("name").cast(pl.String),
                                                 pl.col("category").cast(pl.String).fill_null(""))
     is_mark = pl.col("name").str.starts_with(STEP_PREFIX)
@@ -149,21 +169,7 @@ def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
     others = np.sort(ev.filter(is_mark.not_()).select("start_ns").collect().to_series().to_numpy())
     inside = (np.searchsorted(others, marks["_mark_end"].to_numpy(), side="right")
               - np.searchsorted(others, marks["window_start_ns"].to_numpy(), side="left"))
-    marks = marks.filter(pl.Series(inside > 0))
-    if marks.height == 0:
-        if device.height == 0:
-            return pl.DataFrame(schema={"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64,
-                                        "window_ns": pl.Int64})
-        marks = pl.DataFrame({"step": [0], "window_start_ns": [device["start_ns"].min()],
-                              "_mark_end": [device["end_ns"].max()]})
-    last_start = marks["window_start_ns"][-1]
-    tail = device.filter(pl.col("start_ns") >= last_start)["end_ns"].max()
-    last_end = max(marks["_mark_end"][-1], tail if tail is not None else last_start)
-    return marks.with_columns(
-        pl.col("window_start_ns").shift(-1).fill_null(last_end).alias("window_end_ns")
-    ).select("step", "window_start_ns", "window_end_ns",
-             (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(
-        {"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64})
+    return marks.filter(pl.Series(inside > 0))
 
 
 def window_index(windows: pl.DataFrame, times: pl.Series) -> np.ndarray:
