@@ -188,7 +188,6 @@ def parse(cls: type[M], data: bytes, path, kind: str, *, text_first: bool = Fals
 
 REPLACEMENT = "\ufffd".encode()  # EF BF BD: what a UTF-8 text conversion writes for each byte that is not text
 MIN_REPLACEMENTS = 3  # in a genuine binary file the three bytes come by chance about once in 16 MB
-_TEXT_BYTES = b"\t\n\r\f\v"
 MIN_REPLACED_SHARE = 0.01  # of the bytes looked at: a JSON trace naming a few U+FFFD is no rewritten binary
 
 
@@ -212,14 +211,14 @@ def said_if_rewritten(exc: ProfileFormatError, paths) -> ProfileFormatError:
 def rewritten_as_text(data: bytes) -> str | None:
     """Why a binary file that does not decode is damaged, when its first MB holds the mark of a
     text conversion (``REPLACEMENT`` at least ``MIN_REPLACEMENTS`` times, making up at least
-    ``MIN_REPLACED_SHARE`` of those bytes, beside control bytes that text does not hold): the file was saved as text (a web page's text view,
-    an editor, a text-mode copy), which replaced every byte that was not UTF-8 and cannot be
-    undone; None otherwise."""
+    ``MIN_REPLACED_SHARE`` of those bytes) and its head is not text (``looks_like_text``): the
+    file was saved as text (a web page's text view, an editor, a text-mode copy), which replaced
+    every byte that was not UTF-8 and cannot be undone; None otherwise."""
     head = data[:1 << 20]
     found = head.count(REPLACEMENT)
     if found < MIN_REPLACEMENTS or 3 * found < MIN_REPLACED_SHARE * len(head):
         return None
-    if not head.translate(None, _TEXT_BYTES).translate(None, bytes(range(0x20, 0x100))):
+    if looks_like_text(head):
         return None  # no control byte: text (a trace naming U+FFFD), which a conversion loses nothing of
     return (f"it was saved as text: {found:,} places in its first MB hold the bytes EF BF BD (U+FFFD), which a "
             "text conversion writes where a binary file's bytes are not text, and the original bytes are lost; "
