@@ -19,7 +19,8 @@ the peak RSS of that work (VmHWM, reset through /proc/self/clear_refs where a wa
 
 Kineto contenders: tfprof ``foreign.read(path, "kineto")`` warm (a first read loads numba's
 cache, the second is timed), cold (one read, as a library user's first) and CLI (one read with the
-malloc setting the command line makes, ``tfprof.store.tune_malloc``: what a CLI user sees); ``json.loads`` and
+allocator settings the command line makes for its own process, ``tfprof.cli.client.POLARS_MALLOC_CONF``
+and ``tfprof.store.tune_malloc``: what a CLI user sees); ``json.loads`` and
 ``orjson.loads`` of the file's bytes; HTA's one-rank loader ``hta.common.trace.parse_trace_file``
 (what ``TraceAnalysis`` runs per rank file: JSON parse, DataFrame, symbol table, fwd/bwd links,
 correlation, iterations). XSpace contenders: tfprof ``foreign.read(path, "xspace")`` warm, cold and CLI;
@@ -69,10 +70,14 @@ def _tfprof(kind: str, warm: bool, cli: bool = False):
     def setup(path: str):
         os.environ.setdefault("TFPROF_ENGINE", "kernels")
         sys.path.insert(0, str(ROOT))
+        if cli:  # the allocators' settings of the command line's own process (a library user keeps theirs)
+            from tfprof.cli.client import POLARS_MALLOC_CONF
+
+            os.environ.setdefault(*POLARS_MALLOC_CONF)  # before polars loads
         from tfprof.ingest import foreign
 
         about = f"numba {_version('numba')}"
-        if cli:  # the malloc setting the command line's main makes (a library user's process keeps its own)
+        if cli:
             from tfprof.store import tune_malloc
 
             tune_malloc()

@@ -224,3 +224,25 @@ def test_the_key_is_the_same_whichever_name_starts_python(tmp_path):
     keys = {subprocess.run([exe, "-c", code], capture_output=True, text=True, check=True).stdout
             for exe in (sys.executable, real, str(link))}
     assert len(keys) == 1
+
+
+
+@pytest.mark.parametrize("own", [None, "muzzy_decay_ms:500"])
+def test_the_command_line_sets_polars_allocator_before_polars_loads(own):
+    # jemalloc reads _RJEM_MALLOC_CONF once, as polars loads: the client must have set it by then
+    # (client.POLARS_MALLOC_CONF), and keep a user's own setting.
+    code = ("import os, sys\n"
+            "seen = []\n"
+            "class Hook:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'polars' and not seen:\n"
+            "            seen.append(os.environ.get('_RJEM_MALLOC_CONF'))\n"
+            "sys.meta_path.insert(0, Hook())\n"
+            "from tfprof.cli import client\n"
+            f"code = client.main(['tables', {str(CNN)!r}])\n"
+            "print(code, seen, client.POLARS_MALLOC_CONF[1], file=sys.stderr)\n")
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    env.update({"TFPROF_SERVER": "0"} if own is None else {"TFPROF_SERVER": "0", "_RJEM_MALLOC_CONF": own})
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    code_, seen, ours = out.stderr.strip().splitlines()[-1].split(" ", 2)
+    assert (code_, seen) == ("0", repr([own or ours])), out.stderr

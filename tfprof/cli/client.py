@@ -24,9 +24,19 @@ import sys
 
 from tfprof.cli import resident
 
+# polars' own allocator (a jemalloc of its own) hands the pages a step freed back to the system
+# lazily (MADV_FREE: still counted in the process's RSS) and only a second later returns them for
+# good. With no lazy stage its background thread returns them for good half a second after they
+# are freed: a 312 MB Kineto trace's read peaks lower at the same speed (docs/PERFORMANCE.md).
+# jemalloc reads this once, as polars loads (polars puts it after its own defaults): it is set
+# before anything imports polars, for this process and the server it starts; a user's own setting
+# wins. Not in the server's key (``resident``): polars rewrites the variable as it loads.
+POLARS_MALLOC_CONF = ("_RJEM_MALLOC_CONF", "muzzy_decay_ms:0")
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``tfprof ARGS``: through the server when one is up, else here (then start one)."""
+    os.environ.setdefault(*POLARS_MALLOC_CONF)
     args = sys.argv[1:] if argv is None else list(argv)
     problem = resident.cwd_error()
     if problem:
