@@ -70,18 +70,17 @@ def _tfprof(kind: str, warm: bool, cli: bool = False):
     def setup(path: str):
         os.environ.setdefault("TFPROF_ENGINE", "kernels")
         sys.path.insert(0, str(ROOT))
+        about = f"numba {_version('numba')}"
         if cli:  # the allocators' settings of the command line's own process (a library user keeps theirs)
             from tfprof.cli.client import POLARS_MALLOC_CONF
 
-            os.environ.setdefault(*POLARS_MALLOC_CONF)  # before polars loads
-        from tfprof.ingest import foreign
-
-        about = f"numba {_version('numba')}"
-        if cli:
+            os.environ.setdefault(*POLARS_MALLOC_CONF)  # before polars loads (tfprof.store imports it)
             from tfprof.store import tune_malloc
 
             tune_malloc()
             about += ", CLI malloc"
+        from tfprof.ingest import foreign
+
         return (lambda: foreign.read(path, kind)), warm, about
     return setup
 

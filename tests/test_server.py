@@ -226,7 +226,6 @@ def test_the_key_is_the_same_whichever_name_starts_python(tmp_path):
     assert len(keys) == 1
 
 
-
 @pytest.mark.parametrize("own", [None, "muzzy_decay_ms:500"])
 def test_the_command_line_sets_polars_allocator_before_polars_loads(own):
     # jemalloc reads _RJEM_MALLOC_CONF once, as polars loads: the client must have set it by then
