@@ -304,3 +304,37 @@ def test_a_ctrl_c_while_the_command_line_imports_its_libraries(capsys, monkeypat
     monkeypatch.setenv("TFPROF_SERVER", "0")
     assert client.main(["--version"]) == 130
     assert capsys.readouterr().err == "Interrupted.\n"
+
+
+class _StopsInDel:
+    """An object whose finaliser is interrupted: Python cannot raise from ``__del__``, as it
+    cannot from a callback out of native code, and reports the exception as unraisable."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+
+
+def test_a_stop_swallowed_by_a_callback_is_kept_quiet_and_raised_again(capsys, monkeypatch):
+    from tfprof import stopping
+    from tfprof.cli.main import _signals
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)  # Python's own, not pytest's
+    with _signals():
+        _StopsInDel()  # dropped at once: its __del__ is interrupted
+        assert capsys.readouterr().err == ""
+        with pytest.raises(KeyboardInterrupt):
+            stopping.check()
+        stopping.clear()
+
+
+def test_other_unraisable_exceptions_are_still_reported(capsys, monkeypatch):
+    from tfprof.cli.main import _signals
+
+    class Broken:
+        def __del__(self):
+            raise ValueError("from a finaliser")
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    with _signals():
+        Broken()
+    assert "ValueError: from a finaliser" in capsys.readouterr().err

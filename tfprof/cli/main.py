@@ -76,13 +76,23 @@ def _signals() -> Iterator[None]:
         stopping.request(KeyboardInterrupt)
         raise KeyboardInterrupt
 
+    def unraisable(info):
+        # A stop raised where native code calls back into Python (polars asking a dtype class,
+        # a ctypes callback) cannot propagate: Python would print "Exception ignored in ..."
+        # with a traceback. The handler noted the stop, and it is raised again where outputs
+        # commit, so it is not news to the user.
+        if not (isinstance(info.exc_value, (KeyboardInterrupt, Terminated)) and stopping.pending()):
+            hook(info)
+
     previous = signal.signal(signal.SIGTERM, terminate), signal.signal(signal.SIGINT, interrupt)
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable
     stopping.clear()
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
+        sys.unraisablehook = hook
 
 
 
