@@ -213,11 +213,13 @@ def xspace_events(path: str | Path) -> list[dict]:
     the protobuf runtime alone: an event of a ``/device:GPU:N`` plane carrying a ``correlation_id``
     stat is a device event (``Memcpy``/``Memset`` in its name: a copy or memset) on the stream
     numbered in its line's name; a host event carrying one is the call that launched it (TensorFlow
-    names a launch after its kernel). Times: the line's ns plus the event's ps, as us."""
+    names a launch after its kernel). A host event with a ``step_num`` stat N is step N's marker,
+    written as a ``ProfilerStep#N`` span; without any, each ``tf_function_call`` event is, numbered
+    in time order. Times: the line's ns plus the event's ps, as us."""
     from tfprof.schema.proto import xplane_pb2
 
     space = xplane_pb2.XSpace.FromString(Path(path).read_bytes())
-    out = []
+    out, numbered, calls = [], [], []
     for plane in space.planes:
         names = {k: m.name for k, m in plane.stat_metadata.items()}
         gpu = re.fullmatch(r"/device:GPU:(\d+)", plane.name)
@@ -226,11 +228,18 @@ def xspace_events(path: str | Path) -> list[dict]:
             for e in line.events:
                 meta = plane.event_metadata[e.metadata_id]
                 stats = {names.get(st.metadata_id): st for st in (*meta.stats, *e.stats)}
+                start_ps = line.timestamp_ns * 1000 + e.offset_ps
+                span = {"ph": "X", "cat": "user_annotation", "pid": plane.name, "tid": line.name,
+                        "ts": start_ps / 1e6, "dur": e.duration_ps / 1e6}
+                if not gpu and "step_num" in stats:
+                    num = stats["step_num"]
+                    numbered.append({**span, "name": f"{STEP}{num.int64_value or num.uint64_value}"})
+                if not gpu and "tf_function_call" in stats:
+                    calls.append((start_ps, len(calls), span))
                 if "correlation_id" not in stats:
                     continue
                 st = stats["correlation_id"]
                 corr = st.int64_value or st.uint64_value
-                start_ps = line.timestamp_ns * 1000 + e.offset_ps
                 event = {"ph": "X", "name": meta.name, "pid": plane.name, "tid": line.name,
                          "ts": start_ps / 1e6, "dur": e.duration_ps / 1e6, "args": {"correlation": corr}}
                 if gpu:
@@ -240,7 +249,8 @@ def xspace_events(path: str | Path) -> list[dict]:
                 else:
                     event["cat"] = "cuda_runtime"
                 out.append(event)
-    return out
+    marks = numbered or [{**span, "name": f"{STEP}{n}"} for n, (_, _, span) in enumerate(sorted(calls, key=lambda c: c[:2]))]
+    return out + marks
 
 
 def breakdown(events: list[dict]) -> dict[tuple[int, str], tuple[int, ...]]:

@@ -189,3 +189,51 @@ def kineto_allocator_memory(path: str | Path) -> dict[str, tuple[int, int, int, 
         acc[2] += peak
         acc[3] += max(net, 0)
     return {k: tuple(v) for k, v in out.items()}
+
+
+def xspace_hlo_kernels(path: str | Path) -> dict:
+    """Facts of an XSpace from a JAX GPU run, from the protobuf runtime and ``hlo_op_names``' own
+    walk of the HLO protos: each event of a ``/device:GPU:N`` plane that carries a ``correlation_id``
+    is a GPU event; the HLO instruction it ran is the one its ``hlo_op`` stat names in its program
+    (``<hlo_module>(<program_id>)``), else, when that stat names a command buffer, the instruction
+    whose name with each ``.`` as ``_`` is the kernel's name. Its node path: the instruction's
+    ``op_name`` (first of a ``;`` list) then the instruction. Durations in integer ns."""
+    from foreign_expect import _plain_stats, hlo_op_names, load_xspace
+
+    space = load_xspace(path)
+    programs: dict[str, dict[str, tuple[str, str]]] = {}
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for meta in plane.event_metadata.values():
+            for s in meta.stats:
+                if names.get(s.metadata_id) == "Hlo Proto":
+                    programs[meta.name] = {i: v for comp in hlo_op_names(s.bytes_value).values() for i, v in comp.items()}
+    per_path: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    opcode: dict[str, str] = {}
+    events = unresolved = 0
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU:"):
+            continue
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for e in line.events:
+                meta = plane.event_metadata[e.metadata_id]
+                stats = _plain_stats((*meta.stats, *e.stats), names)
+                if stats.get("correlation_id") is None:
+                    continue
+                events += 1
+                program = programs.get(f"{stats.get('hlo_module')}({stats.get('program_id')})", {})
+                instr = stats.get("hlo_op") if stats.get("hlo_op") in program else next(
+                    (i for i in program if i.replace(".", "_") == meta.name), None)
+                if instr is None:
+                    unresolved += 1
+                    continue
+                kind, op_name = program[instr]
+                scope = op_name.split(";")[0]
+                path = f"{scope}/{instr}" if scope else instr
+                per_path[path][0] += 1
+                per_path[path][1] += (e.duration_ps + 500) // 1000
+                opcode[path] = kind
+    return {"gpu_events": events, "unresolved": unresolved,
+            "by_path": {k: tuple(v) for k, v in per_path.items()},  # node path -> (kernels, ns)
+            "opcode": opcode}

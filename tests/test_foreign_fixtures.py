@@ -26,7 +26,8 @@ XSPACES = ["jax_mlp.xplane.pb", "tf2_keras.xplane.pb"]
 OTHERS = ["tf2_keras_memory.xplane.pb", "tf_gpu_bert_slice.xplane.pb", "kineto_alexnet.pt.trace.json.gz",
           "kineto_ddp_nccl_step5.pt.trace.json.gz", "kineto_resnet50_step6.pt.trace.json.gz",
           "kineto_mi250_rocm.pt.trace.json.gz", "kineto_mtia_train_slice.pt.trace.json.gz",
-          "torch_ops.pt.trace.json.gz"]
+          "torch_ops.pt.trace.json.gz", "torch_cuda_cnn.pt.trace.json.gz", "torch_cuda_transformer.pt.trace.json.gz",
+          "torch_cuda_compiled_transformer.pt.trace.json.gz", "jax_cuda_mlp.xplane.pb", "jax_cuda_mlp_thunks.xplane.pb"]
 MAX_BYTES = 2 * 1024 * 1024
 
 

@@ -15,7 +15,8 @@ import tfprof
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GPU = ["kineto_resnet50_step6.pt.trace.json.gz", "kineto_ddp_nccl_step5.pt.trace.json.gz",
-       "kineto_alexnet.pt.trace.json.gz", "tf_gpu_bert_slice.xplane.pb"]
+       "kineto_alexnet.pt.trace.json.gz", "tf_gpu_bert_slice.xplane.pb", "torch_cuda_cnn.pt.trace.json.gz",
+       "torch_cuda_compiled_transformer.pt.trace.json.gz", "jax_cuda_mlp.xplane.pb"]
 PARTS = ("window_ns", "compute_ns", "communication_ns", "memcpy_ns", "idle_ns", "communication_total_ns",
          "overlapped_ns")
 

@@ -1,4 +1,4 @@
-"""Capture real foreign profiles on CPU into tests/fixtures/foreign/: Kineto JSON from torch.profiler,
+"""Capture real foreign profiles into tests/fixtures/foreign/: Kineto JSON from torch.profiler,
 XSpace (.xplane.pb) from jax.profiler and from TensorFlow 2's profiler.
 
 Each framework lives in its own virtual environment outside the repository, never the project's:
@@ -18,6 +18,12 @@ Then, from the repository root, either one capture with that environment's inter
 or all three (the interpreters above are the defaults; --torch-python etc. override them):
 
     python tools/capture_foreign.py all
+
+On a machine with a CUDA GPU (its own torch and jax installs), the GPU captures, one at a time:
+
+    python3 tools/capture_foreign.py torch-gpu     # torch_cuda_{cnn,transformer,compiled_transformer}
+    python3 tools/capture_foreign.py jax-gpu       # jax_cuda_mlp.xplane.pb
+    python3 tools/capture_foreign.py jax-gpu-thunks   # jax_cuda_mlp_thunks.xplane.pb: no command buffers
 
 Captures use fixed seeds, one thread where the framework allows it and small models, so each file
 stays well under 2 MB. Timings are real, so a re-capture never reproduces the bytes; tests compare
@@ -101,22 +107,29 @@ def _torch_models():
     return SmallCNN, TinyTransformer
 
 
-def _torch_run(model, batch, target, trace: Path) -> None:
+def _torch_run(model, batch, target, trace: Path, device: str = "cpu") -> None:
+    """Train ``model`` for STEPS steps under torch.profiler. On a GPU the loop is a typical one: each
+    batch is copied from (pageable) host memory and the loss is read back with ``.item()``, so the
+    trace holds host-to-device copies and a host-device sync beside the kernels."""
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
+    gpu = device != "cpu"
 
     def train_step():
+        x, y = (batch.to(device), target.to(device)) if gpu else (batch, target)
         opt.zero_grad()
-        out = model(batch)
-        loss = loss_fn(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+        out = model(x)
+        loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
+        if gpu:
+            loss.item()
 
     with profile(
-        activities=[ProfilerActivity.CPU],
+        activities=[ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])],
         schedule=schedule(wait=1, warmup=1, active=2, repeat=1),
         on_trace_ready=lambda p: p.export_chrome_trace(str(trace)),
         record_shapes=True,
@@ -147,6 +160,35 @@ def capture_torch(out: Path) -> list[Path]:
     return written
 
 
+def capture_torch_gpu(out: Path) -> list[Path]:
+    """The same two models on CUDA GPU 0 (CPU and CUDA activities), and the transformer once more
+    under ``torch.compile`` (Inductor's Triton kernels, run inside ``Torch-Compiled Region``);
+    compiled in the schedule's first steps, before the recorded ones."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("torch-gpu needs a CUDA GPU: torch.cuda.is_available() is False")
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    torch.backends.cudnn.benchmark = False
+    cnn_cls, transformer_cls = _torch_models()
+    models = [
+        ("torch_cuda_cnn", lambda: cnn_cls(), lambda: (torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,)))),
+        ("torch_cuda_transformer", lambda: transformer_cls(),
+         lambda: (torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8)))),
+        ("torch_cuda_compiled_transformer", lambda: torch.compile(transformer_cls().cuda()),
+         lambda: (torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8)))),
+    ]
+    written = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make, data in models:
+            trace = Path(tmp) / f"{name}.pt.trace.json"
+            _torch_run(make().cuda(), *data(), trace, device="cuda")
+            written.append(out / f"{name}.pt.trace.json.gz")
+            _write_gzip(trace, written[-1])
+    return written
+
+
 # ---------------------------------------------------------------- JAX (XSpace)
 
 
@@ -159,9 +201,12 @@ def _only_xplane(logdir: Path, dst: Path) -> Path:
     return dst
 
 
-def capture_jax(out: Path) -> list[Path]:
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+def capture_jax(out: Path, platform: str = "cpu", name: str = "jax_mlp.xplane.pb") -> list[Path]:
+    if platform == "cpu":
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    else:
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # a small model: no 75% of the GPU
+    os.environ.setdefault("JAX_PLATFORMS", platform)
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -203,7 +248,19 @@ def capture_jax(out: Path) -> list[Path]:
                 with jax.profiler.StepTraceAnnotation("train", step_num=step):
                     params, loss = train_step(params, x, y)
                     loss.block_until_ready()
-        return [_only_xplane(Path(tmp), out / "jax_mlp.xplane.pb")]
+        return [_only_xplane(Path(tmp), out / name)]
+
+
+def capture_jax_gpu(out: Path) -> list[Path]:
+    """The JAX MLP on CUDA GPU 0: the XSpace holds the host plane and /device:GPU:0's kernels (XLA
+    runs the step as one command buffer, a CUDA graph)."""
+    return capture_jax(out, platform="cuda", name="jax_cuda_mlp.xplane.pb")
+
+
+def capture_jax_gpu_thunks(out: Path) -> list[Path]:
+    """The same with XLA's command buffers off: each kernel launched on its own, from its thunk."""
+    os.environ["XLA_FLAGS"] = "--xla_gpu_enable_command_buffer="
+    return capture_jax(out, platform="cuda", name="jax_cuda_mlp_thunks.xplane.pb")
 
 
 # ---------------------------------------------------------------- TensorFlow 2 (XSpace)
@@ -242,7 +299,8 @@ def capture_tf2(out: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- driver
 
-CAPTURES = {"torch": capture_torch, "jax": capture_jax, "tf2": capture_tf2}
+CAPTURES = {"torch": capture_torch, "jax": capture_jax, "tf2": capture_tf2}  # `all`: the CPU captures
+GPU_CAPTURES = {"torch-gpu": capture_torch_gpu, "jax-gpu": capture_jax_gpu, "jax-gpu-thunks": capture_jax_gpu_thunks}  # one at a time, on a CUDA machine
 DEFAULT_PYTHON = {
     "torch": [str(CACHE / "torch" / "bin" / "python")],
     "jax": [str(CACHE / "jax" / "bin" / "python")],
@@ -252,14 +310,14 @@ DEFAULT_PYTHON = {
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("which", choices=[*CAPTURES, "all"])
+    ap.add_argument("which", choices=[*CAPTURES, *GPU_CAPTURES, "all"])
     ap.add_argument("--out", type=Path, default=OUT, help="folder to write the captures into")
     for name in CAPTURES:
         ap.add_argument(f"--{name}-python", help=f"interpreter command for '{name}' under 'all'")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.which != "all":
-        for path in CAPTURES[args.which](args.out):
+        for path in {**CAPTURES, **GPU_CAPTURES}[args.which](args.out):
             print(f"{path}  {path.stat().st_size} bytes")
         return 0
     for name in CAPTURES:

@@ -271,6 +271,8 @@ INFO = _table(
         nullable=True),
     _f("host", pa.string(), "the host the trace was captured on (an XSpace's first host name); null where it "
         "records none", nullable=True),
+    _f("framework", pa.string(), "the framework that wrote the profile, where the file says so (`jax`: an XSpace "
+        "whose `/host:metadata` plane has a `jax_version` stat); null where it does not", nullable=True),
 )
 
 VALIDATION = _table(

@@ -30,6 +30,7 @@ EVENT_COLUMNS = {
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
     "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
     "allocator": pl.String, "in_use": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean, "copy_direction": pl.String,
+    "own_op": pl.Boolean,
 }
 """The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
 for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
@@ -38,14 +39,16 @@ joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); 
 held after it (``memory``). ``seq`` and ``backward``: an op's autograd sequence number and whether
 it runs a backward node (``paths.backward_scopes``). ``copy_direction``: for a GPU event that is a
 copy whose name does not say its direction, the direction its args say (an MTIA `dma_request`'s
-``HOST_TO_DEVICE``; ``gpu.kind``). A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
+``HOST_TO_DEVICE``; ``gpu.kind``). ``own_op``: for a GPU event, that it is the execution of an op of
+its own, its ``label`` (an XLA kernel: the HLO instruction it ran), not of the op that launched it.
+A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
 then null."""
 
-OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward", "copy_direction")
+OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward", "copy_direction", "own_op")
 """The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events,
 allocators or autograd has no use for them)."""
 
-ABSENT_COLUMNS = ("copy_direction",)
+ABSENT_COLUMNS = ("copy_direction", "own_op")
 """Of ``OPTIONAL_COLUMNS``, those that stay left out when a reader leaves them out, where the
 others become columns of nulls: one event in thousands at most has one, and a column of nulls
 (a text view per event) would cost tens of MB on a large trace. ``gpu.events`` reads them as null."""
@@ -211,8 +214,8 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
         events.filter(pl.col("op_row").is_not_null()).rename({"op_row": "owner"}).join(
             at_op.drop("end_micros"), on="owner").with_columns(pl.lit(True).alias("linked"),
                                                                pl.lit(0, pl.Int64).alias("runs")),
-        own.join(nodes.select("path", "node_id"), on="path").with_columns(
-            (~pl.col("linked")).cast(pl.Int64).alias("runs")).drop("op_row", "path"),
+        own.join(nodes.select("path", "node_id"), on="path").with_columns(  # (a run of no host op's)
+            (~pl.col("linked") | pl.col("own_op")).cast(pl.Int64).alias("runs")).drop("op_row", "path"),
     ], how="diagonal_relaxed").sort("event_id")
     mem = pl.concat([
         mem.filter(pl.col("owner") >= 0).join(at_op, on="owner"),

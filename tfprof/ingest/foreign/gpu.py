@@ -8,7 +8,9 @@ sits inside the op that made it on its host thread, and the innermost such op (`
 is the op the GPU time belongs to. Both steps are joins over whole columns: GPU event -> launch call
 on the correlation, launch call -> enclosing op by the row ``op_parent`` already gives.
 
-A GPU event that links to no op keeps a node of its own: the op node whose path equals its own
+A GPU event the reader names an op of its own (``own_op``: an XLA kernel, the execution of the HLO
+instruction it ran) is that op's execution, whatever launched it. A GPU event that links to no op
+keeps a node of its own: the op node whose path equals its own
 path when the reader gave it one (an XSpace device event naming its TensorFlow op), else, when its
 launch call sits in a scope (a ``record_function`` annotation, a module) but in no op, one under
 that scope's path (apex's fused optimizers launch their kernels so, from inside
@@ -62,6 +64,8 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_p
         own_path.alias("path"), *(pl.col(c).cast(pl.String) for c in text))
     if "copy_direction" not in gpu.columns:  # (build.ABSENT_COLUMNS: only an MTIA trace's copies have one)
         gpu = gpu.with_columns(pl.lit(None, pl.String).alias("copy_direction"))
+    gpu = gpu.with_columns((pl.col("own_op").fill_null(False) if "own_op" in gpu.columns else pl.lit(False))
+                           .alias("own_op"))  # (build.ABSENT_COLUMNS too: only XLA's kernels are ops of their own)
     launch_rows = np.flatnonzero((ev["correlation"].is_not_null() & ~ev["accelerator"]).to_numpy())
     launches = ev[launch_rows].select(
         "correlation", "event_id", pl.col("name").cast(pl.String).alias("launch"),
@@ -69,12 +73,13 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_p
         pl.Series("scope_row", np.where(op_parent[launch_rows] < 0, scope_parent[launch_rows], -1)),
     ).sort(pl.col("op_row") < 0, "event_id").unique("correlation", keep="first", maintain_order=True).drop("event_id")
     linked = gpu.join(launches, on="correlation", how="left")
-    has_op = pl.col("op_row") >= 0
+    has_op = (pl.col("op_row") >= 0) & ~pl.col("own_op")
     thread = pl.col("thread")
     return linked.with_columns(
         pl.when(has_op).then(pl.col("op_row")).alias("op_row"),
         pl.when(~has_op & (pl.col("scope_row") >= 0)).then(pl.col("scope_row")).alias("scope_row"),
-        pl.when(pl.col("correlation").is_null()).then(pl.lit("it carries no correlation id"))
+        pl.when(pl.col("own_op")).then(pl.lit(None, pl.String))
+        .when(pl.col("correlation").is_null()).then(pl.lit("it carries no correlation id"))
         .when(pl.col("launch").is_null()).then(pl.lit("no launch call has its correlation id"))
         .when(~has_op).then(pl.lit("no op encloses its launch call `") + pl.col("launch") + "`")
         .alias("why"),
@@ -84,7 +89,7 @@ def events(ev: pl.DataFrame, op_parent: np.ndarray, own_path: pl.Series, scope_p
         _per_distinct(linked, ("category", "name", "copy_direction"),
                       kind(pl.col("category"), pl.col("name"), pl.col("copy_direction"))).alias("kind"),
     ).select("row", "event_id", "device", "stream", "name", "category", "op_type", "start_ns", "dur_ns",
-             "correlation", "kind", "op_row", "scope_row", "why", "path", "thread", "process")
+             "correlation", "kind", "op_row", "scope_row", "why", "path", "thread", "process", "own_op")
 
 
 def _per_distinct(frame: pl.DataFrame, columns: tuple[str, ...], expr: pl.Expr) -> pl.Series:
@@ -96,11 +101,11 @@ def _per_distinct(frame: pl.DataFrame, columns: tuple[str, ...], expr: pl.Expr) 
 
 def own_nodes(gpu: pl.DataFrame, op_paths: pl.Series, scope_path: Callable[[np.ndarray], pl.Series]) -> pl.DataFrame:
     """The GPU events of ``gpu`` no launch links to an op, each with the node ``path`` it goes
-    to: an op node's path equal to its own, else its own under the scope of its launch call
-    (``scope_path`` spells the paths of ``ev`` rows), else under ``UNLINKED_SCOPE``; ``linked``
-    says whether the first (False: counted as unlinked)."""
+    to: its own when it is an op of its own (``own_op``) or an op node's path equals it, else its
+    own under the scope of its launch call (``scope_path`` spells the paths of ``ev`` rows), else
+    under ``UNLINKED_SCOPE``; ``linked`` says whether the first (False: counted as unlinked)."""
     alone = gpu.filter(pl.col("op_row").is_null())
-    named = alone["path"].is_in(op_paths.implode())
+    named = alone["path"].is_in(op_paths.implode()) | alone["own_op"]
     scoped = ~named & alone["scope_row"].is_not_null()
     under = pl.Series("under", [UNLINKED_SCOPE] * len(alone), pl.String)
     if scoped.any():

@@ -108,13 +108,14 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
         lines = [(p, bytes(buf[s:e]).decode() or str(i), ts) for p, i, s, e, ts in outline.lines[
             :, [xwalk.L_PLANE, xwalk.L_ID, xwalk.L_NAME_S, xwalk.L_NAME_E, xwalk.L_TS]].tolist()]
     _check(path, space, events)
-    start_ns, programs = 0, {}
+    start_ns, programs, jax = 0, {}, False
     for plane in space.planes:
         names = {k: m.name for k, m in plane.stat_metadata.items()}
         if plane.name == TASK_ENVIRONMENT:
             start_ns = next((_start_ns(path, _value(s, names)) for s in plane.stats
                              if names.get(s.metadata_id) == "profile_start_time"), 0)
         if plane.name == METADATA_PLANE:
+            jax = jax or any(names.get(s.metadata_id) == "jax_version" for s in plane.stats)
             for meta in plane.event_metadata.values():
                 for s in meta.stats:
                     if names.get(s.metadata_id) == "Hlo Proto":
@@ -131,14 +132,15 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
     raw, args = found
     del outline, buf, data, found
     tell(0.4, "ops")
-    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), args, programs)
+    ev = _classify(raw.with_row_index("event_id").with_columns(pl.col("event_id").cast(pl.Int64)), args, programs,
+                   jax)
     del raw
     if not (ev["role"] == "op").any():
         raise ProfileFormatError(xcheck.no_ops(path, space, int(sum(events)), events))
     owned = [ev]  # build takes the events over
     del ev
-    return build.build(owned, args=args, job={"host": space.hostnames[0]} if space.hostnames else None,
-                       tell=part(tell, 0.48, 1))
+    job = {"host": space.hostnames[0] if space.hostnames else None, "framework": "jax" if jax else None}
+    return build.build(owned, args=args, job=job, tell=part(tell, 0.48, 1))
 
 
 def _start_ns(path: Path, value) -> int:
@@ -206,33 +208,34 @@ def _flow(stats: dict, id_key: str, type_key: str) -> str | None:
     return f"{stats.get(type_key, '')}:{stats[id_key]}" if id_key in stats else None
 
 
-def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> pl.DataFrame:
+def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict, jax: bool = False) -> pl.DataFrame:
     """The reader's event frame (``build.EVENT_COLUMNS`` but ``args``, and the flow ends after the
     events) from the raw one (``args``: each raw event's ``args``, apart: only the memory
-    instants' are read here)."""
-    scopes = pl.DataFrame(
-        [(module, name, opcode, op_name) for module, ins in programs.items() for name, (opcode, op_name) in ins.items()],
-        schema={"_program": pl.String, "hlo_op": pl.String, "_opcode": pl.String, "_op_name": pl.String}, orient="row")
+    instants' are read here). ``jax``: the space says JAX wrote it, so no event is a TensorFlow op
+    (JAX's own events are named ``<what>:<detail>`` too: ``ThenExecuteCallback:…``)."""
     raw = raw.lazy().with_columns((pl.col("hlo_module") + "(" + pl.col("program_id").cast(pl.String) + ")")
                                   .alias("_program")).collect()
-    if scopes.height:  # (a narrow join: the frame itself is not copied)
-        found = raw.lazy().select("_program", "hlo_op").collect().join(scopes, on=["_program", "hlo_op"],
-                                                                        how="left", maintain_order="left")
-        more = [found["_opcode"], found["_op_name"]]
-    else:
-        more = [pl.lit(None, pl.String).alias("_opcode"), pl.lit(None, pl.String).alias("_op_name")]
-    raw = raw.lazy().with_columns(*more).collect()
     raw = raw.lazy().with_columns(_by_metadata(raw.lazy().select("process", "name", "display").collect(),
                                                raw["_meta"].to_numpy() if "_meta" in raw.columns else None)
                                   ).drop("_meta", strict=False).collect()
+    if jax:
+        raw = raw.with_columns(pl.lit(False).alias("_tf_op"))
+    # (a narrow frame: the events themselves are not copied)
+    raw = raw.with_columns(hlo.executed(raw.lazy().select(
+        "_program", "hlo_op", pl.when(pl.col("_gpu").is_not_null()).then(pl.col("name").cast(pl.String)).alias("kernel"),
+    ).collect(), programs))
     name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
-    hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_()
+    # an HLO instruction run on the host (on a GPU plane, XProf's derived `XLA Ops` line repeats the kernels)
+    hlo_op = pl.col("hlo_op").is_not_null() & pl.col("_end").not_() & gpu.is_null()
     # a kernel or copy on a GPU stream (XProf's derived lines, e.g. `TensorFlow Ops`, carry no correlation id)
     device_op = gpu.is_not_null() & (pl.col("correlation").is_not_null() | pl.col("tf_op").is_not_null())
+    # one that ran an HLO instruction is that instruction's execution, whatever launched it
+    own_op = device_op & pl.col("_instr").is_not_null()
     has_steps = raw["step_num"].is_not_null().any()
     step = pl.col("step_num").is_not_null() if has_steps else pl.col("function_call")
     scope = pl.col("_op_name").str.split(";").list.first().fill_null("")
-    hlo_path = pl.when(scope != "").then(scope + "/" + pl.col("hlo_op")).otherwise(pl.col("hlo_op"))
+    instr = pl.coalesce("_instr", "hlo_op")
+    hlo_path = pl.when(scope != "").then(scope + "/" + instr).otherwise(instr)
     launched = pl.col("correlation").is_in(raw.lazy().filter(gpu.is_null()).select("correlation").collect()
                                            ["correlation"].drop_nulls().implode())
     # the name columns stay categoricals (the event's own text columns are cast, null on most events)
@@ -243,17 +246,19 @@ def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict) -> 
         pl.when(hlo_op | tf_op | device_op).then(pl.lit("op", cat)).when(step).then(pl.lit("step", cat))
         .when(is_memory).then(pl.lit("memory", cat)).otherwise(pl.lit("other", cat)).alias("role"),
         # a GPU event nobody launched on the host is named by the op its stats name, else by itself
-        pl.when(device_op & launched).then(name).when(hlo_op).then(hlo_path.cast(cat))
+        pl.when(own_op | hlo_op).then(hlo_path.cast(cat)).when(device_op & launched).then(name)
         .when(device_op).then(pl.coalesce(_node_path(pl.col("tf_op")).cast(cat), name))
         .when(tf_op).then(pl.col("_tf_path")).otherwise(name).alias("label"),
-        pl.when(hlo_op).then(pl.coalesce("_opcode", "hlo_op").cast(cat)).when(device_op).then(name)
+        pl.when(own_op | hlo_op).then(pl.coalesce("_opcode", "hlo_op").cast(cat)).when(device_op).then(name)
         .otherwise(display).alias("op_type"),
+        own_op.alias("own_op"),
         pl.col("_device").alias("device"),
         gpu.is_not_null().alias("accelerator"),
         pl.when(is_memory).then(pl.when(name == MEMORY_EVENTS[0]).then(pl.col("requested_bytes"))
                              .otherwise(-pl.col("requested_bytes"))).alias("mem_bytes"),
         pl.lit(None, pl.String).alias("flow_id"),
-    ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device").collect()
+    ).drop("_gpu", "_tf_op", "_memory", "_end", "_tf_path", "_device", "_instr", "_opcode", "_op_name",
+           "_program").collect()
     if not has_steps:  # tf.function calls, numbered in time order (ties in the events' order)
         steps = np.flatnonzero((ev["role"] == "step").to_numpy())
         number = np.empty(len(steps), np.int64)

@@ -2,7 +2,8 @@
 
 * tfprof's own inputs (GraphDef, RunMetadata, ProfileProto, a store of them): ``tensorflow``.
 * A Kineto trace: ``pytorch``.
-* An XSpace: TensorFlow 2 and JAX both write them, so the content decides. TensorFlow's executor
+* An XSpace: TensorFlow 2 and JAX both write them. JAX names itself (the ``info`` table's
+  ``framework``, from its metadata plane's ``jax_version``); else the content decides. TensorFlow's executor
   records each op as an event named ``<node path>:<op type>`` whose display name (our
   ``category``) is the op type (``StatefulPartitionedCall/Add_2:AddV2``, category ``AddV2``);
   an XSpace with such an event is ``tensorflow``. JAX records XLA's ops with an ``hlo_op`` stat
@@ -41,5 +42,6 @@ def framework(prof: Profile) -> str:
     if prof.source == "kineto":
         return PYTORCH
     if prof.source == "xspace":
-        return xspace_framework(prof.lazy("trace_events"))
+        said = prof.frame("info")["framework"].drop_nulls()
+        return said[0] if len(said) and said[0] in LABELS else xspace_framework(prof.lazy("trace_events"))
     return TENSORFLOW

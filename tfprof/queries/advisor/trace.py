@@ -9,7 +9,8 @@ of a Kineto or XSpace trace, whole columns at a time:
   XSpace's ``correlation_id`` stat): the runtime or driver call (``cudaLaunchKernel``,
   ``cudaMemcpyAsync`` …; XSpace names a launch after its kernel) that queued a device event.
 * ``step_windows``: step N runs from the start of its ``ProfilerStep#N`` marker (host side, the
-  earliest one) to the start of the next marker; a marker with no other event starting inside
+  earliest one; in an XSpace, the events with a ``step_num`` stat N, else the ``tf_function_call``
+  events numbered in time order, as the ingest reads steps) to the start of the next marker; a marker with no other event starting inside
   it is no step (PyTorch opens an empty one as the profiler stops), and its time goes to the
   step before; the last step to the later of its marker's end
   and the end of the last device event starting in it. Without markers the whole capture is
@@ -151,14 +152,18 @@ def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
 
 
 def _step_marks(prof: Profile) -> pl.DataFrame:
-    """The ``ProfilerStep#N`` markers that some other event starts inside: ``step``,
-    ``window_start_ns``, ``_mark_end``, in time order (module doc)."""
+    """The step markers that some other event starts inside: ``step``, ``window_start_ns``,
+    ``_mark_end``, in time order (module doc)."""
     ev = prof.lazy("trace_events").with_columns(pl.col("name").cast(pl.String),
                                                 pl.col("category").cast(pl.String).fill_null(""))
-    is_mark = pl.col("name").str.starts_with(STEP_PREFIX)
+    if prof.source == "xspace":
+        is_mark, step = _xspace_marks(ev)
+    else:
+        is_mark = pl.col("name").str.starts_with(STEP_PREFIX)
+        step = pl.col("name").str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False)
     marks = (
         ev.filter(is_mark & pl.col("category").str.starts_with("gpu_").not_() & (pl.col("phase").cast(pl.String) == "X"))
-        .with_columns(pl.col("name").str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False).alias("step"))
+        .with_columns(step.alias("step"))
         .filter(pl.col("step").is_not_null())
         .group_by("step")
         .agg(pl.col("start_ns").min().alias("window_start_ns"),
@@ -170,6 +175,19 @@ def _step_marks(prof: Profile) -> pl.DataFrame:
     inside = (np.searchsorted(others, marks["_mark_end"].to_numpy(), side="right")
               - np.searchsorted(others, marks["window_start_ns"].to_numpy(), side="left"))
     return marks.filter(pl.Series(inside > 0))
+
+
+def _xspace_marks(ev: pl.LazyFrame) -> tuple[pl.Expr, pl.Expr]:
+    """(which events mark steps, the step each marks) in an XSpace's trace events: those with a
+    ``step_num`` stat, that number; without any, the ``tf_function_call`` events, numbered 0, 1, …
+    in time order (ties in event order)."""
+    args = pl.col("args").fill_null("")
+    numbered = args.str.contains('"step_num"', literal=True)
+    if ev.select(numbered.any()).collect().item():
+        return numbered, args.str.json_path_match("$.step_num").cast(pl.Int64, strict=False)
+    calls = args.str.contains('"tf_function_call"', literal=True)
+    rank = pl.struct("start_ns", "event_id").rank("dense").over(calls) - 1
+    return calls, pl.when(calls).then(rank).cast(pl.Int64)
 
 
 def window_index(windows: pl.DataFrame, times: pl.Series) -> np.ndarray:
