@@ -36,7 +36,7 @@ def kernel_name(instruction: pl.Expr) -> pl.Expr:
 
 def executed(events: pl.DataFrame, programs: dict[str, dict[str, tuple[str, str]]]) -> pl.DataFrame:
     """For each row of ``events`` (``_program``: ``<hlo_module>(<program_id>)``, ``hlo_op``, and
-    ``kernel``: a GPU event's name, null off a GPU), the instruction of ``programs`` it executed
+    ``kernel``: a GPU event's name, null off a GPU; text or categoricals), the instruction of ``programs`` it executed
     (``_instr``) with its ``_opcode`` and ``_op_name``; nulls where none. An event's ``hlo_op`` stat
     names it; on a GPU that stat may instead name the command buffer (``command_buffer_1``: a CUDA
     graph XLA launches at once) that ran the kernel, which then names its instruction itself

@@ -220,9 +220,9 @@ def _classify(raw: pl.DataFrame, args: pl.Series | pa.Array, programs: dict, jax
                                   ).drop("_meta", strict=False).collect()
     if jax:
         raw = raw.with_columns(pl.lit(False).alias("_tf_op"))
-    # (a narrow frame: the events themselves are not copied)
+    # (a narrow frame, the names still categoricals: the events themselves are not copied)
     raw = raw.with_columns(hlo.executed(raw.lazy().select(
-        "_program", "hlo_op", pl.when(pl.col("_gpu").is_not_null()).then(pl.col("name").cast(pl.String)).alias("kernel"),
+        "_program", "hlo_op", pl.when(pl.col("_gpu").is_not_null()).then(pl.col("name")).alias("kernel"),
     ).collect(), programs))
     name, display, gpu, tf_op, is_memory = (pl.col(c) for c in ("name", "display", "_gpu", "_tf_op", "_memory"))
     # an HLO instruction run on the host (on a GPU plane, XProf's derived `XLA Ops` line repeats the kernels)
