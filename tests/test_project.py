@@ -54,12 +54,13 @@ BASE = {
     "samples": {"errors"},
     "kernels": {"errors"},
     "tf_names": set(),
+    "malloc": set(),
     "plugins": {"errors"},
     "schema": {"errors"},
     "output": {"errors", "stopping"},
     "manifest": {"errors", "schema"},
     "sqlbox": {"errors", "schema"},
-    "store": {"errors", "schema", "manifest", "output", "stopping"},
+    "store": {"errors", "schema", "manifest", "output", "stopping", "malloc"},
     "profile": {"errors", "schema", "manifest", "output", "store", "sqlbox", "stopping"},
 }
 ALL_BASE = set(BASE)

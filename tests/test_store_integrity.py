@@ -269,7 +269,7 @@ class _FakeLibc:
 def test_a_library_user_keeps_its_malloc_and_the_command_line_tunes_its_own(tmp_path, monkeypatch, capsys):
     """mallopt changes malloc for the whole process for good: ``tfprof.save`` in a user's process
     never calls it; the command line's main does, once."""
-    import tfprof.store as store
+    import tfprof.malloc as store
     from tfprof.cli.main import main
 
     fake = _FakeLibc()

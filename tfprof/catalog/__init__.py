@@ -9,19 +9,23 @@ A catalog may also live in object storage (``s3://bucket/prefix``): ``storage`` 
 its objects and holds the writers' lock, ``remote`` adds, removes and reads runs there.
 """
 
-from tfprof.catalog.aggregate import AGGREGATES, aggregate_profile
-from tfprof.catalog.check import check_catalog
-from tfprof.catalog.layout import run_ranks
-from tfprof.catalog.read import job_ranks, match_runs, member_profiles, run_profile, runs, sql
-from tfprof.catalog.write import add_job, add_run, remove_run
+from __future__ import annotations
 
-__all__ = ["AGGREGATES", "add_job", "add_run", "aggregate_profile", "check_catalog", "job_ranks", "match_runs", "member_profiles", "remove_run", "run_profile",
-           "run_ranks", "runs", "spark_aggregate", "sql"]
+import importlib
+
+# Each public name loads with its module on first use: ``tfprof.catalog.uri`` is read by the
+# command line before it knows whether a command needs polars (tfprof/cli/__init__.py).
+_HOMES = {
+    "AGGREGATES": "aggregate", "aggregate_profile": "aggregate", "check_catalog": "check", "run_ranks": "layout",
+    "job_ranks": "read", "match_runs": "read", "member_profiles": "read", "run_profile": "read", "runs": "read",
+    "sql": "read", "add_job": "write", "add_run": "write", "remove_run": "write", "spark_aggregate": "spark_members",
+}
+
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str):
-    if name == "spark_aggregate":  # imported on use: it imports the reference backend
-        from tfprof.catalog.spark_members import spark_aggregate
-
-        return spark_aggregate
-    raise AttributeError(f"module 'tfprof.catalog' has no attribute {name!r}")
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tfprof.catalog' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tfprof.catalog.{home}"), name)

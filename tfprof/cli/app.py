@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import time
 from pathlib import Path
@@ -123,7 +124,7 @@ def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, pr
     if path is not None:
         if profile_path is not None:
             raise typer.BadParameter("give the profile either as PATH or as --profile_path, not both")
-        from tfprof.catalog.storage import object_uri
+        from tfprof.catalog.uri import object_uri
 
         if object_uri(path):  # a catalog in object storage (tfprof check s3://BUCKET/PREFIX)
             path = object_uri(path)
@@ -145,10 +146,33 @@ def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, pr
     )
 
 
+_INPUT_FLAGS = {"profile_path": "--profile_path", "graph_path": "--graph_path", "run_meta_path": "--run_meta_path",
+                "op_log_path": "--op_log_path"}
+
+
+def require_inputs(**inputs) -> None:
+    """The reader's own error for an input file that does not exist, raised before the readers
+    are imported: a mistyped path is answered at once (tfprof/cli/__init__.py). Object-store URIs
+    and glob patterns are left to the readers."""
+    import glob
+
+    from tfprof.catalog.uri import object_uri
+    from tfprof.errors import InputNotFoundError
+
+    for name, flag in _INPUT_FLAGS.items():
+        value = inputs.get(name)
+        if value is None or object_uri(value):
+            continue
+        for path in (str(value).split(",") if name == "run_meta_path" else [str(value)]):
+            if path and not glob.has_magic(path) and not os.path.lexists(path):
+                raise InputNotFoundError(f"`{Path(path)}` does not exist (given as {flag}); check the path")
+
+
 def load_profile(*, warn: bool = True, **inputs):
 
     profile_path = inputs.get("profile_path")
-    from tfprof.catalog.storage import object_uri
+    require_inputs(**inputs)
+    from tfprof.catalog.uri import object_uri
 
     if object_uri(profile_path):
         from tfprof.errors import OptionError

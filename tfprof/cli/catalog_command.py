@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tfprof.catalog.storage import location, object_uri
+from tfprof.catalog.uri import location, object_uri
 from tfprof.cli.app import app, progress_bar
 
 CatalogOption = Annotated[

@@ -75,22 +75,26 @@ def diff(
     force: Force = False,
 ) -> None:
     """Compare a view of profile B with the same view of profile A: A, B, Δ and Δ% per row."""
-    from tfprof.api.diff import run_diff
-    from tfprof.api.gates import diff_failures, parse_gates
-    from tfprof.api.run import VIEWS
-    from tfprof.cli.app import load_profile
+    from tfprof.api.options import VIEWS
+    from tfprof.cli.app import load_profile, require_inputs
     from tfprof.cli.viewopts import parse_view_args
     from tfprof.errors import OptionError
 
     if fmt not in _DIFF_FORMATS:
         raise OptionError(f"unknown --format `{fmt}`; valid: {', '.join(_DIFF_FORMATS)}")
-    gates = parse_gates(fail_if or [], diff=True)
     opts, positionals = parse_view_args(list(ctx.args))
     cmd = "scope"
     if positionals and positionals[-1] in VIEWS and not Path(positionals[-1]).exists():
         cmd = positionals.pop()
     if not 1 <= len(positionals) <= 2:
         raise typer.BadParameter("give one or two profiles: tfprof diff A B [VIEW] (or A --step S --against T)")
+    if catalog is None:
+        for p in positionals:
+            require_inputs(profile_path=p)
+    from tfprof.api.diff import run_diff
+    from tfprof.api.gates import diff_failures, parse_gates
+
+    gates = parse_gates(fail_if or [], diff=True)
     if catalog is not None:  # runs of a catalog, by name (docs/SCALE.md)
         from tfprof.catalog import run_profile
         from tfprof.catalog.storage import location

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Error: {printable(PLUGIN_ERRORS[0])}", file=sys.stderr)
         return 2
     STORES.clear()
-    from tfprof.store import tune_malloc
+    from tfprof.malloc import tune_malloc
 
     tune_malloc()  # process-wide: only here, in a process that is tfprof's own
     said: list[str] = []

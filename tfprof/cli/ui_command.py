@@ -54,11 +54,15 @@ def ui(
 
       tfprof ui --catalog runs/ --run job-0412
     """
+    from tfprof.cli.app import require_inputs
     from tfprof.errors import OptionError
-    from tfprof.ui import checked_timeout, serve_until_interrupted, start
 
     if not 0 <= port <= 65535:
         raise OptionError(f"--port takes 0 to 65535, not `{port}`")
+    for p in (profiles or []) if catalog is None else ():
+        require_inputs(profile_path=p)
+    from tfprof.ui import checked_timeout, serve_until_interrupted, start
+
     checked_timeout(query_timeout)
     if (catalog is None) == (not profiles) or (catalog is None) != (run is None):
         raise OptionError("give profiles, or --catalog DIR --run NAME, not both")

@@ -21,7 +21,8 @@ from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.ingest import foreign, profile_proto, raw, sources, validate
 from tfprof.ingest.sources import in_memory, said_if_rewritten
 from tfprof.output.scratch import scratch_file
-from tfprof.schema import NODE_TABLES, TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES
+from tfprof.schema.conform import conform
 
 Progress = Callable[[int, int, str], None]
 """Progress callback: (done, total, what)."""

@@ -7,7 +7,7 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfprof.schema import conform
+from tfprof.schema.conform import conform
 
 
 def params(shape: list[int]) -> int:

@@ -17,7 +17,8 @@ import pyarrow as pa
 
 from tfprof.ingest import derive
 from tfprof.ingest.sources import binary_problem, damaged, one_line, parse_binary, read_bytes
-from tfprof.schema import NODE_TABLES, TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES
+from tfprof.schema.conform import conform
 from tfprof.schema.proto import tfprof_log_pb2
 
 

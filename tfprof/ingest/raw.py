@@ -19,7 +19,8 @@ import pyarrow as pa
 from tfprof.ingest import derive
 from tfprof.ingest.sources import damaged, parse, read_bytes
 from tfprof.ingest.validate import Findings, stream_overlaps
-from tfprof.schema import NODE_TABLES, TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES
+from tfprof.schema.conform import conform
 from tfprof.schema.proto import graph_pb2, run_metadata_pb2, tfprof_log_pb2
 
 # docs/TFPROF_BEHAVIOUR.md, 'Device classification': devices whose stats count as cpu time (and carry memory).
@@ -88,7 +89,6 @@ def _op_log_ok(log: tfprof_log_pb2.OpLogProto) -> bool:
 
 
 # --------------------------------------------------------------------------- tfprof's model
-
 
 def shape_vec(shape) -> list[int]:
     """ShapeProtoToVec (docs/TFPROF_BEHAVIOUR.md, 'Shapes and parameters'): a scalar becomes [1] (quirk); unknown rank

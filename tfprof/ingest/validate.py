@@ -33,8 +33,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.ingest.names import name_set
-from tfprof.schema import conform, node_flops_table
+from tfprof.schema import node_flops_table
 from tfprof.schema.checks import CHECKS, SEVERITIES
+from tfprof.schema.conform import conform
 
 ROWS_PER_CODE = 5
 

@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import polars as pl
-
 from tfprof.errors import OptionError
 from tfprof.schema.metrics import METRIC_LIST, derived, registered
 
@@ -278,8 +276,13 @@ def unknown_value(what: str, value: str, valid: Iterable[str]) -> str:
 def compile_regex(rx: str, option: str = "regex") -> str:
     """Check a tfprof (RE2) regex with the engine queries use (Rust's, RE2 syntax); return it.
 
-    A bad regex is an ``OptionError`` naming it and the option.
+    A bad regex is an ``OptionError`` naming it and the option. The defaults' ``.*`` needs no
+    engine to be valid (the help's defaults are shown without polars).
     """
+    if rx == ".*":
+        return rx
+    import polars as pl  # lazy: the command line's help reads these options without polars (tfprof/cli/__init__.py)
+
     try:
         pl.Series([""]).str.contains(full_match_any([rx]))
     except Exception as exc:  # polars raises ComputeError with the engine's message

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import polars as pl
-
 from tfprof.queries.options import Options, full_match_any
 from tfprof.schema.metrics import METRIC_LIST, derived
 
@@ -92,6 +90,8 @@ class TreeSpec:
 
 
 def _matches(name: str, regexes: tuple[str, ...]) -> bool:
+    import polars as pl  # lazy: the command line's help reads the views without polars (tfprof/cli/__init__.py)
+
     rx = full_match_any(regexes)
     return rx is not None and bool(pl.Series([name]).str.contains(rx)[0])
 

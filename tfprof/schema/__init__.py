@@ -1,9 +1,32 @@
 """The data contract: table schemas (``tables``), the facts of the FLOPs rules (``flops_rules``) and the
-protobuf messages (``proto``)."""
+protobuf messages (``proto``).
 
-from tfprof.schema.conform import conform, empty_table
-from tfprof.schema.flops_rules import node_flops_table
-from tfprof.schema.metrics import METRICS
-from tfprof.schema.tables import NODE_TABLES, PUBLIC_NAMES, TABLES, Table
+The names below load with the submodule that holds them, on first use: the metric registry
+(``tfprof.schema.metrics``) is read by the command line's help without pyarrow (docs/PERFORMANCE.md,
+"Cold start").
 
-__all__ = ["METRICS", "NODE_TABLES", "PUBLIC_NAMES", "TABLES", "Table", "conform", "empty_table", "node_flops_table"]
+``conform`` is imported from its module, ``tfprof.schema.conform``, whose name it shares.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_HOMES = {
+    "METRICS": "metrics",
+    "NODE_TABLES": "tables",
+    "PUBLIC_NAMES": "tables",
+    "TABLES": "tables",
+    "Table": "tables",
+    "empty_table": "conform",
+    "node_flops_table": "flops_rules",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tfprof.schema' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tfprof.schema.{home}"), name)

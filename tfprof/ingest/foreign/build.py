@@ -22,7 +22,8 @@ import pyarrow as pa
 from tfprof.ingest import derive, validate
 from tfprof.ingest.foreign import codes, gpu, memory, nesting, paths, trace_table
 from tfprof.ingest.foreign.progress import Tell, silent
-from tfprof.schema import TABLES, conform
+from tfprof.schema import TABLES
+from tfprof.schema.conform import conform
 
 EVENT_COLUMNS = {
     "event_id": pl.Int64, "process": pl.String, "thread": pl.String, "category": pl.String, "name": pl.String,

@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from tfprof.schema import conform
+from tfprof.schema.conform import conform
 
 OUTSIDE_OPS = "[memory outside ops]"
 """The name (and op type) of the node holding the allocations made outside every op."""

@@ -9,7 +9,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof import kernels
-from tfprof.schema import conform
+from tfprof.schema.conform import conform
 
 
 def trace_events(ev: pl.DataFrame, args: list, args_at: str, runs: pl.DataFrame) -> pa.Table:

@@ -55,7 +55,8 @@ from tfprof.ingest.wire.batch import PREAD, THREADS, Batcher, batch_bounds
 from tfprof.ingest.wire.canonical import SPEC_KIND, SPEC_SUB, is_canonical  # noqa: F401 (tests check the kernel)
 from tfprof.ingest.wire.errors import Unusual
 from tfprof.ingest.wire.scan import ProfileIndex, check_file, scan_profile
-from tfprof.schema import NODE_TABLES, TABLES, conform
+from tfprof.schema import NODE_TABLES, TABLES
+from tfprof.schema.conform import conform
 
 __all__ = ["BATCH_TABLES", "ProfileIndex", "ProfileReader", "concat_batches", "decode_profile",
            "iter_profile_batches", "scan_profile"]

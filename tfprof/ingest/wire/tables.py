@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 from numba import njit
 
 from tfprof.ingest.sources import damaged
-from tfprof.schema import TABLES, conform
+from tfprof.schema import TABLES
+from tfprof.schema.conform import conform
 
 
 @njit(cache=True, nogil=True)
