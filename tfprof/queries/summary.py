@@ -2,31 +2,28 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from tfprof.profile import Profile
+from tfprof.queries.indexes.step_totals import step_totals
 from tfprof.queries.ticks import in_micros, time_scale
 from tfprof.queries.totals import totals
 
 
 def summary(prof: Profile) -> pl.DataFrame:
-    """One row per step (and one ``mean`` row): exec time, accelerator/cpu time, requested bytes."""
+    """One row per step (and one ``mean`` row): exec time, accelerator/cpu time, requested bytes.
+    The steps' totals come from one pass over the tables (``step_totals``), not a query each."""
     steps = prof.frame("steps")["step"].to_list()
-    rows = []
-    for label, step in [(str(s), s) for s in steps] + [("mean", -1)]:
-        t = totals(prof, step)
-        rows.append(
-            {
-                "step": label,
-                "exec_micros": t["exec_micros"],
-                "accelerator_exec_micros": t["accelerator_exec_micros"],
-                "cpu_exec_micros": t["cpu_exec_micros"],
-                "requested_bytes": t["requested_bytes"],
-                "peak_bytes": t["peak_bytes"],
-                "float_ops": t["float_ops"],
-            }
-        )
-    return in_micros(pl.DataFrame(rows), time_scale(prof))  # exact µs (floats) for a foreign profile
+    order, per_step = step_totals(prof, steps)
+    at = np.searchsorted(order, np.asarray(steps, np.int64))
+    columns = ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros", "requested_bytes", "peak_bytes", "float_ops")
+    mean = totals(prof, -1)
+    frame = pl.DataFrame({
+        "step": [*map(str, steps), "mean"],
+        **{c: np.append(per_step[c][at], mean[c]) for c in columns},
+    }, schema={"step": pl.String, **dict.fromkeys(columns, pl.Int64)})
+    return in_micros(frame, time_scale(prof))  # exact µs (floats) for a foreign profile
 
 
 def model_facts(prof: Profile) -> dict[str, int]:
