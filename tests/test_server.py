@@ -216,13 +216,20 @@ def test_an_idle_server_exits_and_removes_its_socket(tmp_path):
 
 
 def test_the_key_is_the_same_whichever_name_starts_python(tmp_path):
-    """`tfprof` (its script names python3.X) and `python -m tfprof` find the same server."""
+    """`tfprof` (its script names python3.X) and `python -m tfprof` find the same server: every
+    name of this environment's interpreter gives one key. In a virtual environment those are the
+    names beside its pyvenv.cfg; the interpreter it links to is another environment (other
+    libraries), so it is left out there."""
     code = "from tfprof.cli import resident; print(resident.server_key())"
-    real = os.path.realpath(sys.executable)
-    link = tmp_path / "python-by-another-name"
-    link.symlink_to(real)
-    keys = {subprocess.run([exe, "-c", code], capture_output=True, text=True, check=True).stdout
-            for exe in (sys.executable, real, str(link))}
+    here = Path(sys.executable).parent
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    names = {sys.executable, *(str(here / n) for n in ("python", "python3", version) if (here / n).exists())}
+    if sys.prefix == sys.base_prefix:  # no venv: a link to the interpreter from anywhere is the same python
+        link = tmp_path / "python-by-another-name"
+        link.symlink_to(os.path.realpath(sys.executable))
+        names |= {os.path.realpath(sys.executable), str(link)}
+    assert len(names) >= 2
+    keys = {subprocess.run([exe, "-c", code], capture_output=True, text=True, check=True).stdout for exe in names}
     assert len(keys) == 1
 
 
