@@ -89,30 +89,30 @@ def _per_step(prof: Profile, columns: tuple[str, ...], steps: list[int]) -> tupl
     ran[every[every >= 0]] = True
     at = cells(node_steps, every)
     records = grid(np.bincount(at[at >= 0], minlength=k * n))
-    sums = {"run_count": grid(_sum(at, node_steps.column("run_count").to_numpy(), k * n))}
+    sums = {"run_count": grid(sum_at(at, node_steps.column("run_count").to_numpy(), k * n))}
     counted = None  # per (step, node): whether its float_ops were counted per execution
     if per_run and node_steps.column("float_ops").null_count < node_steps.num_rows:
         flops = node_steps.column("float_ops")
         has = ~flops.is_null().to_numpy(zero_copy_only=False)
-        sums["_flops_per_run"] = grid(_sum(at, flops.fill_null(0).to_numpy(), k * n, has))
-        counted = grid(_sum(at, has.astype(np.int64), k * n)) > 0
+        sums["_flops_per_run"] = grid(sum_at(at, flops.fill_null(0).to_numpy(), k * n, has))
+        counted = grid(sum_at(at, has.astype(np.int64), k * n)) > 0
     del node_steps, every
     wants = set(columns) | ({"run_count"} if {"float_ops", "macs"} & set(columns) else set())
     if wants & set(TIME):
         exact = time_scale(prof) != 1  # durations in ns (tfprof.queries.ticks)
         execs = records_of("execs", ["node_id", "kind", "duration_micros", *(["duration_ns"] if exact else [])])
-        at, duration = cells(execs), _durations(execs, exact)
-        kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
+        at, duration = cells(execs), durations(execs, exact)
+        kind = positions(execs.column("kind"), ["accelerator", "cpu"])
         for name, where in zip(TIME, (None, kind == 0, kind == 1)):
             if name in wants:
-                sums[name] = grid(_sum(at, duration, k * n, where))
+                sums[name] = grid(sum_at(at, duration, k * n, where))
         del execs, duration, kind
     if wants & set(MEMORY):
         memory = records_of("memory", ["node_id", *MEMORY])
         at = cells(memory)
         for name in MEMORY:
             if name in wants:
-                sums[name] = grid(_sum(at, memory.column(name).to_numpy(), k * n))
+                sums[name] = grid(sum_at(at, memory.column(name).to_numpy(), k * n))
         del memory
     if records.max(initial=0) <= 1:  # one record per node and step, the usual case: no division
         numbers = {m: np.where(records > 0, v, 0) for m, v in sums.items() if m in wants}
@@ -152,7 +152,7 @@ def capture_steps(prof: Profile) -> int:
     return steps if steps > 1 else 0
 
 
-def _durations(execs: pa.Table, exact: bool) -> np.ndarray:
+def durations(execs: pa.Table, exact: bool) -> np.ndarray:
     """Each record's duration: whole µs, or with ``exact`` ns (``duration_ns``, else the µs)."""
     micros = execs.column("duration_micros").to_numpy()
     if not exact:
@@ -178,7 +178,7 @@ def step_means(prof: Profile) -> dict[str, pa.Table]:
     return {"metrics": step_numbers(prof, -1)}
 
 
-def _positions(column: pa.ChunkedArray, values: list[str]) -> np.ndarray:
+def positions(column: pa.ChunkedArray, values: list[str]) -> np.ndarray:
     """Per row, the position of its value in ``values``; -1 for any other value. A dictionary
     column is looked up once per dictionary entry, not once per row."""
     want = pa.array(values)
@@ -192,7 +192,7 @@ def _positions(column: pa.ChunkedArray, values: list[str]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _sum(row: np.ndarray, values: np.ndarray, n: int, where: np.ndarray | None = None) -> np.ndarray:
+def sum_at(row: np.ndarray, values: np.ndarray, n: int, where: np.ndarray | None = None) -> np.ndarray:
     """Per node row, the sum of ``values`` over the records at ``row`` (-1: no node), only
     those ``where`` is true if given."""
     out = np.zeros(n, np.int64)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tfprof.queries.arrays import in_id_order, rows_of
-from tfprof.queries.indexes.means import MEMORY, TIME, _durations, _positions, _sum
+from tfprof.queries.indexes.means import MEMORY, TIME, durations, positions, sum_at
 from tfprof.queries.ticks import time_scale
 
 if TYPE_CHECKING:
@@ -50,14 +50,14 @@ def step_totals(prof: Profile, steps: list[int]) -> tuple[np.ndarray, dict[str, 
     m = len(present)
     pos = {name: np.where(a >= 0, np.searchsorted(present, a), -1) for name, a in at.items()}
 
-    records = _sum(pos["node_steps"], np.ones(node_steps.num_rows, np.int64), m)
-    sums = {"run_count": _sum(pos["node_steps"], node_steps.column("run_count").to_numpy(), m)}
-    duration = _durations(execs, time_scale(prof) != 1)
-    kind = _positions(execs.column("kind"), ["accelerator", "cpu"])
+    records = sum_at(pos["node_steps"], np.ones(node_steps.num_rows, np.int64), m)
+    sums = {"run_count": sum_at(pos["node_steps"], node_steps.column("run_count").to_numpy(), m)}
+    duration = durations(execs, time_scale(prof) != 1)
+    kind = positions(execs.column("kind"), ["accelerator", "cpu"])
     for name, where in zip(TIME, (None, kind == 0, kind == 1)):
-        sums[name] = _sum(pos["execs"], duration, m, where)
+        sums[name] = sum_at(pos["execs"], duration, m, where)
     for name in MEMORY:
-        sums[name] = _sum(pos["memory"], memory.column(name).to_numpy(), m)
+        sums[name] = sum_at(pos["memory"], memory.column(name).to_numpy(), m)
     numbers = {name: np.where(records > 0, v // np.maximum(records, 1), 0) for name, v in sums.items()}
 
     # float ops: the static count times the run count where the node ran (in any step), the
@@ -71,12 +71,12 @@ def step_totals(prof: Profile, steps: list[int]) -> tuple[np.ndarray, dict[str, 
     if node_steps.column("float_ops").null_count < node_steps.num_rows:
         counted_flops = node_steps.column("float_ops")
         has = ~counted_flops.is_null().to_numpy(zero_copy_only=False)
-        per_run = _sum(pos["node_steps"], counted_flops.fill_null(0).to_numpy(), m, has)
-        counted = _sum(pos["node_steps"], has.astype(np.int64), m) > 0
+        per_run = sum_at(pos["node_steps"], counted_flops.fill_null(0).to_numpy(), m, has)
+        counted = sum_at(pos["node_steps"], has.astype(np.int64), m) > 0
         flops = np.where(counted, per_run // np.maximum(records, 1), flops)
     numbers["float_ops"] = flops
 
     step_of = present // n
-    totals = {name: _sum(step_of, numbers[name], k) for name in TOTALS}
+    totals = {name: sum_at(step_of, numbers[name], k) for name in TOTALS}
     totals["float_ops"] = totals["float_ops"] + int(static[~ran].sum())
     return wanted, totals
