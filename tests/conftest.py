@@ -148,6 +148,11 @@ SLOW_TESTS = {
         "test_reference_paths_print_what_the_kernels_print[multistep]": "~2 s each; gpu_tiny's stays",
         "test_reference_paths_print_what_the_kernels_print[rnn]": "~2 s each; gpu_tiny's stays",
     },
+    "test_follow_files.py": {
+        "test_served_commands_follow_a_replaced_or_deleted_store": "starts the resident server, `python -m tfprof` per case",
+        "test_served_commands_follow_a_trace_rewritten_in_place": "`python -m tfprof` through the server and alone",
+        "test_served_commands_read_a_manifest_rewritten_in_place_anew": "`python -m tfprof` through the server and alone",
+    },
     "test_foreign_advise.py": {
         "test_advise_runs_and_the_accelerator_check_is_silent_on_cpu": "`python -m tfprof advise` per capture",
         "test_pprof_of_the_code_view_holds_the_python_stacks": "`python -m tfprof code` per capture",

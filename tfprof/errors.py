@@ -3,7 +3,8 @@
     TfprofError                      root: the CLI turns any of these into one line and exit code 2
     ├── InputError (+ValueError)     a file the user gave cannot be used
     │   ├── InputNotFoundError       (+FileNotFoundError) no such file or directory
-    │   └── ProfileFormatError       the file is not what it was passed as, or is damaged
+    │   ├── ProfileFormatError       the file is not what it was passed as, or is damaged
+    │   └── ProfileChangedError      a loaded profile's files were replaced or deleted under it
     ├── OptionError (+ValueError)    an unknown option or a bad option value
     │   └── QueryError               a SQL query DuckDB cannot run
     ├── OutputError (+OSError)       an output cannot be written (a path, stdout, the temporary directory)
@@ -68,3 +69,12 @@ class UnknownTableError(OptionError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return printable(str(self.args[0])) if self.args else ""
+class ProfileChangedError(InputError):
+    """The store or file a profile was loaded from was replaced or deleted since: nothing more is
+    read from it into that profile (``deleted`` says which)."""
+
+    def __init__(self, message: str, *, deleted: bool = False) -> None:
+        super().__init__(message)
+        self.deleted = deleted
+
+

@@ -5,6 +5,13 @@ manifest. Opening a store reads only the manifest; a table is read (memory-mappe
 time it is used, and ``lazy(name)`` scans the file without reading columns the query does not use.
 A table's file is compared with its checksum when it is first used (``tfprof.manifest``), and
 SQL checks the files of the tables a query names.
+
+A profile opened from a store reads only that store: its identity (``tfprof.manifest.identity``)
+is taken when it is opened and compared before every read from it and every use of what was
+read or derived (``table``, ``memo``, ``index``; and after a read that is done at once), so a
+store replaced or deleted meanwhile (``ingest --force``, moved away and another put there,
+copied over in place) is a ``ProfileChangedError``, never a table of another generation beside
+those already read.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ from typing import TYPE_CHECKING, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.errors import ProfileFormatError, UnknownTableError
-from tfprof.manifest import recreate_hint
+from tfprof.errors import InputError, ProfileChangedError, ProfileFormatError, UnknownTableError
+from tfprof.manifest import identity, recreate_hint
 from tfprof.output import Inputs, PathLike, input_paths
 from tfprof.schema import TABLES
 from tfprof.store import (
@@ -61,6 +68,9 @@ class Profile:
                 if name not in self._tables:
                     self._tables[name] = TABLES[name].schema.empty_table()
         self._store = store
+        # the store's identity and manifest when it was opened (``open``): what every read checks
+        self._identity: tuple | None = None
+        self._manifest: dict | None = None
         # the tables a store was written without (tfprof.manifest.LATER_TABLES): empty, not measured
         self.predates: frozenset[str] = frozenset()
         # "run_metadata" when built from raw step stats, "profile" from a ProfileProto. tfprof
@@ -82,16 +92,42 @@ class Profile:
     def open(cls, path: PathLike) -> Profile:
         """Open a store directory without reading any table yet."""
         p = Path(path)
+        before = identity(p)
         manifest = read_manifest(p)  # checks every file's size
         check_tails(p, manifest)  # and that each ends as a complete file
+        if identity(p) != before:  # written meanwhile: what was read may be of two stores
+            raise ProfileChangedError(f"the store `{p}` changed while it was being opened (written again or "
+                                      "replaced); open it again once it is complete")
         kept = stored_tables(manifest)
         # a table the store predates (see tfprof.manifest.LATER_TABLES) is empty
         empty = {n: TABLES[n].schema.empty_table() for n in TABLES if n not in kept}
         prof = cls(empty, store=p, source=manifest.get("source", "profile"))
         prof.predates = frozenset(empty)
+        prof._identity, prof._manifest = before, manifest
         return prof
 
+    def check_unchanged(self) -> None:
+        """Raise ``ProfileChangedError`` if the store this profile was opened from is no longer
+        the one it opened (replaced, written again, deleted); a few ``stat`` calls. Every read
+        from the store calls it first; a profile in memory never changed."""
+        if self._identity is None:
+            return
+        now = identity(self._store)
+        if now == self._identity:
+            return
+        deleted = now is None
+        what = "deleted" if deleted else "replaced (written again, or another store put in its place)"
+        raise ProfileChangedError(
+            f"the store `{self._store}` was {what} after this profile was opened from it; nothing more is read "
+            "from it into this profile: open it again (or run the command again)", deleted=deleted)
+
     # ----------------------------------------------------------------------- access
+
+    @property
+    def identity(self) -> tuple | None:
+        """The store's identity when this profile opened it (``tfprof.manifest.identity``; None
+        for a profile in memory): what ``check_unchanged`` compares with."""
+        return self._identity
 
     @property
     def store(self) -> Path | None:
@@ -106,6 +142,7 @@ class Profile:
     def table(self, name: str) -> pa.Table:
         """Table ``name`` as Arrow (read from the store on first use)."""
         _check_table(name)
+        self.check_unchanged()  # read before or now, it is the opened store's only while that is there
         if name not in self._tables:
             assert self._store is not None
             self._tables[name] = self._read(name)
@@ -115,16 +152,25 @@ class Profile:
         """Table ``name`` (or some of its columns) from the store; a damaged file is named."""
         file = self._store_file(name)
         try:
-            return pq.read_table(file, columns=columns, memory_map=True)
+            table = pq.read_table(file, columns=columns, memory_map=True)
         except (pa.ArrowException, OSError, ValueError) as exc:  # ValueError: e.g. a footer's text not UTF-8
+            self.check_unchanged()  # a file gone with its store is the store gone, not damage
             raise undecodable(self._store, file, exc) from None
+        self.check_unchanged()  # replaced while it was read: the bytes may be the other store's
+        return table
 
     def _store_file(self, name: str) -> Path:
         """The store's Parquet file of table ``name``, its tail, checksum and schema checked once
-        per profile (the checksum once per process)."""
-        return self.memo(("table_file", name), lambda: self._checked_file(name))
+        per profile (the checksum once per process, and again when the file changes), after
+        ``check_unchanged``: the file is the opened store's."""
+        self.check_unchanged()
+        file, seen = self.memo(("table_file", name), lambda: self._checked_file(name))
+        if _file_stat(file) != seen:  # written in place since it was checked: check it again
+            file, seen = self._memo[("table_file", name)] = self._checked_file(name)
+        return file
 
-    def _checked_file(self, name: str) -> Path:
+    def _checked_file(self, name: str) -> tuple[Path, tuple | None]:
+        seen = _file_stat(self._store / f"{name}.parquet")
         file = table_file(self._store, name)
         verify_store_files(self._store, [file.name])
         try:
@@ -133,17 +179,19 @@ class Profile:
             raise undecodable(self._store, file, exc) from None
         if not schema.equals(TABLES[name].schema, check_metadata=False):  # e.g. another table's file
             raise ProfileFormatError(f"`{file}` does not hold the store's `{name}` table; {recreate_hint(self._store)}")
-        return file
+        return file, seen
 
-    def damage(self) -> ProfileFormatError | None:
+    def damage(self) -> InputError | None:
         """For a store, the first damaged file a full check finds (checksums, then decoding every
         table and index: ``verify_store``), or None: called when a query fails in a way no
-        check foresaw, to tell a damaged store from a bug."""
+        check foresaw, to tell a damaged store from a bug. A store replaced or deleted since it
+        was opened is that (``ProfileChangedError``), not the new store's damage."""
         if self._store is None:
             return None
         try:
+            self.check_unchanged()
             verify_store(self._store, checksums=True)
-        except ProfileFormatError as exc:
+        except (ProfileChangedError, ProfileFormatError) as exc:
             return exc
         return None
 
@@ -174,14 +222,17 @@ class Profile:
 
     def row_counts(self) -> dict[str, int]:
         """Rows per table (from the manifest for a store: nothing is read)."""
-        if self._store is not None:
-            counts = read_manifest(self._store)["tables"]
+        if self._store is not None:  # the manifest of the store as opened
+            counts = (self._manifest or read_manifest(self._store))["tables"]
             return {name: (self._tables[name].num_rows if name in self._tables else counts[name]) for name in TABLES}
         return {name: t.num_rows for name, t in self._tables.items()}
 
     def memo(self, key: object, compute):
         """``compute()``, remembered under ``key``: a profile never changes, so frames derived
-        from it (per-node metrics of a step, op-type lists, …) are computed once."""
+        from it (per-node metrics of a step, op-type lists, …) are computed once. Over a store,
+        only while the store is the one opened (``check_unchanged``): an index part is a memory
+        map of its file, which a store rewritten in place would change under it."""
+        self.check_unchanged()
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
@@ -193,6 +244,7 @@ class Profile:
 
         def load() -> dict[str, pl.DataFrame]:
             parts = read_index(self._store, name) if self._store is not None else None
+            self.check_unchanged()
             problem = build.check(parts, self) if parts is not None and hasattr(build, "check") else None
             if problem:  # values a kernel would index with out of range (queries.indexes.checks)
                 folder = self._store / "indexes" / name
@@ -223,7 +275,12 @@ class Profile:
             for name in tables_read(con, query):
                 if name not in self._tables:
                     self._store_file(name)
-        rows = sqlbox.query(con, query)
+        try:
+            rows = sqlbox.query(con, query)
+        except Exception:
+            self.check_unchanged()  # files gone with their store: say that, not DuckDB's words
+            raise
+        self.check_unchanged()  # the query read the files as it ran: they must be the opened store's
         if rows is None:  # a statement with no result
             rows = pa.table({})
         if output == "arrow":
@@ -245,6 +302,7 @@ class Profile:
         those a query names).
         """
         if self._store is not None:
+            self.check_unchanged()
             for name in TABLES:
                 if name not in self._tables:
                     self._store_file(name)
@@ -264,6 +322,15 @@ class Profile:
         counts = self.row_counts()
         where = f"store={str(self._store)!r}" if self._store else "in memory"
         return f"Profile({where}, nodes={counts.get('nodes', 0)}, steps={counts.get('steps', 0)})"
+
+
+def _file_stat(file: Path) -> tuple | None:
+    """A file's identity: what changes when it is written, even in place."""
+    try:
+        st = file.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def named_tables(con: duckdb.DuckDBPyConnection, query: str) -> set[str] | None:

@@ -14,11 +14,12 @@ from starlette.datastructures import QueryParams
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tfprof.errors import TfprofError
+from tfprof.errors import ProfileChangedError, TfprofError
 from tfprof.ui import guard, jobs
-from tfprof.ui.profiles import Profiles
+from tfprof.ui.profiles import ProfileGone, Profiles
 
 MAX_BODY = 256 * 1024  # a form body: a SQL query of 20,000 characters, each up to 4 bytes of UTF-8 percent-encoded
+CHANGED_TRIES = 3  # a request whose profile changed while it read it is asked again, up to this many times
 
 
 def json_response(data: Any, status: int = 200) -> Response:
@@ -64,7 +65,9 @@ class Call:
 
 def endpoint(fn: Callable[[Call], Response]):
     """An API endpoint: the token checked, then ``fn(call)`` run in a worker thread with the
-    profiles' lock (``jobs.run``); what it raises is mapped to a one-line answer."""
+    profiles' lock (``jobs.run``); what it raises is mapped to a one-line answer. A profile
+    replaced on disk while ``fn`` read it makes ``fn`` run again on the profile read anew
+    (``Profiles.reading``); one deleted is answered 410."""
 
     async def handler(request: Request) -> Response:
         state = request.app.state
@@ -85,7 +88,16 @@ def endpoint(fn: Callable[[Call], Response]):
             try:
                 with state.profiles.lock:
                     job.check()  # the client left while the request waited for the lock
-                    return fn(Call(request.path_params, params, state.profiles, job))
+                    for _ in range(CHANGED_TRIES):
+                        try:
+                            with state.profiles.reading():
+                                return fn(Call(request.path_params, params, state.profiles, job))
+                        except ProfileChangedError as exc:  # asked again: get() reads it anew or says it is gone
+                            changed = exc
+                    return error_response(409, f"{changed}, {CHANGED_TRIES} times running; ask again once "
+                                               "it is written")
+            except ProfileGone as exc:
+                return error_response(410, str(exc.args[0]))
             except LookupError as exc:
                 return error_response(404, str(exc.args[0]) if exc.args else "not found")
             except TfprofError as exc:  # BadRequest, a bad option, a refused or stopped query
