@@ -178,3 +178,93 @@ def store_flip(data: bytes, c) -> None:
     wrong = [key for key, value in _answers.items()
              if not (value.equals(answers[key]) if hasattr(value, "equals") else value == answers[key])]
     assert not wrong, f"`{name}` was changed behind the manifest and the store answered otherwise: {wrong}"
+
+
+# --------------------------------------------------------------------------- kineto_memory
+
+PIB = 1 << 50
+
+
+def memory_trace(data: bytes) -> bytes:
+    """A Kineto trace of one step marker, one op and ``[memory]`` instants read from ``data``:
+    the first line is the step marker's number (``ProfilerStep#<it>``), each further line an
+    instant, ``TS BYTES TOTAL_ALLOCATED [DEVICE_TYPE DEVICE_ID]``, each token a JSON literal as
+    written (``9223372036854775808``, ``-1e400``, ``NaN``, ``"abc"``, ``null``; ``-``: left out;
+    any other text: a string). So the fuzzer mutates the numbers the memory curves are made of."""
+    import json
+
+    lines = data.decode("utf-8", "replace").split("\n")
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{lines[0][:40]}", "pid": 1, "tid": 1,
+               "ts": 1000, "dur": 100, "args": {}},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1010, "dur": 50, "args": {}}]
+    for k, line in enumerate(lines[1:200]):
+        tokens = line.split()
+        values = [_literal(t) for t in tokens[:5]]
+        values += [None] * (5 - len(values))
+        ts, size, total, kind, device = values
+        args = {"Bytes": size, "Total Allocated": total, "Total Reserved": 0, "Device Type": kind if kind is not None
+                else 1, "Device Id": device if device is not None else 0, "Addr": 4096 + k}
+        args = {key: v for key, v in args.items() if v is not _ABSENT}
+        events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1,
+                       "ts": 1020 + k if ts in (None, _ABSENT) else ts, "args": args})
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events}, allow_nan=True)
+    return text.replace('"@RAW@', "").replace('@RAW@"', "").encode()
+
+
+_ABSENT = object()
+
+
+def _literal(token: str):
+    """A token of ``memory_trace``'s input as the value to write (module docstring)."""
+    import json
+
+    if token == "-":
+        return _ABSENT
+    try:
+        json.loads(token)
+    except ValueError:
+        if token in ("NaN", "Infinity", "-Infinity") or token.lstrip("-").replace(".", "", 1).replace("e", "", 1).isdigit():
+            return f"@RAW@{token}@RAW@"  # written bare, as a writer of such JSON would
+        return token
+    return f"@RAW@{token}@RAW@"
+
+
+def kineto_memory(data: bytes, c) -> None:
+    """The ``kineto_memory`` reader; ``c`` is the contract module. The trace loads or is refused
+    in one line (``contract._guard``); when it loads, no memory number is shown as if true that
+    cannot be: a sound row of ``tfprof memory`` has its levels within ±1 PiB, its peak at least
+    its start and its end, and no negative level where the trace records levels; a damaged row
+    is marked and the validation table says why; the ops' memory records hold no value below 0
+    or beyond 1 PiB."""
+    import polars as pl
+
+    import tfprof
+    from tfprof.api.memory import memory, memory_page, memory_report
+
+    path = c._write("memory.pt.trace.json", memory_trace(data))
+    prof = tfprof.load(path)
+    c.run_views(prof)
+    rows = memory(prof)
+    if rows.height == 0:
+        return
+    text = memory_report(prof)
+    page = memory_page(prof, None, None)
+    levels = ("start_bytes", "peak_bytes", "end_bytes", "allocated", "freed")
+    sound = rows.filter(pl.col("damage").is_null())
+    for r in sound.iter_rows(named=True):
+        assert all(r[k] is not None and abs(r[k]) <= PIB for k in levels), f"a sound row beyond 1 PiB: {r}"
+        assert r["peak_bytes"] >= r["start_bytes"] and r["peak_bytes"] >= r["end_bytes"], f"a peak below a level: {r}"
+        assert not r["exact"] or min(r["start_bytes"], r["end_bytes"]) >= 0, f"a recorded level below 0 unmarked: {r}"
+    damaged = rows.filter(pl.col("damage").is_not_null())
+    if damaged.height:
+        assert "! damaged" in text, "damaged rows shown without their mark"
+        codes = set(prof.table("validation").column("code").to_pylist())
+        assert codes & {"negative_memory_level", "memory_level_beyond"}, f"damage not in the validation table: {codes}"
+    beyond = damaged.filter(pl.col("damage").str.contains("beyond"))
+    assert all(beyond[k].is_null().all() for k in levels), "a level beyond 1 PiB shown as a number"
+    assert all(v is None or abs(v) <= PIB for _, v in page["curve"]), "the page draws a level beyond 1 PiB"
+    if page["shown"]["damage"]:
+        assert page["damage"], "the page shows a damaged row without saying so"
+    stored = prof.sql("select min(least(requested_bytes, peak_bytes, residual_bytes)) lo, "
+                      "max(greatest(requested_bytes, peak_bytes, residual_bytes)) hi from memory").row(0)
+    assert stored[0] is None or (stored[0] >= 0 and stored[1] <= PIB), f"a memory record out of range: {stored}"

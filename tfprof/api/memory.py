@@ -13,9 +13,10 @@ from tfprof.profile import Profile
 def memory(prof: Profile) -> pl.DataFrame:
     """Per allocator and step: ``events``, ``start_micros``/``end_micros`` (the step's first
     and last allocation event), ``start_bytes``, ``peak_bytes`` (first reached ``peak_micros``
-    after the start), ``end_bytes``, ``allocated``, ``freed`` and ``exact`` (the levels are the
-    allocator's own where the trace records them, else a running sum from the capture's first
-    event).
+    after the start; the start included), ``end_bytes``, ``allocated``, ``freed``, ``exact`` (the
+    levels are the allocator's own where the trace records them, else a running sum from the
+    capture's first event), ``relative`` (such a sum below 0) and ``damage`` (what cannot be
+    true: levels below 0 or beyond 1 PiB, whose numbers are null; null where nothing is wrong).
 
     >>> import tfprof
     >>> rows = memory(tfprof.load(tfprof.sample_path("torch")))
@@ -44,7 +45,9 @@ def pick(rows: pl.DataFrame, step: int | None, allocator: str | None) -> dict:
                               + f"; steps: {', '.join(map(str, rows['step'].unique().sort()))}")
     if chosen.height == 0:
         raise OptionError("this profile records no allocation events: there is no memory over time to show")
-    return chosen.sort("peak_bytes", "step", descending=[True, False]).row(0, named=True)
+    # (a damaged row is shown when asked for, never chosen as the highest peak while a sound one is there)
+    return chosen.sort(pl.col("damage").is_not_null(), "peak_bytes", "step", descending=[False, True, False],
+                       nulls_last=True).row(0, named=True)
 
 
 def peak_ops(prof: Profile, step: int, allocator: str, top: int = 10) -> pl.DataFrame:
@@ -80,10 +83,12 @@ def memory_page(prof: Profile, step: int | None, allocator: str | None, top: int
     """What the UI's Memory page draws: every allocator's steps (``rows``), the one shown
     (``shown``: ``step`` and ``allocator``, by default the highest peak), its curve (at most
     ``points`` points: beyond that each of ``points // 2`` equal slices of time keeps its lowest
-    and highest level, so the peak is always drawn) and the ops at its peak."""
+    and highest level, so the peak is always drawn; null where the level is beyond 1 PiB), the
+    ops at its peak, and ``damage``: a sentence when the shown row's levels cannot be true
+    (``memory``'s ``damage``), else None."""
     rows = memory(prof)
     if rows.height == 0:
-        return {"rows": [], "shown": None, "curve": [], "ops": []}
+        return {"rows": [], "shown": None, "curve": [], "ops": [], "damage": None}
     row = pick(rows, step, allocator)
     line = curve(prof, row["step"], row["allocator"])
     if line.height > points:
@@ -95,4 +100,13 @@ def memory_page(prof: Profile, step: int | None, allocator: str | None, top: int
                 .explode("in_use"))
     return {"rows": rows.to_dicts(), "shown": row,
             "curve": line.select("time_micros", "in_use").rows(),
-            "ops": peak_ops(prof, row["step"], row["allocator"], top).to_dicts()}
+            "ops": peak_ops(prof, row["step"], row["allocator"], top).to_dicts(),
+            "damage": damage_note(row)}
+
+
+def damage_note(row: dict) -> str | None:
+    """What the page says over a damaged row of ``memory`` (None for a sound one)."""
+    if not row.get("damage"):
+        return None
+    return (f"damaged: the trace's levels of {row['allocator']} in step {row['step']} cannot be true "
+            f"({row['damage']}); the numbers here are not memory in use (null beyond 1 PiB); see `tfprof check`")

@@ -2,26 +2,22 @@
 out of the totals; what they find becomes the ``validation`` table.
 
 ``Validator.batch`` checks (and clamps) one batch of tables as an ingest produces them, in
-whole-column numpy operations; ``Validator.finish`` adds the whole-profile checks and returns
-the ``validation`` table; ``validated`` does both for a dict of whole tables. A batch's
-``node_flops`` is derived here, from its clamped ``nodes``. ``tfprof.schema.checks.CHECKS`` lists every check with its severity. A check keeps its first
-``ROWS_PER_CODE`` findings, each naming a node and step, and counts the rest in one more row,
-so the table stays small for a profile of any size.
+whole-column numpy operations; ``Validator.finish`` adds the whole-profile checks (and those of
+``tfprof.ingest.whole_checks``) and returns the ``validation`` table; ``validated`` does both for a
+dict of whole tables. A batch's ``node_flops`` is derived here, from its clamped ``nodes``. Each
+check (``tfprof.schema.checks.CHECKS``) keeps its first ``ROWS_PER_CODE`` findings, each naming a
+node and step, and counts the rest in one more row, so the table stays small for any profile.
 
 Clamp rule (the real tool adds up whatever it reads, so a negative duration prints as negative
-time and large values wrap around int64; docs/COMPATIBILITY.md):
-
-* an exec record lasting less than 0 µs or more than a day counts as 0 µs (its run still counts);
-* a memory value (the bytes of ``memory``) below 0 or above 1 PiB counts as 0 bytes;
-* a negative run count counts as 0, and so does a negative float-op count in the views (the
-  table keeps it: TensorFlow's op-log builder writes -1 for some ops on empty tensors);
-* a shape with more elements than int64 holds gives 0 parameters (the real tool wraps);
-* a node's step that ends before it starts ends at its start.
-
-Timestamps before 1970 or after 2100 are kept as read: they enter no total. Every value a rule
-changed is counted in the table, the first ones with the value as read. What is left can still
-add up past int64 only over 10^8 records of a day each, or 8,192 of a pebibyte; the
-``sum_overflow`` check reports that case.
+time and large values wrap around int64; docs/COMPATIBILITY.md): an exec record lasting less
+than 0 µs or more than a day counts as 0 µs (its run still counts); a memory value (the bytes of
+``memory``) below 0 or above 1 PiB counts as 0 bytes; a negative run count counts as 0, and so
+does a negative float-op count in the views (the table keeps it: TensorFlow's op-log builder
+writes -1 for some ops on empty tensors); a shape with more elements than int64 holds gives 0
+parameters (the real tool wraps); a node's step that ends before it starts ends at its start.
+Timestamps before 1970 or after 2100 are kept as read: they enter no total. Every value a rule changed is
+counted in the table, the first ones with the value as read. What is left can still add up past int64 only
+over 10^8 records of a day each, or 8,192 of a pebibyte; the ``sum_overflow`` check reports that case.
 """
 
 from __future__ import annotations
@@ -33,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfprof.ingest.names import name_set
+from tfprof.ingest.whole_checks import WholeChecks
 from tfprof.schema import node_flops_table
 from tfprof.schema.checks import CHECKS, SEVERITIES
 from tfprof.schema.conform import conform
@@ -131,6 +128,7 @@ class Validator:
         self._sums = dict.fromkeys(SUMMED, 0.0)
         self._ids = np.zeros(0, np.int64)
         self._node_names: pa.ChunkedArray | None = None
+        self._whole = WholeChecks()  # what the whole-profile checks need of each batch
 
     def all_names(self, names: pa.Array, ids: np.ndarray) -> None:
         """Check the names of every node (``ids``) at once, instead of batch by batch: a
@@ -162,6 +160,7 @@ class Validator:
         if "nodes" in out:
             out["nodes"] = self._nodes(out["nodes"], out)
             out.setdefault("node_flops", node_flops_table(out["nodes"]))
+        self._whole.batch(out, self._ids)
         return out
 
     def _name(self, node_id: int) -> str:
@@ -321,6 +320,7 @@ class Validator:
                 self.found.add("graph_mismatch", 1, [(None, None, (
                     f"{self._runtime_ran:,} of the {self._runtime_ran + self._graph_ran:,} nodes that ran are not "
                     "in the graph; is the graph the one that ran?"))])
+        self._whole.report(self.found, self._name)
         for column, total in self._sums.items():
             if total > INT64_MAX:
                 self.found.add("sum_overflow", 1, [(None, None, (

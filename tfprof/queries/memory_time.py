@@ -7,7 +7,9 @@ curve: ``exact``. Elsewhere (a RunMetadata's or a ProfileProto's records) the cu
 running sum of the events' bytes from the capture's first event: memory allocated before the
 capture is not in it (``exact`` false). Events of one allocator at the same µs are one point
 (their bytes summed, the largest recorded level kept). An event without an allocator (a
-ProfileProto) counts on its node's device.
+ProfileProto) counts on its node's device. Levels that cannot be true (below 0 where recorded,
+beyond 1 PiB, sums int64 cannot hold) are marked per step, never shown as if true
+(``tfprof.schema.memory_levels``).
 
 An op's bytes *at the peak* are what its events of that step on that allocator allocated, net of
 what they freed, up to the peak's time: a trace records sizes, not which allocation a free
@@ -19,8 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.profile import Profile
-
-POINT = ("allocator", "step", "time_micros")
+from tfprof.schema import memory_levels
 
 
 def _events(prof: Profile) -> pl.DataFrame:
@@ -46,41 +47,21 @@ def _read_events(prof: Profile) -> pl.DataFrame:
 
 def memory_points(prof: Profile) -> pl.DataFrame:
     """One row per (allocator, step, µs) in time order: ``bytes`` (the events' sum), ``in_use``
-    (the allocator's level after them), ``events`` and ``exact`` (module docstring); made
+    (the allocator's level after them; null beyond 1 PiB), ``events`` and ``exact`` (module
+    docstring), and what cannot be true there (``tfprof.schema.memory_levels.points``); made
     once per profile (the steps, a curve and the ops at a peak all start from it)."""
-    return prof.memo("memory_points", lambda: _points(prof))
-
-
-def _points(prof: Profile) -> pl.DataFrame:
-    ev = _events(prof)
-    points = (ev.group_by(POINT).agg(pl.col("bytes").sum(), pl.col("bytes_in_use").max(), pl.len().alias("events"))
-              .sort("allocator", "time_micros", "step"))
-    exact = points.group_by("allocator").agg(pl.col("bytes_in_use").is_not_null().all().alias("exact"))
-    return (points.join(exact, on="allocator", how="left")
-            .with_columns(pl.when("exact").then(pl.col("bytes_in_use"))
-                          .otherwise(pl.col("bytes").cum_sum().over("allocator")).alias("in_use"))
-            .select(*POINT, "bytes", "in_use", "events", "exact"))
+    return prof.memo("memory_points", lambda: memory_levels.points(_events(prof)))
 
 
 def memory_steps(prof: Profile) -> pl.DataFrame:
     """Per allocator and step: ``events``; the step's first and last event (µs); the level
-    before the first (``start_bytes``), at the peak (``peak_bytes``, first reached at
-    ``peak_micros`` after the step's first event) and after the last (``end_bytes``); the bytes
-    ``allocated`` and ``freed``; ``exact`` (module docstring). Sorted by allocator, then step."""
-    points = memory_points(prof)
-    return (points.group_by("allocator", "step").agg(
-        pl.col("events").sum(),
-        pl.col("time_micros").min().alias("start_micros"),
-        pl.col("time_micros").max().alias("end_micros"),
-        (pl.col("in_use") - pl.col("bytes")).first().alias("start_bytes"),
-        pl.col("in_use").max().alias("peak_bytes"),
-        (pl.col("time_micros").filter(pl.col("in_use") == pl.col("in_use").max()).first()
-         - pl.col("time_micros").min()).alias("peak_micros"),
-        pl.col("in_use").last().alias("end_bytes"),
-        pl.col("bytes").filter(pl.col("bytes") > 0).sum().alias("allocated"),
-        (-pl.col("bytes").filter(pl.col("bytes") < 0).sum()).alias("freed"),
-        pl.col("exact").first(),
-    ).sort("allocator", "step"))
+    before the first (``start_bytes``), at the peak (``peak_bytes``, the start included, first
+    reached ``peak_micros`` after the step's first event) and after the last (``end_bytes``);
+    the bytes ``allocated`` and ``freed``; ``exact`` (module docstring); ``relative`` (a running
+    sum below 0: memory from before the capture freed in it); ``damage``: what cannot be true
+    (levels below 0, or beyond 1 PiB, whose numbers are null), null where nothing is wrong
+    (``tfprof.schema.memory_levels``). Sorted by allocator, then step."""
+    return prof.memo("memory_steps", lambda: memory_levels.steps(memory_points(prof)))
 
 
 def memory_curve(prof: Profile, step: int, allocator: str) -> pl.DataFrame:
@@ -92,9 +73,10 @@ def memory_curve(prof: Profile, step: int, allocator: str) -> pl.DataFrame:
 
 def at_peak(prof: Profile, step: int, allocator: str, top: int = 10) -> pl.DataFrame:
     """The ops with the most bytes allocated (net of frees) on ``allocator`` in ``step`` up to
-    that step's peak: ``node_id``, ``name``, ``bytes``, ``events``; largest first, ``top`` rows."""
+    that step's peak: ``node_id``, ``name``, ``bytes``, ``events``; largest first, ``top`` rows;
+    none where the step's levels are beyond 1 PiB (its peak is unknown)."""
     steps = memory_steps(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator))
-    if steps.height == 0:
+    if steps.height == 0 or steps["peak_micros"][0] is None:
         return pl.DataFrame(schema={"node_id": pl.Int64, "name": pl.String, "bytes": pl.Int64, "events": pl.UInt32})
     peak_at = steps["start_micros"][0] + steps["peak_micros"][0]
     ev = _events(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from tfprof.errors import OptionError
+from tfprof.schema.bounds import view_range
 from tfprof.schema.metrics import METRIC_LIST, derived, registered
 
 # Select fields in tfprof's own order of definition (kShown); the text views print them in a
@@ -185,10 +186,12 @@ class Options:
                 raise OptionError(f"Option `{name}` takes an integer, not `{v}`")
             # tfprof takes negative values silently (max_depth -1 prints the root alone, a
             # negative min_* filters nothing); a negative depth or threshold is a typo to report.
-            lowest = -1 if name == "step" else 0
+            lowest, highest = view_range(name)
             if v < lowest:
                 what = "a step, or -1 for the mean over steps" if name == "step" else "0 or more"
                 raise OptionError(f"Option `{name}` takes {what}, not `{v}`")
+            if v > highest:  # (an int64 everywhere below: a larger one would overflow in a query)
+                raise OptionError(f"Option `{name}` takes an integer from {lowest} to {highest}, not `{v}`")
         if self.order_by not in ORDER_BY and self.order_by != "":
             raise OptionError(unknown_value("order_by value", self.order_by, ORDER_BY))
         # select is a set in tfprof: sorted, duplicates removed. A name tfprof does not know is

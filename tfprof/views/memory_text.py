@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import polars as pl
 
+from tfprof.schema.memory_levels import BEYOND
 from tfprof.views.units import aligned, fmt_memory, fmt_time
 
 
-def _size(b: int) -> str:
+def _size(b: int | None) -> str:
+    if b is None:  # beyond 1 PiB: a sum that wrapped, or a level no device holds
+        return "?"
     return ("-" + fmt_memory(-b)) if b < 0 else fmt_memory(b)
+
+
+def _mark(r: dict) -> str:
+    return ("" if r["exact"] else " *") + (" !" if r.get("damage") else "")
 
 
 def render_memory(rows: pl.DataFrame, row: dict, ops: pl.DataFrame) -> str:
@@ -17,19 +24,33 @@ def render_memory(rows: pl.DataFrame, row: dict, ops: pl.DataFrame) -> str:
     ``row``'s step on its allocator."""
     table = [("allocator", "step", "events", "start", "peak", "peak at", "end", "allocated", "freed")]
     for r in rows.iter_rows(named=True):
-        table.append((r["allocator"] + ("" if r["exact"] else " *"), str(r["step"]), f"{r['events']:,}",
-                      _size(r["start_bytes"]), _size(r["peak_bytes"]), "+" + fmt_time(r["peak_micros"]),
+        table.append((r["allocator"] + _mark(r), str(r["step"]), f"{r['events']:,}",
+                      _size(r["start_bytes"]), _size(r["peak_bytes"]),
+                      "?" if r["peak_micros"] is None else "+" + fmt_time(r["peak_micros"]),
                       _size(r["end_bytes"]), _size(r["allocated"]), _size(r["freed"])))
     out = ["memory in use per allocator and step (peak at: time after the step's first allocation event)\n",
            aligned(table)]
     if not rows["exact"].all():
         out.append("* the trace does not record this allocator's level: a running sum of its events from the "
                    "capture's first one (memory allocated before the capture is not counted)\n")
-    out.append(f"\nops with the most bytes allocated at the peak of step {row['step']} on {row['allocator']} "
+    if "relative" in rows.columns and rows["relative"].any():
+        out.append("  it goes below 0 where the capture freed memory allocated before it: those levels are "
+                   "relative to the capture's start\n")
+    if "damage" in rows.columns and rows["damage"].is_not_null().any():
+        damaged = rows.filter(pl.col("damage").is_not_null())
+        reasons = damaged["damage"].str.split(", ").explode().unique(maintain_order=True).to_list()
+        unknown = "; ? where beyond it, or beyond int64" if BEYOND in reasons else ""
+        out.append(f"! damaged: levels or bytes no allocator can have ({', '.join(reasons)}{unknown}): not memory "
+                   "in use; see `tfprof check`\n")
+    out.append(f"\nops with the most bytes allocated at the peak of step {row['step']} on {row['allocator']}{_mark(row)} "
                f"({_size(row['peak_bytes'])}, net of what they freed by then):\n")
     if ops.height:
         out.append(aligned([(_size(r["bytes"]), f"{r['events']} event{'s' if r['events'] != 1 else ''}", r["name"])
                              for r in ops.iter_rows(named=True)]))
+    elif row.get("damage") and row["peak_micros"] is None:
+        out.append("unknown: the step's levels are damaged (above)\n")
+    elif row["peak_micros"] == 0 and row["peak_bytes"] == row["start_bytes"]:
+        out.append("none: the peak is the level the step started at\n")
     else:
         out.append("none: every op had freed as much as it allocated\n")
     return "".join(out)

@@ -157,13 +157,14 @@ def _stacks(ev: pl.DataFrame, frame_parent: np.ndarray, rows: np.ndarray, node_i
 
 def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array | list | None = None,
           counters: pl.DataFrame | None = None, flops: Flops | None = None,
-          job: dict | None = None, tell: Tell = silent) -> dict[str, pa.Table]:
+          job: dict | None = None, tell: Tell = silent, findings: validate.Findings | None = None) -> dict[str, pa.Table]:
     """tfprof's tables (plus trace_events, counters, flows and kernels) from a reader's normalized
     events; ``args``: their ``args`` apart from the frame (an Arrow array, which polars would
     copy), indexed by event id, when the frame has none;
     ``flops`` estimates each op execution's float ops (None: the reader has no count);
     ``job``: the ``info`` table's ``rank``, ``world_size`` and ``host`` where the trace records them;
-    ``tell`` is told how far it has got (``progress``).
+    ``tell`` is told how far it has got (``progress``); ``findings``: what the reader found
+    itself, for the ``validation`` table.
     Given in a one-item list, the events are taken over (the list is emptied), so that their
     text columns are freed once build holds its own categorical copy of them; so are the
     ``args``, freed once the trace table holds its copy of them."""
@@ -224,6 +225,8 @@ def build(ev: pl.DataFrame | list[pl.DataFrame], *, args: pl.Series | pa.Array |
                              .alias("node_id"), _us(pl.col("start_ns")).alias("end_micros")),
     ], how="diagonal")
     found = validate.Findings()
+    if findings is not None:
+        found.merge(findings)
     unlinked = own.filter(~pl.col("linked"))
     found.add("unlinked_gpu_event", unlinked.height, gpu.findings_rows(unlinked))
     # the tables that keep every event read only these columns: the rest, and the arrays per event

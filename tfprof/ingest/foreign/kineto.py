@@ -24,6 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from tfprof.errors import ProfileFormatError
+from tfprof.ingest import validate
 from tfprof.ingest.foreign import build, codes, memory, paths, torch_flops, trace_columns, trace_json
 from tfprof.ingest.foreign.progress import Tell, part, silent
 from tfprof.ingest.sources import one_line
@@ -97,6 +98,7 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
         bad = ev.filter(pl.col("dur_ns") < 0).row(0, named=True)
         raise ProfileFormatError(f"`{path}`: event `{bad['name']}` has a negative duration ({bad['dur_ns']} ns)")
     _check_bytes(path, ev)
+    found = _bad_steps(ev)
     counters = _counters(path, counter_events, side["args"], ev, base)
     args = side["args"]  # handed over to build, as the events are (a chunked array when the file was read in windows)
     args = [args.chunk(0) if args.num_chunks == 1 else args]
@@ -104,7 +106,7 @@ def read(path: Path, data, tell: Tell = silent) -> dict[str, pa.Table]:
     owned = [ev]
     del ev
     tables = build.build(owned, args=args, counters=counters, flops=torch_flops.per_execution, job=_job(path, top),
-                         tell=part(tell, 0.55, 1))
+                         tell=part(tell, 0.55, 1), findings=found)
     formulas = {op: parts[0][0] for op, parts in torch_flops.RULES.items()}  # (its first part's)
     return {**tables, "node_flops": node_flops_table(tables["nodes"], formulas, estimated=True)}
 
@@ -156,16 +158,35 @@ def _check_times(path: Path, events: pl.DataFrame, where: pl.Expr, base: int, fi
 
 def _check_bytes(path: Path, ev: pl.DataFrame) -> None:
     """A ``[memory]`` instant whose ``Bytes`` is missing, not a number, or not a whole number
-    int64 holds is an error naming it: left out, it would make every total wrong unseen."""
-    bad = ev.lazy().filter((pl.col("role") == "memory") & pl.col("mem_bytes").is_null()).select(
-        "_bytes", "ts").collect()
+    int64 holds is an error naming it: left out, it would make every total wrong unseen. So is
+    a ``Total Allocated`` given but not such a number (beyond int64, fractional, a word): read as
+    none, it would turn the allocator's recorded levels into a running sum unseen. (One that is
+    not finite, ``NaN``, is a counter sample left out and reported: ``non_finite_counter``.)"""
+    memory_rows = pl.col("role") == "memory"
+    not_finite = pl.col("_total").cast(pl.Float64, strict=False).is_finite().not_().fill_null(False)
+    bad = ev.lazy().filter(memory_rows & (pl.col("mem_bytes").is_null()
+                                          | (pl.col("_total").is_not_null() & pl.col("in_use").is_null()
+                                             & not_finite.not_()))).select(
+        "_bytes", "_total", "ts", pl.col("mem_bytes").is_null().alias("_on_bytes")).collect()
     if bad.height:
         row = bad.row(0, named=True)
-        raw = row["_bytes"]
-        what = "no `Bytes`" if raw is None else f"`Bytes` {raw}, not a whole number of bytes within ±9.2e18 (int64)"
+        raw = row["_bytes"] if row["_on_bytes"] else row["_total"]
+        field = "Bytes" if row["_on_bytes"] else "Total Allocated"
+        what = "no `Bytes`" if raw is None else f"`{field}` {raw}, not a whole number of bytes within ±9.2e18 (int64)"
         more = f" ({bad.height - 1:,} more like it)" if bad.height > 1 else ""
         raise ProfileFormatError(f"`{path}`: the `{MEMORY_EVENT}` event at ts {row['ts']!r} µs has {what}{more}; "
                                  "the trace is damaged")
+
+
+def _bad_steps(ev: pl.DataFrame) -> validate.Findings:
+    """The step markers whose number is no step number (read as annotations), as findings."""
+    found = validate.Findings()
+    bad = ev.lazy().filter(pl.col("_bad_step")).select(pl.col("name").cast(pl.String), "ts").collect()
+    found.add("bad_step_marker", bad.height, [
+        (None, None, f"`{one_line(r['name'])}` at ts {r['ts']!r} µs: its number is not a whole number from 0 to "
+                     f"{2**63 - 1:,}, so it marks no step (read as an annotation)")
+        for r in bad.head(validate.ROWS_PER_CODE).iter_rows(named=True)])
+    return found
 
 
 _FRAME_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
@@ -266,6 +287,7 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
         *(_on_rows(ev, side, where["_dma"], copy_direction=pl.col("args").str.json_path_match("$.direction"))
           if len(where["_dma"]) else ()),  # (only MTIA's copies: build.ABSENT_COLUMNS)
         *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
+                  _total=_arg("Total Allocated"),
                   in_use=_whole(_arg("Total Allocated")),
                   allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
                   **{f"_{series}": _arg(series).cast(pl.Float64, strict=False) for series in _TOTALS}),
@@ -284,7 +306,8 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     distinct triple and gathered back per event: ``phase``, ``role``, ``label`` (the name of an op,
     module or annotation is one scope level; a code frame keeps its file path), ``accelerator``, ``_launched`` (a GPU event or a runtime call that may launch one),
     ``_memory``, ``_dma`` (an MTIA copy, whose direction is in its args), ``backward`` (an autograd node's op: ``autograd::engine::evaluate_function: X``, or
-    ``XBackward<N>`` as PyTorch 1.8 names it) and ``step_num``."""
+    ``XBackward<N>`` as PyTorch 1.8 names it), ``step_num`` and ``_bad_step`` (a step marker whose
+    number is not a step number)."""
     first, inverse = codes.distinct(*keys)
     keys = keys[first].select(pl.all().cast(pl.String))
     name, cat, ph = pl.col("name"), pl.col("cat").fill_null(""), pl.col("ph")
@@ -292,8 +315,13 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
     accelerator = cat.is_in(ACCELERATOR_CATEGORIES) & ~marks
     span = ph == "X"
     is_memory = ph.is_in(["i", "I"]) & (name == MEMORY_EVENT)
+    # a step marker's number: a whole number from 0 to int64's largest, else the marker is no step
+    # (`ProfilerStep#abc`, `#-1`, `#1e30`: an annotation, counted as `bad_step_marker`)
+    number = name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False)
+    step_num = pl.when(name.str.starts_with(STEP_PREFIX) & (number >= 0)).then(number)
+    marker = span & cat.is_in(STEP_CATEGORIES) & name.str.starts_with(STEP_PREFIX)
     role = (
-        pl.when(span & cat.is_in(STEP_CATEGORIES) & name.str.starts_with(STEP_PREFIX)).then(pl.lit("step"))
+        pl.when(marker & step_num.is_not_null()).then(pl.lit("step"))
         .when(span & (cat.is_in(CPU_OP_CATEGORIES) | accelerator)).then(pl.lit("op"))
         .when(span & (cat == "user_annotation")).then(pl.lit("scope"))
         .when(span & (cat == "python_function") & name.str.starts_with(MODULE_PREFIX)).then(pl.lit("scope"))
@@ -315,8 +343,8 @@ def _by_kind(keys: pl.DataFrame) -> list[pl.Series]:
         is_memory.alias("_memory"),
         (accelerator & (name == DMA_COPY)).alias("_dma"),
         (name.str.starts_with(paths.BACKWARD_PREFIX) | name.str.contains(paths.BACKWARD_NAME)).alias("backward"),
-        pl.when(name.str.starts_with(STEP_PREFIX)).then(name.str.strip_prefix(STEP_PREFIX).cast(pl.Int64, strict=False))
-        .alias("step_num"),
+        step_num.alias("step_num"),
+        (marker & step_num.is_null()).alias("_bad_step"),
     )
     at = pl.Series(inverse)
     return [found[c].gather(at) for c in found.columns]

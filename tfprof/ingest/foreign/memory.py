@@ -80,9 +80,9 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
     accelerator = pl.col("allocator").str.contains(ACCELERATOR_ALLOCATOR)
     per_exec = per_allocator.group_by(record).agg(
         pl.col("end_micros").max(),
-        pl.col("total_bytes").sum().alias("requested_bytes"),
-        pl.col("peak_bytes").sum(),
-        pl.col("live_bytes").sum().alias("residual_bytes"),
+        *(_saturated_sum(column, name) for column, name in (("total_bytes", "requested_bytes"),
+                                                            ("peak_bytes", "peak_bytes"),
+                                                            ("live_bytes", "residual_bytes"))),
         pl.col("allocator_bytes_in_use").filter(accelerator).max().fill_null(0),
     ).sort("_record").with_columns(pl.int_range(pl.len()).over("node_id", "step").cast(pl.Int32).alias("seq"))
     memory = per_exec.select("node_id", "step", "seq", pl.col("end_micros").alias("memory_micros"),
@@ -93,6 +93,12 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
         "total_bytes", "peak_bytes", "live_bytes", pl.col("allocator_bytes_in_use").fill_null(0))
     return {"memory": conform("memory", memory.to_arrow()), "allocations": conform("allocations", allocations.to_arrow()),
             "allocator_memory": conform("allocator_memory", by_allocator.to_arrow())}
+
+
+def _saturated_sum(column: str, name: str) -> pl.Expr:
+    """The sum of ``column`` as ``name``: int64's largest where it would be beyond ``SATURATED``."""
+    return (pl.when(pl.col(column).cast(pl.Float64).sum() > SATURATED).then(pl.lit(np.iinfo(np.int64).max))
+            .otherwise(pl.col(column).sum()).alias(name))
 
 
 def _per_allocator(mem: pl.DataFrame) -> pl.DataFrame:
@@ -114,14 +120,32 @@ def _per_allocator(mem: pl.DataFrame) -> pl.DataFrame:
     amount = mem["mem_bytes"].fill_null(0).to_numpy()[order]
     running = np.cumsum(amount)
     live = running - np.repeat(running[starts] - amount[starts], size)
+    # the same in floating point: where a sum is beyond what int64 holds it wrapped above, and
+    # is given as int64's largest instead (the validation counts it as 0 and reports it)
+    f_amount = amount.astype(np.float64)
+    f_running = np.cumsum(f_amount)
+    f_live = f_running - np.repeat(f_running[starts] - f_amount[starts], size)
     first, last = order[starts], order[starts + size - 1]
     return mem[first].select("_record", "node_id", "step", "allocator").with_columns(
         pl.Series("end_micros", np.maximum.reduceat(mem["end_micros"].to_numpy()[order], starts)),
-        pl.Series("total_bytes", np.add.reduceat(np.maximum(amount, 0), starts)),
-        pl.Series("peak_bytes", np.maximum(np.maximum.reduceat(live, starts), 0)),
-        pl.Series("live_bytes", np.maximum(np.add.reduceat(amount, starts), 0)),
+        pl.Series("total_bytes", _saturated(np.add.reduceat(np.maximum(amount, 0), starts),
+                                            np.add.reduceat(np.maximum(f_amount, 0), starts))),
+        pl.Series("peak_bytes", _saturated(np.maximum(np.maximum.reduceat(live, starts), 0),
+                                           np.maximum.reduceat(np.abs(f_live), starts))),
+        pl.Series("live_bytes", _saturated(np.maximum(np.add.reduceat(amount, starts), 0),
+                                           np.abs(np.add.reduceat(f_amount, starts)))),
         mem["in_use"].gather(last).alias("allocator_bytes_in_use"),
     )
+
+
+def _saturated(exact: np.ndarray, approx: np.ndarray) -> np.ndarray:
+    """``exact`` (int64 sums, which may have wrapped) with int64's largest where ``approx`` (the
+    same sums in floating point, or a bound of them) is beyond ``SATURATED``."""
+    return np.where(approx > SATURATED, np.iinfo(np.int64).max, exact)
+
+
+SATURATED = 2.0**62
+"""A sum beyond this may be wrong in int64 (a float's rounding is far below the margin to 2**63)."""
 
 
 def outside_steps(mem: pl.DataFrame, us) -> pl.DataFrame:

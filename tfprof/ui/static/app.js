@@ -447,19 +447,21 @@ async function loadMemory() {
   const pick = el("div", "pick"), sel = el("select");
   sel.name = "memory-pick";
   for (const r of m.rows) {
-    const o = new Option(`${r.allocator} · step ${r.step} · peak ${Fmt.memory(r.peak_bytes)}`, `step=${r.step}&allocator=${encodeURIComponent(r.allocator)}`);
+    const o = new Option(`${r.allocator} · step ${r.step} · peak ${r.peak_bytes === null ? "?" : Fmt.memory(r.peak_bytes)}${r.damage ? " · damaged" : ""}`, `step=${r.step}&allocator=${encodeURIComponent(r.allocator)}`);
     o.selected = r.step === s.step && r.allocator === s.allocator;
     sel.appendChild(o);
   }
   sel.addEventListener("change", () => { state.memoryPick = sel.value; refresh(); });
   pick.append(el("span", null, "show"), sel);
   if (!s.exact) pick.appendChild(el("small", null, "the trace does not record this allocator's level: a running sum of its events from the capture's first"));
+  if (m.damage) card.appendChild(el("div", "card warn", m.damage));
   const onTimeline = el("a", "to-timeline", "the peak on the timeline →");
   onTimeline.title = `step ${s.step}'s timeline, zoomed to the moment of the peak`;
   onTimeline.addEventListener("click", () => { state.timelineFocus = { step: s.step, at: s.start_micros + s.peak_micros }; state.loaded.timeline = null; setTab("timeline"); });
   pick.appendChild(onTimeline);
   card.appendChild(pick);
-  card.appendChild(memoryChart(m.curve, s));
+  // (a level beyond 1 PiB is null: damaged, not drawn)
+  if (s.peak_bytes !== null) card.appendChild(memoryChart(m.curve.filter((p) => p[1] !== null), s));
   const ops = el("div", "card");
   ops.appendChild(el("h3", null, `Allocated when the peak came (${Fmt.memory(s.peak_bytes)}, +${Fmt.time(s.peak_micros)}), net of what each op freed by then`));
   const most = Math.max(...m.ops.map((r) => r.bytes), 0) || 1;
