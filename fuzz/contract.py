@@ -28,6 +28,14 @@ Readers (``READERS``):
   made to match, to reach the decoding behind the check.
 * ``catalog``, ``store_flip``: crafted surroundings (``hostile.py``): a catalog whose run list
   and folders point outside it, and a store file changed behind its manifest.
+* ``kineto_memory``: a Kineto trace whose ``[memory]`` instants carry the input's numbers
+  (``hostile.py``): levels below 0, beyond int64, sums that would wrap, markers that are no step;
+  whatever loads shows no memory number as if true that cannot be.
+* ``s3``: a catalog in object storage whose service answers with hostile responses
+  (``hostile_s3.py``): damaged locks, objects of the wrong size, replaced while read, lying
+  ``Content-Range`` and Date headers, a run list replaced.
+* ``job``: a distributed job's folder of crafted traces and file names (``hostile_job.py``), read
+  by ``ranks`` and added to a catalog whose other run must still read.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ import tfprof
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile  # noqa: E402
+import hostile_job  # noqa: E402
+import hostile_s3  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -356,6 +366,9 @@ READERS = {
     "xspace": _xspace,
     "catalog": lambda data: hostile.catalog(data, sys.modules[__name__]),
     "store_flip": lambda data: hostile.store_flip(data, sys.modules[__name__]),
+    "kineto_memory": lambda data: hostile.kineto_memory(data, sys.modules[__name__]),
+    "s3": lambda data: hostile_s3.s3(data, sys.modules[__name__]),
+    "job": lambda data: hostile_job.job(data, sys.modules[__name__]),
 }
 
 

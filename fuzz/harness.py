@@ -45,6 +45,8 @@ def main() -> None:
 
         import tfprof  # noqa: F401
         import tfprof.api  # noqa: F401
+        import tfprof.catalog.remote  # noqa: F401
+        import tfprof.catalog.storage  # noqa: F401
         import tfprof.ingest.checkpoint  # noqa: F401
         import tfprof.ingest.foreign.kineto  # noqa: F401
         import tfprof.ingest.foreign.xspace  # noqa: F401

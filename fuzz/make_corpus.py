@@ -155,6 +155,15 @@ def seeds(reader: str) -> dict[str, bytes]:
         out["absolute"] = b"\x00@OUT@/victim.txt\n@OUT@/sub"
         out["copies_outside"] = b"\x00" + "\n".join(f"../outside/{p.name}" for p in _catalog_parts()).encode()
         out.update({f"{twist}": bytes([k]) for k, twist in enumerate(TWISTS) if k})
+    elif reader == "kineto_memory":  # hostile.memory_trace: the step number, then `TS BYTES TOTAL` a line
+        out["levels"] = b"1\n1020 100 100\n1030 50 150\n1040 -150 0"
+        out["running_sum"] = b"1\n1020 100 -\n1030 -300 -\n1040 64 -"
+        out["cpu_and_gpu"] = b"3\n1020 64 64 0 -1\n1021 128 128 1 0\n1030 -64 0 0 -1"
+        out["bad_negative_level"] = b"1\n1020 100 100\n1030 -200 -100"
+        out["bad_wrap"] = f"1\n1020 {2**63 - 808} -\n1030 {2**63 - 808} -\n1040 1648 -".encode()
+        out["bad_total_beyond_int64"] = f"1\n1020 100 {2**64 - 1}".encode()
+        out["bad_step_abc"] = b"abc\n1020 100 100"
+        out["bad_nan"] = b"1\n1020 NaN 1e400"
     elif reader == "store_flip":
         from tfprof.store import MANIFEST
 
@@ -164,6 +173,35 @@ def seeds(reader: str) -> dict[str, bytes]:
             mid = len(seed) - (len(seed) - len(name) - 1) // 2
             out[name.replace("/", "_")] = seed
             out["bad_" + name.replace("/", "_") + "_flip"] = seed[:mid] + bytes([seed[mid] ^ 0x10]) + seed[mid + 1:]
+    elif reader == "s3":  # hostile_s3.py: lock flag, lie, target, then lock \n--\n extra \n--\n \n--\n run list
+        from hostile_s3 import LIES
+
+        sep = b"\n--\n"
+        out["plain"] = b"\x00\x00\x00"
+        for k, lie in enumerate(LIES[1:], 1):
+            out[f"lie_{lie}"] = bytes([0, k, 3]) + sep + b"9" * 40 + sep
+        out["bad_lock_nan"] = b"\x01\x00\x00" + b'{"owner": "w", "ttl": NaN}'
+        out["bad_lock_string"] = b"\x01\x00\x00" + b'{"owner": "w", "ttl": "60"}'
+        out["live_lock"] = b"\x01\x00\x00" + b'{"owner": "w", "ttl": 60}'
+        out["bad_run_list"] = b"\x00\x00\x00" + sep + sep + sep + b"PAR1 not really PAR1"
+    elif reader == "job":  # hostile_job.py: sections of `name\nbody`, separated by \n--\n
+        import gzip
+
+        def section(name: str | bytes, trace: dict) -> bytes:
+            return (name.encode() if isinstance(name, str) else name) + b"\n" + json.dumps(trace).encode()
+
+        traces = [json.loads(gzip.decompress(p.read_bytes())) for p in sorted((FIXTURES / "ranks" / "gloo4").glob("rank-*"))]
+        small = [dict(t, traceEvents=t["traceEvents"][:120]) for t in traces]
+        sep = b"\n--\n"
+        out["gloo4"] = sep.join(section(f"rank-{r}.pt.trace.json", t) for r, t in enumerate(small))
+        out["rank_beyond_int64"] = section("rank-99999999999999999999999.pt.trace.json", small[0]) + sep + \
+            section("rank-1.pt.trace.json", small[1])
+        out["rank_1e9"] = section("rank-0.pt.trace.json", small[0]) + sep + section(
+            "rank-1.pt.trace.json", dict(small[1], distributedInfo=dict(small[1]["distributedInfo"], rank=1_000_000_000)))
+        out["two_claim_one_rank"] = section("rank-1.pt.trace.json", small[1]) + sep + section("b.pt.trace.json", small[1])
+        out["not_utf8_name"] = section(b"rank-1\xff.pt.trace.json", small[1]) + sep + section("rank-0.pt.trace.json", small[0])
+        out["world_size_huge"] = section("rank-0.pt.trace.json", dict(
+            small[0], distributedInfo=dict(small[0]["distributedInfo"], world_size=2**40)))
     elif reader == "xspace":
         out["jax_mlp"] = (FOREIGN / "jax_mlp.xplane.pb").read_bytes()
         out["tf2_keras_cut"] = _xspace_cut("tf2_keras.xplane.pb")

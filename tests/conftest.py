@@ -235,6 +235,9 @@ SLOW_TESTS = {
 SAMPLED = {
     "test_catalog.py": {"test_every_golden_case_through_a_run_of_the_catalog": 12},
     "test_catalog_s3.py": {"test_every_golden_case_through_a_run_in_s3": 8},
+    # each case adds two runs to moto's S3 and runs a dozen commands (~3 s)
+    "test_catalog_remote_damage.py": {"test_one_damaged_run_in_s3_leaves_the_others_readable": 3,
+                                      "test_writers_keep_a_damaged_run_and_never_delete_what_another_row_lists": 2},
     "test_diff_samples.py": {"test_one_pass_samples_equal_a_view_run_per_step": 8},
     "test_diff_text.py": {"test_text_equals_the_row_by_row_report": 12},
     "test_golden.py": {"test_golden": 32},

@@ -128,3 +128,104 @@ def test_a_catalog_of_the_three_level_layout_is_upgraded_by_the_next_add(tmp_pat
         {"run": "a", "worker": "2", "rank": None, "n": 467},
         {"run": "j", "worker": None, "rank": "0", "n": tfprof.load(TRACES[0]).row_counts()["nodes"]},
         {"run": "j", "worker": None, "rank": "3", "n": tfprof.load(TRACES[3]).row_counts()["nodes"]}]
+
+
+# ------------------------------------------------------------------ ranks that cannot be, and runs that cannot read
+
+
+def _unranked(dest: Path, rank: int = 0) -> Path:
+    """Rank ``rank``'s trace of the gloo job without its recorded rank: its file name then numbers it."""
+    import gzip
+    import json
+
+    data = json.loads(gzip.decompress(TRACES[rank].read_bytes()))
+    data.pop("distributedInfo")
+    dest.write_text(json.dumps(data))
+    return dest
+
+
+def _cli(capsys, *args) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = cli_main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("name,shown", [
+    ("rank-99999999999999999999999.json", "is rank 99999999999999999999…"),  # beyond int64: was an internal error
+    ("rank-2147483648.json", "is rank 2147483648 (file name); a rank is 0 to 2,147,483,647"),
+])
+def test_a_rank_no_job_can_have_is_refused_before_anything_is_written(tmp_path, capsys, name, shown):
+    job = tmp_path / "job"
+    job.mkdir()
+    _unranked(job / "rank-0.json")
+    _unranked(job / name, 1)
+    for argv in (["ranks", job], ["ingest", "--catalog", tmp_path / "cat", "--run", "j", job]):
+        rc, _, err = _cli(capsys, *argv)
+        assert rc == 2 and err.count("\n") == 1 and err.startswith(f"Error: `{job / name}` {shown}"), err
+    assert not (tmp_path / "cat" / "runs.parquet").exists() and not list(tmp_path.rglob("part-*"))
+
+
+def test_a_recorded_rank_or_world_size_out_of_range_is_refused(tmp_path):
+    from tfprof.errors import ProfileFormatError
+    from tfprof.ingest.job import MAX_WORLD, assign_ranks
+
+    with pytest.raises(ProfileFormatError, match=r"`a.json` is rank -1 \(recorded\)"):
+        assign_ranks([(Path("a.json"), -1, 4, None), (Path("b.json"), 0, 4, None)])
+    with pytest.raises(ProfileFormatError, match="records a world size of 2147483649"):
+        assign_ranks([(Path("a.json"), 0, MAX_WORLD + 1, None), (Path("b.json"), 1, MAX_WORLD + 1, None)])
+    ranked = assign_ranks([(Path("a.json"), MAX_WORLD - 1, MAX_WORLD, None), (Path("b.json"), 0, None, None)])
+    assert [s.rank for s in ranked] == [0, MAX_WORLD - 1]
+
+
+def test_a_job_with_rank_1000000000_is_added_and_every_run_still_reads(tmp_path, capsys):
+    """The measured failure: such a job was added (exit 0), then every run of the catalog was
+    refused, its partition `rank=1000000000` taken for a path outside the catalog."""
+    job = tmp_path / "job"
+    job.mkdir()
+    _unranked(job / "rank-0.json")
+    _unranked(job / "rank-1000000000.json", 1)
+    root = tmp_path / "cat"
+    add_run(root, "single", profile_path=tfprof.sample_path())
+    assert _cli(capsys, "ingest", "--catalog", root, "--run", "job", job)[0] == 0
+    assert run_ranks(runs(root).to_pylist()[0]) == [0, 1_000_000_000]
+    rc, out, err = _cli(capsys, "sql", "select run, rank, count(*) n from nodes group by all order by all", "--catalog",
+                        root, "--format", "csv")
+    assert (rc, err) == (0, "") and out.splitlines()[1:] == ["job,0,84", "job,1000000000,84", "single,,467"]
+    assert _cli(capsys, "scope", "--catalog", root, "--run", "single", "--max_depth", "1")[::2] == (0, "")
+    rc, out, _ = _cli(capsys, "scope", "--catalog", root, "--run", "job", "--rank", "1000000000", "--max_depth", "3")
+    assert rc == 0 and out.endswith(_text(tfprof.load(job / "rank-1000000000.json")))
+    assert _cli(capsys, "check", root)[0] == 0
+
+
+def test_trace_names_that_are_not_utf8_are_one_error(tmp_path, capsys):
+    job = os.fsencode(tmp_path / "job")
+    os.mkdir(job)
+    _unranked(Path(os.fsdecode(job + b"/rank-0.json")))
+    _unranked(Path(os.fsdecode(job + b"/rank-1\xff.json")), 1)
+    root = tmp_path / "cat"
+    add_run(root, "single", profile_path=tfprof.sample_path())
+    before = sorted(p for p in root.rglob("*"))
+    for argv in (["ranks", os.fsdecode(job)], ["ingest", "--catalog", root, "--run", "j", os.fsdecode(job)]):
+        rc, _, err = _cli(capsys, *argv)
+        assert rc == 2 and err.count("\n") == 1 and "rank-1\\xff.json`: the file's name is not UTF-8" in err, err
+    assert sorted(p for p in root.rglob("*")) == before
+
+
+def test_a_failed_commit_leaves_the_catalog_as_it_was(tmp_path, monkeypatch):
+    """Placed partitions are removed when the run list cannot be written: the catalog reads as
+    before (a new one was left with partitions and no run list: not a catalog any more)."""
+    import tfprof.catalog.write as write
+
+    root = tmp_path / "cat"
+    add_run(root, "a", profile_path=tfprof.sample_path())
+    before = sorted(p.relative_to(root) for p in root.rglob("part-*"))
+
+    def broken(*_):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(write, "write_runs", broken)
+    with pytest.raises(OSError):
+        add_job(root, "j", [TRACES[0], TRACES[1]])
+    assert sorted(p.relative_to(root) for p in root.rglob("part-*")) == before
+    assert runs(root).column("run").to_pylist() == ["a"]

@@ -485,3 +485,118 @@ def test_shell_views_take_force(work, capsys, monkeypatch):
     assert changed(before, snapshot(work)) == {"out.txt"}
     assert (work / "out.txt").read_text().count("\n") > 1
     no_debris(work)
+
+
+# ------------------------------------------------------------------ every writing command, through links
+
+GLOO = FIXTURES / "ranks" / "gloo4"
+
+# Every command that writes a file or directory: its argv ({out}: the output), the suffix the
+# written name adds to {out} (a timeline's step), and an input of that command (relative to the
+# working directory) that a link given as the output leads to.
+WRITING = {
+    "view_file": (["scope", "profile.pb", "--max_depth", "1", "--output", "file:outfile={out}"], "", "profile.pb"),
+    "view_timeline": (["scope", "profile.pb", "--step", "0", "--output", "timeline:outfile={out}"], "_0", "profile.pb"),
+    "view_pprof": (["code", "profile.pb", "--select", "micros", "--output", "pprof:outfile={out}"], "", "profile.pb"),
+    "view_trace": (["op", "profile.pb", "--select", "micros", "--output", "trace:outfile={out}"], "", "profile.pb"),
+    "view_folded": (["scope", "profile.pb", "--select", "micros", "--output", "folded:outfile={out}"], "",
+                    "profile.pb"),
+    "view_pprof_tree": (["graph", "profile.pb", "--select", "micros", "--max_depth", "2", "--output",
+                         "pprof_tree:outfile={out}"], "", "profile.pb"),
+    "view_html": (["scope", "profile.pb", "--select", "micros", "--output", "html:outfile={out}"], "", "profile.pb"),
+    "view_format": (["op", "profile.pb", "--format", "csv", "--output", "file:outfile={out}"], "", "profile.pb"),
+    "view_of_a_store": (["scope", "s.tfprof", "--max_depth", "1", "--output", "file:outfile={out}"], "",
+                        "s.tfprof/nodes.parquet"),
+    "view_of_a_catalog_run": (["scope", "--catalog", "cat", "--run", "r", "--max_depth", "1", "--output",
+                               "file:outfile={out}"], "", "cat/runs.parquet"),
+    "sql": (["sql", "select 1 as one", "profile.pb", "--format", "csv", "--out", "{out}"], "", "profile.pb"),
+    "sql_catalog": (["sql", "select 1 as one", "--catalog", "cat", "--format", "csv", "--out", "{out}"], "",
+                    "cat/runs.parquet"),
+    "diff": (["diff", "profile.pb", "s.tfprof", "--out", "{out}"], "", "s.tfprof/nodes.parquet"),
+    "diff_catalog": (["diff", "--catalog", "cat", "r", "r", "--out", "{out}"], "", "cat/runs.parquet"),
+    "memory": (["memory", "job/rank-0.pt.trace.json.gz", "--format", "csv", "--out", "{out}"], "",
+               "job/rank-0.pt.trace.json.gz"),
+    "steps": (["steps", "job/rank-0.pt.trace.json.gz", "--format", "csv", "--out", "{out}"], "",
+              "job/rank-0.pt.trace.json.gz"),
+    "ranks": (["ranks", "job", "--format", "csv", "--out", "{out}"], "", "elsewhere/rank-1.pt.trace.json.gz"),
+    "ranks_catalog": (["ranks", "--catalog", "cat", "--run", "j", "--format", "csv", "--out", "{out}"], "",
+                      "cat/runs.parquet"),
+    "ingest_store": (["ingest", "profile.pb", "--out", "{out}"], "", "profile.pb"),
+    "ingest_catalog": (["ingest", "--catalog", "{out}", "--run", "x", "profile.pb"], "", "profile.pb"),
+    "ingest_job_catalog": (["ingest", "--catalog", "{out}", "--run", "x", "job"], "", "job"),
+}
+
+
+@pytest.fixture(scope="module")
+def catalog_template(tmp_path_factory) -> Path:
+    from tfprof.catalog import add_job, add_run
+
+    root = tmp_path_factory.mktemp("walk") / "cat"
+    add_run(root, "r", profile_path=str(CNN / "profile.pb"))
+    add_job(root, "j", [GLOO / "rank-0.pt.trace.json.gz", GLOO / "rank-1.pt.trace.json.gz"])
+    return root
+
+
+@pytest.fixture
+def walk(work, catalog_template) -> Path:
+    """``work`` with a job folder whose rank 1 is a link to a trace elsewhere, and a catalog."""
+    (work / "job").mkdir()
+    (work / "elsewhere").mkdir()
+    shutil.copy(GLOO / "rank-0.pt.trace.json.gz", work / "job")
+    shutil.copy(GLOO / "rank-1.pt.trace.json.gz", work / "elsewhere")
+    os.symlink("../elsewhere/rank-1.pt.trace.json.gz", work / "job" / "rank-1.pt.trace.json.gz")
+    shutil.copytree(catalog_template, work / "cat")
+    return work
+
+
+def test_the_walk_covers_every_writing_command_and_output_kind():
+    import typer
+
+    from tfprof.cli.app import app
+    from tfprof.queries.options import OUTPUT_KINDS
+
+    commands = typer.main.get_command(app).commands
+    writers = {name for name, c in commands.items() if {"out", "force"} & {p.name for p in c.params}}
+    assert writers == {argv[0] for argv, _, _ in WRITING.values()}
+    kinds = {arg.split(":")[0] for argv, _, _ in WRITING.values() for arg in argv if ":outfile=" in arg}
+    assert kinds == {k for k, kind in OUTPUT_KINDS.items() if kind.writes_file}
+
+
+@pytest.mark.parametrize("case", list(WRITING))
+def test_every_writing_command_refuses_a_link_to_its_input_and_an_existing_file(walk, capsys, case):
+    """Given as the output, a link to one of the command's inputs is refused even with --force
+    (nothing changes, the link included); an existing file is refused without --force."""
+    from damage import tree
+
+    argv, suffix, source = WRITING[case]
+    assert (walk / source).exists(), source
+    os.symlink(os.path.relpath(walk / source, walk), walk / f"link{suffix}")
+    before = tree(walk)
+    rc, _, err = run(capsys, *[a.format(out="link") for a in argv], "--force")
+    assert rc == 2, err
+    one_error(err, "input")
+    assert tree(walk) == before
+    (walk / f"kept{suffix}").write_bytes(b"precious")
+    before = tree(walk)
+    rc, _, err = run(capsys, *[a.format(out="kept") for a in argv])
+    assert rc == 2, err
+    one_error(err, "`kept")
+    assert tree(walk) == before
+    assert not [q for q in walk.rglob(".*") if "cat" not in q.relative_to(walk).parts]  # the catalog's own .lock
+
+
+def test_ranks_never_replaces_a_trace_link_in_its_job_folder(walk, capsys):
+    """The measured failure: `ranks job/ --out job/rank-1.json --force`, that file a link to a
+    trace, replaced the link with the report."""
+    from damage import tree
+
+    before = tree(walk)
+    for out in ("job/rank-1.pt.trace.json.gz", "elsewhere/rank-1.pt.trace.json.gz", "job/new.csv"):
+        rc, _, err = run(capsys, "ranks", "job", "--format", "csv", "--out", out, "--force")
+        assert rc == 2, err
+        one_error(err, f"`{out}`", "input")
+    os.symlink("job", walk / "jl")  # the job folder by another name
+    before = tree(walk)
+    rc, _, err = run(capsys, "ranks", "job", "--format", "csv", "--out", "jl/new.csv")
+    assert rc == 2 and "inside the input directory `job`" in err, err
+    assert tree(walk) == before

@@ -478,3 +478,18 @@ def test_ranks_of_a_job_and_of_profiles_that_are_none(client):
     assert none["job"] is None and "do not look like one job's ranks" in none["why"]
     one = page_client(make_app(Profiles.load([SAMPLE]))).get("/api/ranks").json()
     assert one["job"] is None and one["why"].startswith("one profile is open")
+
+
+def test_a_job_whose_traces_claim_one_rank_answers_400_with_the_reason(tmp_path):
+    """Two files of a job folder claiming one rank: the ranks page was a 200 with no job and no
+    status saying what was wrong; it is a 400 naming both files."""
+    import shutil
+
+    job = tmp_path / "job"
+    job.mkdir()
+    for name in ("a.pt.trace.json.gz", "b.pt.trace.json.gz"):
+        shutil.copy(FIXTURES / "ranks" / "gloo4" / "rank-0.pt.trace.json.gz", job / name)
+    answer = page_client(make_app(Profiles.load([str(job)]))).get("/api/ranks")
+    assert answer.status_code == 400
+    assert answer.json() == {"error": f"`{job / 'a.pt.trace.json.gz'}` and `{job / 'b.pt.trace.json.gz'}` are both "
+                                      "rank 0 (recorded); a job has one trace per rank"}

@@ -92,6 +92,19 @@ def load_job(paths: list, progress: Callable[[int, int, str], None] | None = Non
     return _ranked(facts)
 
 
+def job_members(pairs: list[tuple]) -> dict:
+    """Each rank's ``(RankSource, RankFacts)`` of loaded profiles ``[(path, Profile), ...]``, ranked
+    as files are (``tfprof.ingest.job.assign_ranks``: an error naming the files where two claim
+    one rank or a rank lies beyond the job)."""
+    return _ranked([rank_fact(path, prof) for path, prof in pairs])
+
+
+def job_report(members: dict, threshold: float = 0.05) -> JobReport:
+    """The report of ``members`` (``job_members``, ``load_job``): an ``OptionError`` where they
+    are fewer than two or record no step."""
+    return _report(members, threshold)
+
+
 def _ranked(facts: list[tuple]) -> dict:
     by_path = {f[0]: f[4] for f in facts}
     return {src.rank: (src, by_path[src.path]) for src in assign_ranks([f[:4] for f in facts])}
@@ -111,7 +124,7 @@ def ranks(job, *, threshold: float = 0.05, progress: Callable[[int, int, str], N
     if isinstance(job, dict):
         members = {int(r): (RankSource(int(r), Path(f"rank {r}"), "given"), rank_facts(p)) for r, p in sorted(job.items())}
     elif isinstance(job, (list, tuple)) and job and all(isinstance(m, tuple) and len(m) == 2 for m in job):
-        members = _ranked([rank_fact(path, prof) for path, prof in job])
+        members = job_members(job)
     else:
         members = load_job(list(job) if isinstance(job, (list, tuple)) else [job], progress, workers)
     return _report(members, threshold)

@@ -6,7 +6,9 @@ profile that every view runs on (``aggregate``); the reference backend on Spark 
 runs aggregated on Spark for views that stay there (``spark_members``, ``spark_views``);
 what a catalog may name, since it is never trusted (``trust``), and a full check (``check``).
 A catalog may also live in object storage (``s3://bucket/prefix``): ``storage`` reads and writes
-its objects and holds the writers' lock, ``remote`` adds, removes and reads runs there.
+its objects (its clients: ``storage_clients``; time limits and interruptible calls:
+``storage_calls``; the writers' lock: ``storage_lock``), ``remote`` adds and removes runs there
+and ``remote_read`` reads them.
 """
 
 from __future__ import annotations

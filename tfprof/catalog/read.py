@@ -6,6 +6,10 @@ each file against it before it is read: reached without a link, its size, that i
 Parquet file, its CRC-32 (once per process: ``tfprof.manifest.verify_files``), its schema.
 SQL checks the CRC-32s of the tables a query names. Readers hold the catalog's shared lock
 meanwhile, so a concurrent remove cannot take a file from under them.
+
+A run whose row or partitions fail these checks never stops the others from being read: the
+listing, SQL over every run and ``match_runs`` skip it with one ``CatalogWarning`` naming it
+(``tfprof.catalog.trust.usable_rows``); a command that names it is refused with its problem.
 """
 
 from __future__ import annotations
@@ -18,9 +22,26 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tfprof.catalog.layout import check_name, locked, rank_files, read_runs, require_catalog, run_ranks, with_run_column
+from tfprof.catalog.layout import (
+    UntrustedCatalog,
+    check_name,
+    locked,
+    rank_files,
+    read_runs,
+    require_catalog,
+    run_ranks,
+    with_run_column,
+)
 from tfprof.catalog.storage import object_uri
-from tfprof.catalog.trust import check_runs, no_links, shown
+from tfprof.catalog.trust import (
+    no_links,
+    repair_hint,
+    run_row,
+    shown,
+    usable_rows,
+    usable_table,
+    warn_skipped,
+)
 from tfprof.errors import OptionError, ProfileFormatError
 from tfprof.manifest import verify_files
 from tfprof.output import PathLike, input_paths
@@ -29,7 +50,8 @@ from tfprof.schema import TABLES
 
 
 def runs(catalog: PathLike) -> pa.Table:
-    """The catalog's runs table (``tfprof.catalog.layout.RUNS_SCHEMA``), one row per run by name.
+    """The catalog's runs table (``tfprof.catalog.layout.RUNS_SCHEMA``), one row per run by name;
+    a run that cannot be read is left out with a ``CatalogWarning`` (``trust.usable_rows``).
 
     >>> import tempfile, tfprof
     >>> from tfprof.catalog import add_run, runs
@@ -41,16 +63,22 @@ def runs(catalog: PathLike) -> pa.Table:
     if uri := object_uri(catalog):
         from tfprof.catalog import remote
 
-        return remote.runs(uri)
+        return usable_table(uri, remote.runs(uri))
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        return read_runs(root)
+        return usable_table(root, read_runs(root))
 
 
 def job_ranks(catalog: PathLike, run: str) -> list[int]:
     """The ranks run ``run`` of ``catalog`` holds (a job's), sorted; [] for a run that is no job,
     an ``OptionError`` where there is no such run."""
-    return run_ranks(_row(catalog, runs(catalog).to_pylist(), run))
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        return run_ranks(_row(uri, usable_rows(uri, remote.runs(uri), [run]), run))
+    root = require_catalog(catalog)
+    with locked(root, shared=True):
+        return run_ranks(_row(root, usable_rows(root, read_runs(root), [run]), run))
 
 
 def match_runs(catalog: PathLike, pattern: str) -> list[str]:
@@ -64,12 +92,50 @@ def match_runs(catalog: PathLike, pattern: str) -> list[str]:
     return hit
 
 
+def readable_runs(catalog: PathLike, names: list[str]) -> list[str]:
+    """Those of runs ``names`` (matched by a pattern: ``match_runs``) whose partition files pass
+    every check a read makes (no link, size, Parquet tail, CRC-32: each file read once per
+    process, as the read that follows would); each other one is left out with a
+    ``CatalogWarning`` naming it, so that one damaged run does not stop an aggregate of the rest.
+    A catalog in object storage reads each object of those runs whole to check it
+    (``remote.readable_runs``), so an aggregate downloads them twice."""
+    if uri := object_uri(catalog):
+        from tfprof.catalog import remote
+
+        root, (out, skipped) = uri, remote.readable_runs(uri, names)
+    else:
+        root = require_catalog(catalog)
+        with locked(root, shared=True):
+            out, skipped = _readable(root, names)
+    warn_skipped(root, skipped)
+    if not out:
+        raise OptionError(f"no run of the catalog `{root}` that matches can be read; `tfprof check {root}` says why")
+    return out
+
+
+def _readable(root: Path, names: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """``readable_runs`` for a local catalog (its shared lock held): the runs that pass, and
+    each other one with its problem."""
+    out, skipped = [], []
+    rows = usable_rows(root, read_runs(root), names)
+    for run in names:
+        entries = [e for e in _row(root, rows, run)["files"] if e["table"] in TABLES]
+        try:
+            checked: set[Path] = set()
+            for entry in entries:
+                partition_file(root, entry, checked)
+            verify_partitions(root, entries)
+        except UntrustedCatalog:
+            raise
+        except ProfileFormatError as exc:
+            skipped.append((run, str(exc)))
+            continue
+        out.append(run)
+    return out, skipped
+
+
 def _row(root: PathLike, rows: list[dict], run: str) -> dict:
-    mine = [r for r in rows if r["run"] == run]
-    if not mine:
-        names = [r["run"] for r in rows]
-        raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
-    return mine[0]
+    return run_row(root, rows, run)
 
 
 def _entries(root: Path, rows: list[dict], run: str, rank: int | None = None) -> tuple[dict, dict[str, dict]]:
@@ -80,7 +146,7 @@ def _entries(root: Path, rows: list[dict], run: str, rank: int | None = None) ->
 
 
 def _hint(root: Path) -> str:
-    return f"remove the run (`tfprof runs {root} --remove NAME`) and add it again"
+    return repair_hint(root)
 
 
 def partition_file(root: Path, entry: dict, checked: set[Path] | None = None) -> Path:
@@ -148,7 +214,7 @@ def member_profiles(catalog: PathLike, members: list[tuple[str, int | None]]) ->
         return
     root = require_catalog(catalog)
     with locked(root, shared=True):
-        rows = check_runs(root, read_runs(root))
+        rows = usable_rows(root, read_runs(root), {run for run, _ in members})
         for run, rank in members:
             row, entries = _entries(root, rows, run, rank)
             checked: set[Path] = set()
@@ -161,20 +227,30 @@ def member_profiles(catalog: PathLike, members: list[tuple[str, int | None]]) ->
 
 
 def partition_files(catalog: PathLike, names: list[str] | None = None) -> tuple[dict[str, list[Path]], dict]:
-    """Per table, the partition files of runs ``names`` (every run when None), checked (not
+    """Per table, the partition files of runs ``names`` (every run that can be read when None:
+    one whose row or partition files fail the checks is skipped with a warning), checked (not
     their CRC-32s: ``verify_tables``), and the entries of the runs table naming them; the
     caller holds the shared lock while it reads them."""
     root = require_catalog(catalog)
-    rows = check_runs(root, read_runs(root))
+    rows = usable_rows(root, read_runs(root), names or ())
     chosen = [r["run"] for r in rows] if names is None else names
     out: dict[str, list[Path]] = {name: [] for name in TABLES}
     listed: dict[str, list[dict]] = {name: [] for name in TABLES}
     checked: set[Path] = set()
+    skipped: list[tuple[str, str]] = []
     for run in chosen:
-        for entry in _row(root, rows, run)["files"]:  # every rank's, for a job
-            if entry["table"] in out:
-                out[entry["table"]].append(partition_file(root, entry, checked))
-                listed[entry["table"]].append(entry)
+        entries = [e for e in _row(root, rows, run)["files"] if e["table"] in out]  # every rank's, for a job
+        try:
+            files = [partition_file(root, entry, checked) for entry in entries]
+        except ProfileFormatError as exc:
+            if names is not None or isinstance(exc, UntrustedCatalog):  # named, or a link: not one run's problem
+                raise
+            skipped.append((run, str(exc)))
+            continue
+        for entry, file in zip(entries, files):
+            out[entry["table"]].append(file)
+            listed[entry["table"]].append(entry)
+    warn_skipped(root, skipped)
     return out, listed
 
 
@@ -207,14 +283,63 @@ def sql(catalog: PathLike, query: str) -> pa.Table:
     root = require_catalog(catalog)
     with locked(root, shared=True):
         files, listed = partition_files(root)
-        sources: dict[str, object] = {
-            name: files[name] if files[name] else with_run_column(name).empty_table() for name in TABLES
-        }
-        sources["runs"] = read_runs(root)
-        con = sqlbox.connect(sources)
+        con = sqlbox.connect(_sources(root, files, listed))
         try:
-            verify_tables(root, listed, con, query)
+            damaged = _damaged_runs(root, listed, tables_read(con, query))
+            if damaged:  # read again without them: one damaged run never stops the others
+                con.close()
+                warn_skipped(root, list(damaged.items()))
+                files, listed = _without(files, listed, set(damaged))
+                con = sqlbox.connect(_sources(root, files, listed))
             rows = sqlbox.query(con, query)
         finally:
             con.close()
     return rows if rows is not None else pa.table({})
+
+
+def _sources(root: Path, files: dict[str, list[Path]], listed: dict[str, list[dict]]) -> dict[str, object]:
+    """What SQL over a catalog reads: each table over the partitions ``files`` (an empty table
+    with the partition columns where there is none), and ``runs``: the rows of the runs read."""
+    sources: dict[str, object] = {name: files[name] or with_run_column(name).empty_table() for name in TABLES}
+    read = {_run_of(e["path"]) for entries in listed.values() for e in entries}
+    table = read_runs(root)
+    sources["runs"] = table.filter(pa.array([run in read for run in table.column("run").to_pylist()], pa.bool_()))
+    return sources
+
+
+def _damaged_runs(root: Path, listed: dict[str, list[dict]], names: list[str]) -> dict[str, str]:
+    """The runs whose partitions of tables ``names`` fail their CRC-32 (``verify_partitions``),
+    each with the first problem; the sound partitions are checked once per process as before."""
+    entries = [e for name in names for e in listed.get(name, [])]
+    try:
+        verify_partitions(root, entries)  # all at once: on several threads when large
+        return {}
+    except ProfileFormatError:
+        pass
+    by_run: dict[str, list[dict]] = {}
+    for entry in entries:
+        by_run.setdefault(_run_of(entry["path"]), []).append(entry)
+    damaged = {}
+    for run, mine in by_run.items():
+        try:
+            verify_partitions(root, mine)
+        except ProfileFormatError as exc:
+            damaged[run] = str(exc)
+    return damaged
+
+
+def _run_of(rel: str) -> str:
+    """The run a partition path (checked: ``<table>/run=<run>/...``) belongs to."""
+    return Path(rel).parts[1].removeprefix("run=")
+
+
+def _without(files: dict[str, list[Path]], listed: dict[str, list[dict]], runs: set[str]) -> tuple[dict, dict]:
+    """``files`` and ``listed`` without the partitions of ``runs``."""
+    out_files: dict[str, list[Path]] = {name: [] for name in files}
+    out_listed: dict[str, list[dict]] = {name: [] for name in listed}
+    for name in listed:
+        for file, entry in zip(files[name], listed[name]):
+            if _run_of(entry["path"]) not in runs:
+                out_files[name].append(file)
+                out_listed[name].append(entry)
+    return out_files, out_listed

@@ -1,97 +1,64 @@
 """Catalogs in object storage (``s3://bucket/prefix``, ``gs://bucket/prefix``): where the
-catalog is, how its objects are read and written, and the lock that serialises writers.
+catalog is and how its objects are read and written (``ObjectStore``).
 
 Reads go through pyarrow's filesystems (``pyarrow.fs.S3FileSystem``, ``GcsFileSystem``).
 Writes need what a filesystem does not offer, conditional writes: for ``s3://`` they go through
 boto3 (``pip install 'tfprof[s3]'``), with ``If-None-Match: *`` (create only if absent) and
 ``If-Match: <etag>`` (replace only the version read). ``gs://`` catalogs are read-only here.
+The clients and their configuration: ``tfprof.catalog.storage_clients``; the time limits and
+the thread each call runs on: ``tfprof.catalog.storage_calls``; the writers' lock:
+``tfprof.catalog.storage_lock``.
 
-Configuration is the AWS SDK's usual environment: ``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN`` (or a profile, ``AWS_PROFILE``),
-``AWS_REGION`` / ``AWS_DEFAULT_REGION`` (us-east-1 when unset), and ``AWS_ENDPOINT_URL_S3`` or
-``AWS_ENDPOINT_URL`` for an S3-compatible server (MinIO, moto: ``http://127.0.0.1:9000``).
-
-The writers' lock is the object ``PREFIX/.lock``, created with ``If-None-Match: *``: exactly one
-writer's create succeeds. It holds the owner's token and a lifetime (``TFPROF_CATALOG_LOCK_TTL``
-seconds, 60 by default); its owner renews it (``If-Match`` on its own version) every third of
-that while it holds it. A lock not renewed within its lifetime, measured on the server's clock
-(its Last-Modified against the Date of the response that read it), belongs to a writer that
-died: the next writer replaces it with ``If-Match`` on the version it found, so two writers
-cannot both break it.
+What is read is bounded (docs/SECURITY.md, "Catalogs in object storage"): a partition by the
+size the run list records, the run list by ``RUN_LIST_LIMIT``, the lock by ``LOCK_LIMIT``.
+An object found larger is refused before its bytes are read; reads are ranged
+(``Range: bytes=A-B``, one byte past the bound to see a larger object), and each range after
+the first names the first one's ETag (``If-Match``), so an object replaced while it is read is
+one error, never a mix of two versions (``s3://`` through boto3; ``gs://``, and ``s3://``
+without boto3, read through pyarrow: the size is checked before the read, and a change shows
+as a short read or a checksum that differs).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import email.utils
-import functools
-import json
-import os
-import secrets
 import threading
-import time
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from tfprof.errors import InputNotFoundError, MissingDependencyError, OptionError, OutputError, ProfileFormatError
+from tfprof.catalog.storage_calls import (  # noqa: F401 - also used as storage.*
+    ATTEMPTS,
+    ObjectChanged,
+    ObjectTooLarge,
+    PreconditionFailed,
+    abandoned,
+    bounded,
+    timed_out,
+    timeouts,
+)
+from tfprof.catalog.storage_clients import filesystem, s3_client
+from tfprof.catalog.storage_lock import (  # noqa: F401 - also used as storage.*
+    LOCK_KEY,
+    LOCK_LIMIT,
+    WriterLock,
+    lock_lifetime,
+    lock_ttl,
+    server_age,
+)
+from tfprof.catalog.uri import SCHEMES, location, object_uri  # noqa: F401 - also used as storage.*
+from tfprof.errors import (
+    InputError,
+    InputNotFoundError,
+    MissingDependencyError,
+    OptionError,
+    ProfileFormatError,
+    TfprofError,
+)
 from tfprof.ingest.sources import one_line as shown
 
-SCHEMES = ("s3", "gs")
-LOCK_KEY = ".lock"
-
-
-def object_uri(catalog: object) -> str | None:
-    """``catalog`` as an object-store URI (``s3://bucket/prefix``) if it names one, else None
-    (a local path). A ``Path`` made from a URI (``s3:/bucket/prefix``: the double slash
-    collapsed) is recognised too."""
-    text = os.fspath(catalog) if isinstance(catalog, (str, os.PathLike)) else None
-    if not isinstance(text, str):
-        return None
-    for scheme in SCHEMES:
-        if text.startswith(f"{scheme}://"):
-            return text.rstrip("/")
-        if isinstance(catalog, Path) and text.startswith(f"{scheme}:/") and not text.startswith(f"{scheme}://"):
-            return f"{scheme}://{text[len(scheme) + 2:]}".rstrip("/")
-    return None
-
-
-def location(value: object):
-    """A ``--catalog`` value as the catalog functions take it: an object-store URI as a string,
-    anything else as a ``Path``."""
-    return object_uri(value) or Path(value)
-
-
-def _endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
-
-
-def _region() -> str:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-
-
-_OPEN: weakref.WeakSet = weakref.WeakSet()  # the stores holding an S3 filesystem
-
-
-@functools.cache
-def _finalize_at_exit() -> None:
-    """Drop every S3 filesystem before pyarrow shuts its S3 client down at exit (a handler
-    registered later runs first): one still alive then can abort the process
-    ("terminate called without an active exception")."""
-    def drop() -> None:
-        import gc
-
-        for store in list(_OPEN):
-            store._fs = None
-        gc.collect()
-
-    atexit.register(drop)
-
-
-class PreconditionFailed(Exception):
-    """A conditional write or delete found another version than the one it named."""
+RUN_LIST_LIMIT = 256 << 20  # bytes: the most of runs.parquet that is read (100,000 runs take about 30 MB)
+CHUNK = 32 << 20  # bytes per ranged read
 
 
 class ObjectStore:
@@ -99,6 +66,7 @@ class ObjectStore:
     prefix. Every failure of the store is a one-line ``TfprofError`` naming the URI."""
 
     def __init__(self, uri: str) -> None:
+        uri = object_uri(uri) or uri  # a URI with credentials in it is refused, masked
         parsed = urlparse(uri)
         self.uri, self.scheme, self.bucket = uri, parsed.scheme, parsed.netloc
         self.prefix = parsed.path.strip("/")
@@ -106,6 +74,7 @@ class ObjectStore:
             raise OptionError(f"bad --catalog `{shown(uri)}`: give {self.scheme}://BUCKET/PREFIX (no query, no `..`)")
         self._fs = None
         self._client = None
+        self._opening = threading.Lock()
 
     # ------------------------------------------------------------------ names
     def key(self, rel: str) -> str:
@@ -121,22 +90,11 @@ class ObjectStore:
     # ------------------------------------------------------------------ clients
     @property
     def fs(self):
-        """pyarrow's filesystem for the store (for reads)."""
-        if self._fs is None:
-            from pyarrow import fs
-
-            with self.errors("open"):
-                if self.scheme == "gs":
-                    self._fs = fs.GcsFileSystem()
-                else:
-                    endpoint = _endpoint()
-                    options: dict = {"region": _region()}
-                    if endpoint:
-                        ep = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
-                        options.update(endpoint_override=ep.netloc + ep.path.rstrip("/"), scheme=ep.scheme)
-                    self._fs = fs.S3FileSystem(**options)
-                    _OPEN.add(self)
-                    _finalize_at_exit()
+        """pyarrow's filesystem for the store (for reads: ``storage_clients.filesystem``)."""
+        with self._opening:
+            if self._fs is None:
+                with self.errors("open"):
+                    self._fs = filesystem(self)
         return self._fs
 
     @property
@@ -146,16 +104,29 @@ class ObjectStore:
             raise OptionError(f"the catalog `{self.uri}` is read-only here: adding and removing runs needs "
                               "conditional writes, which tfprof does for s3:// only (GCS: use its S3 "
                               "interface with AWS_ENDPOINT_URL=https://storage.googleapis.com)")
-        if self._client is None:
-            try:
-                import boto3
-                from botocore.config import Config
-            except ImportError:
-                raise MissingDependencyError(f"writing the catalog `{self.uri}` needs boto3: "
-                                             "pip install 'tfprof[s3]'") from None
-            config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=10, read_timeout=60)
-            self._client = boto3.client("s3", endpoint_url=_endpoint(), region_name=_region(), config=config)
+        with self._opening:
+            if self._client is None:
+                self._client = s3_client(self.uri)
         return self._client
+
+    def _with_boto3(self) -> bool:
+        """Whether reads go through boto3 (``s3://`` with boto3 installed: ranges with If-Match)."""
+        if self.scheme != "s3":
+            return False
+        try:
+            self.client  # noqa: B018
+        except MissingDependencyError:
+            return False
+        return True
+
+    def _do(self, doing: str, rel: str | None, work, limit: float | None = None):
+        """``work()`` for ``doing``, its failures as one-line errors (``errors``), on a thread of
+        its own (``storage_calls.bounded``): a ``gs://`` call is given up after ``ATTEMPTS`` times both time
+        limits (its client takes none), an ``s3://`` call ends by its client's own limits."""
+        if limit is None and self.scheme == "gs":
+            limit = ATTEMPTS * sum(timeouts())
+        with self.errors(doing, rel):
+            return bounded(work, limit)
 
     @contextlib.contextmanager
     def errors(self, doing: str, rel: str | None = None) -> Iterator[None]:
@@ -163,9 +134,15 @@ class ObjectStore:
         where = self.url(rel) if rel else self.uri
         try:
             yield
-        except (PreconditionFailed, FileNotFoundError):
+        except (PreconditionFailed, FileNotFoundError, TfprofError):
             raise
         except Exception as exc:  # botocore's and pyarrow's errors: one line, what to do
+            if timed_out(exc):
+                connect, read = timeouts()
+                raise InputError(f"cannot {doing} `{where}`: the storage service did not answer in time "
+                                 f"(TFPROF_CATALOG_CONNECT_TIMEOUT={connect:g} s, TFPROF_CATALOG_READ_TIMEOUT="
+                                 f"{read:g} s, {ATTEMPTS} attempts); check the network and the endpoint "
+                                 "(AWS_ENDPOINT_URL), or raise the time limits") from None
             code = getattr(exc, "response", {}).get("Error", {}).get("Code", "") if hasattr(exc, "response") else ""
             text = shown(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, 300)
             if code in ("NoSuchBucket",) or "NoSuchBucket" in text or "does not exist" in text and "ucket" in text:
@@ -182,22 +159,43 @@ class ObjectStore:
                                          "AWS_ENDPOINT_URL") from None
             raise
 
-    # ------------------------------------------------------------------ reads (pyarrow)
-    def read(self, rel: str) -> bytes | None:
-        """The object's bytes, None when it does not exist."""
-        with self.errors("read", rel):
-            try:
-                with self.fs.open_input_stream(self.path(rel)) as f:
-                    return f.readall()
-            except FileNotFoundError:
-                return None
+    # ------------------------------------------------------------------ reads
+    def read(self, rel: str, limit: int | None = None) -> bytes | None:
+        """The object's bytes, None when it does not exist; at most ``limit`` of them
+        (``RUN_LIST_LIMIT`` unless given): a larger object is ``ObjectTooLarge``, refused before
+        its bytes are read (see the module docstring)."""
+        limit = RUN_LIST_LIMIT if limit is None else limit
+        if self._with_boto3():
+            found = self.get(rel, limit=limit)
+            return None if found is None else found[0]
+        path = self.path(rel)
+        try:
+            f = self._do("read", rel, lambda: self.fs.open_input_file(path))  # its size (HEAD)
+        except FileNotFoundError:
+            return None
+        try:
+            size = f.size()
+            if size > limit:
+                raise ObjectTooLarge(self.url(rel), size, limit)
+            parts, got = [], 0
+            while got < size:
+                want = min(CHUNK, size - got)
+                part = self._do("read", rel, lambda at=got, n=want: f.read_at(n, at))
+                if len(part) != want:
+                    raise ObjectChanged(f"`{self.url(rel)}` changed while it was read (it ended at {got + len(part):,} "
+                                        f"bytes, not {size:,}); run the command again")
+                parts.append(part)
+                got += want
+            return b"".join(parts)
+        finally:
+            with contextlib.suppress(Exception):
+                f.close()
 
     def exists_bucket(self) -> None:
         """An ``InputNotFoundError`` when the bucket does not exist."""
         from pyarrow import fs
 
-        with self.errors("open"):
-            info = self.fs.get_file_info(self.bucket)
+        info = self._do("open", None, lambda: self.fs.get_file_info(self.bucket))
         if info.type == fs.FileType.NotFound:
             raise InputNotFoundError(f"the bucket of `{self.uri}` does not exist; create it or check the URI "
                                      "and AWS_ENDPOINT_URL")
@@ -207,18 +205,23 @@ class ObjectStore:
         from pyarrow import fs
 
         base = self.path(rel).rstrip("/")
-        with self.errors("list", rel or None):
-            infos = self.fs.get_file_info(fs.FileSelector(base, recursive=True, allow_not_found=True))
+        infos = self._do("list", rel or None,
+                         lambda: self.fs.get_file_info(fs.FileSelector(base, recursive=True, allow_not_found=True)))
         start = len(self.path("")) if self.prefix else len(self.bucket) + 1
         return sorted(i.path[start:] for i in infos if i.type == fs.FileType.File)
 
     # ------------------------------------------------------------------ writes (boto3)
-    def _call(self, doing: str, rel: str, method: str, **kwargs):
+    def _call(self, doing: str, rel: str, method: str, then=None, limit: float | None = None, **kwargs):
+        """boto3's ``method`` on the object ``rel`` (and ``then(response)`` on the same thread:
+        reading its body); a version condition that fails is ``PreconditionFailed``, a missing
+        object ``FileNotFoundError``."""
         from botocore.exceptions import ClientError
 
-        with self.errors(doing, rel):
+        client = self.client
+
+        def call():
             try:
-                return getattr(self.client, method)(Bucket=self.bucket, Key=self.key(rel), **kwargs)
+                out = getattr(client, method)(Bucket=self.bucket, Key=self.key(rel), **kwargs)
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
                 if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
@@ -226,15 +229,68 @@ class ObjectStore:
                 if code in ("NoSuchKey", "404"):
                     raise FileNotFoundError(self.url(rel)) from None
                 raise
+            return then(out) if then else out
 
-    def get(self, rel: str) -> tuple[bytes, str, dict] | None:
-        """The object's bytes, ETag and response (None when absent), through boto3."""
-        try:
-            out = self._call("read", rel, "get_object")
-        except FileNotFoundError:
-            return None
-        with self.errors("read", rel):
-            return out["Body"].read(), out["ETag"], out
+        return self._do(doing, rel, call, limit)
+
+    def get(self, rel: str, *, limit: int | None = None) -> tuple[bytes, str, dict] | None:
+        """The object's bytes, ETag and first response (None when absent), through boto3, read in
+        ranges of ``CHUNK`` and at most ``limit`` bytes (``RUN_LIST_LIMIT`` unless given): a
+        larger object is ``ObjectTooLarge`` before its bytes are read; a range after the first
+        names the first one's ETag (``If-Match``), and an object replaced meanwhile is
+        ``ObjectChanged``."""
+        limit = RUN_LIST_LIMIT if limit is None else limit
+        parts: list[bytes] = []
+        got, size, etag, first = 0, None, None, None
+        while size is None or got < size:
+            end = min(got + CHUNK, limit + 1) - 1  # one byte past the limit: a larger object shows
+
+            def body(out: dict, got: int = got, end: int = end) -> tuple[dict, bytes]:
+                """The range's bytes (none when the object is too large), read on the call's thread."""
+                ranged = "ContentRange" in out  # else a server that ignores ranges sent it whole
+                total = out.get("ContentRange", "").rpartition("/")[2]
+                whole = int(total) if ranged and total.isdigit() else int(out.get("ContentLength") or 0)
+                data = b""
+                if whole <= limit:
+                    if not ranged and got:
+                        raise ObjectChanged(f"`{self.url(rel)}` was sent whole where a range was asked for; "
+                                            "check AWS_ENDPOINT_URL")
+                    data = out["Body"].read(end - got + 1 if ranged else limit + 1)
+                out["Body"].close()
+                return {**out, "_size": whole}, data
+
+            try:
+                out, data = self._call("read", rel, "get_object", then=body, Range=f"bytes={got}-{end}",
+                                       **({"IfMatch": etag} if etag else {}))
+            except FileNotFoundError:
+                if etag is None:
+                    return None
+                raise ObjectChanged(f"`{self.url(rel)}` was deleted while it was read; run the command again") from None
+            except PreconditionFailed:
+                raise ObjectChanged(f"`{self.url(rel)}` changed while it was read (no longer version {etag}); "
+                                    "another writer replaced it: run the command again") from None
+            except InputError as exc:  # an empty object has no first byte to range over
+                if got == 0 and ("InvalidRange" in str(exc) or "416" in str(exc)):
+                    out = self._call("read", rel, "head_object")
+                    if out.get("ContentLength", 0) == 0:
+                        return b"", out["ETag"], out
+                raise
+            if etag is not None and out.get("ETag") != etag:
+                raise ObjectChanged(f"`{self.url(rel)}` changed while it was read (version {etag}, then "
+                                    f"{out.get('ETag')}); another writer replaced it: run the command again")
+            etag, first = out.get("ETag"), first or out
+            if size is not None and out["_size"] != size:
+                raise ObjectChanged(f"`{self.url(rel)}` changed while it was read ({size:,} bytes, then "
+                                    f"{out['_size']:,}); run the command again")
+            size = out["_size"]
+            if size > limit:
+                raise ObjectTooLarge(self.url(rel), size, limit, etag, first)
+            if not data and got < size:
+                raise ObjectChanged(f"`{self.url(rel)}` ended at {got:,} bytes of {size:,} while it was read; "
+                                    "run the command again")
+            parts.append(data)
+            got += len(data)
+        return b"".join(parts), etag or "", first or {}
 
     def put(self, rel: str, data: bytes, *, if_match: str | None = None, if_absent: bool = False) -> str:
         """Write the object in one PUT (atomic: readers see the old or the new bytes); with
@@ -248,13 +304,13 @@ class ObjectStore:
         return self._call("write", rel, "put_object", **kwargs)["ETag"]
 
     def upload(self, local: Path, rel: str) -> None:
-        with self.errors("write", rel):
-            self.client.upload_file(str(local), self.bucket, self.key(rel))
+        client = self.client
+        self._do("write", rel, lambda: client.upload_file(str(local), self.bucket, self.key(rel)))
 
-    def delete(self, rel: str, *, if_match: str | None = None) -> None:
+    def delete(self, rel: str, *, if_match: str | None = None, limit: float | None = None) -> None:
         """Delete the object (gone already is fine)."""
         try:
-            self._call("delete", rel, "delete_object", **({"IfMatch": if_match} if if_match else {}))
+            self._call("delete", rel, "delete_object", limit=limit, **({"IfMatch": if_match} if if_match else {}))
         except FileNotFoundError:
             pass
 
@@ -265,112 +321,7 @@ class ObjectStore:
         lock.acquire()
         try:
             yield lock
-        finally:
-            lock.release()
-
-
-def _seconds(name: str, default: str, low: float) -> float:
-    value = os.environ.get(name, default).strip() or default
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1
-    if not low <= seconds <= 86400:
-        raise OptionError(f"{name}=`{shown(value)}` is not a number of seconds from {low:g} to 86400")
-    return seconds
-
-
-def lock_ttl() -> float:
-    """How long a writer's lock lives unless renewed: ``TFPROF_CATALOG_LOCK_TTL`` (60 s)."""
-    return _seconds("TFPROF_CATALOG_LOCK_TTL", "60", 1)
-
-
-class WriterLock:
-    """The writers' lock of an object-store catalog (see the module docstring): ``acquire``
-    waits for it (breaking a dead writer's), a thread renews it, ``confirm`` renews it once
-    more right before a commit and fails if it was lost, ``release`` deletes it if still ours."""
-
-    def __init__(self, store: ObjectStore) -> None:
-        self.store, self.ttl, self.token = store, lock_ttl(), secrets.token_hex(8)
-        self.etag: str | None = None
-        self.lost = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._mutex = threading.Lock()
-
-    def _body(self) -> bytes:
-        return json.dumps({"owner": self.token, "ttl": self.ttl, "pid": os.getpid()}).encode()
-
-    def acquire(self) -> None:
-        wait = _seconds("TFPROF_CATALOG_LOCK_WAIT", "600", 0)  # how long to wait for another writer
-        deadline = time.monotonic() + wait
-        delay = 0.05
-        while True:
-            try:
-                self.etag = self.store.put(LOCK_KEY, self._body(), if_absent=True)
-                break
-            except PreconditionFailed:
-                pass
-            found = self.store.get(LOCK_KEY)
-            if found is not None and _expired(*found):
-                try:  # replace the dead writer's lock, only the version we found
-                    self.etag = self.store.put(LOCK_KEY, self._body(), if_match=found[1])
-                    break
-                except (PreconditionFailed, FileNotFoundError):
-                    pass
-            if time.monotonic() > deadline:
-                raise OutputError(f"the catalog `{self.store.uri}` is being written by another writer (its lock "
-                                  f"`{self.store.url(LOCK_KEY)}` was held for {wait:.0f} s); try again later")
-            time.sleep(delay + secrets.randbelow(50) / 1000)
-            delay = min(delay * 2, 1.0)
-        self._thread = threading.Thread(target=self._renew_loop, daemon=True, name="tfprof-catalog-lock")
-        self._thread.start()
-
-    def _renew(self) -> None:
-        with self._mutex:
-            if self.lost:
-                return
-            try:
-                self.etag = self.store.put(LOCK_KEY, self._body(), if_match=self.etag)
-            except (PreconditionFailed, FileNotFoundError):
-                self.lost = True
-
-    def _renew_loop(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
-            try:
-                self._renew()
-            except Exception:  # a failed renewal is retried; confirm() says if the lock was lost
-                pass
-
-    def confirm(self) -> None:
-        """Renew the lock now; an ``OutputError`` if another writer has taken it (this writer
-        was stalled longer than the lock's lifetime): nothing may be committed then."""
-        self._renew()
-        if self.lost:
-            raise OutputError(f"the catalog `{self.store.uri}`'s lock was taken over while this writer held it "
-                              f"(it stalled for more than TFPROF_CATALOG_LOCK_TTL={self.ttl:g} s); nothing was "
-                              "committed: run the command again")
-
-    def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        with self._mutex:
-            if not self.lost and self.etag:
-                with contextlib.suppress(Exception):
-                    self.store.delete(LOCK_KEY, if_match=self.etag)
-
-
-def _expired(body: bytes, _etag: str, response: dict) -> bool:
-    """Whether a lock object was last written more than its lifetime ago, on the server's clock
-    (a lock whose body cannot be read gets the default lifetime)."""
-    try:
-        ttl = float(json.loads(body)["ttl"])
-    except (ValueError, KeyError, TypeError):
-        ttl = lock_ttl()
-    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
-    try:
-        now = email.utils.parsedate_to_datetime(headers["date"]).timestamp()
-    except (KeyError, TypeError, ValueError):
-        now = time.time()
-    return now - response["LastModified"].timestamp() > ttl
+        except BaseException as exc:
+            lock.release(quick=not isinstance(exc, Exception))  # a stop: end now, the lock dies by its lifetime
+            raise
+        lock.release()

@@ -11,24 +11,32 @@ Writers check everything first and then act, so a violation leaves every file as
 Run names, tag keys and tag values with a control character are refused when given, and what
 is read back is shown with control characters escaped (``shown``), so an error stays one line
 and a listing one row per run.
+
+One run never makes another unreadable: readers take the rows that pass (``usable_rows``) and
+skip each other one with a ``CatalogWarning`` naming it and its problem (the command line prints
+it as one ``Warning:`` line); only a command that names such a run is refused. Writers keep
+such rows as they are and never act on what they list (``tfprof.catalog.write``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import warnings
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
 from tfprof.catalog.layout import LEVELS, LINKED, NO_VALUE, RUNS, UntrustedCatalog, check_name, no_links, partition_dir
-from tfprof.errors import OptionError
+from tfprof.errors import CatalogWarning, OptionError, ProfileFormatError
 from tfprof.ingest.sources import one_line as shown
 
 _TABLE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _PART = re.compile(r"part-[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.parquet")
 _CRC = re.compile(r"[0-9a-f]{8}")
-_RANK = re.compile(rf"rank=(\d{{1,9}}|{NO_VALUE})")
+_RANK = re.compile(rf"rank=(0|[1-9]\d{{0,9}}|{NO_VALUE})")  # a rank below MAX_WORLD (2**31), checked by _is_rank
 
 
 def check_text(value: object, what: str) -> str:
@@ -95,12 +103,118 @@ def _is_partition(rel: object, table: object, run: str, tags: dict[str, str]) ->
     if not isinstance(rel, str) or not isinstance(table, str) or not _TABLE.fullmatch(table):
         return False
     parts = PurePosixPath(rel).parts
-    if PurePosixPath(rel).as_posix() != rel or len(parts) not in (3, 5, 6) or not _PART.fullmatch(parts[-1]):
+    if PurePosixPath(rel).as_posix() != rel or len(parts) not in (3, 5, 6) or not _PART.fullmatch(parts[-1]) \
+            or ".." in parts:
         return False
     folder = partition_dir(Path(), table, run, tags).parts  # table, run=, host=, worker=, rank=
     if len(parts) == 6:  # any rank of the run
-        return list(parts[:4]) == list(folder[:4]) and _RANK.fullmatch(parts[4]) is not None
+        return list(parts[:4]) == list(folder[:4]) and _is_rank(parts[4])
     return list(parts[:-1]) == list(folder[:4] if len(parts) == 5 else folder[:2])
+
+
+def _is_rank(part: str) -> bool:
+    """Whether ``part`` is a ``rank=`` partition a job can have (``tfprof.ingest.job.MAX_WORLD``)."""
+    from tfprof.ingest.job import MAX_WORLD
+
+    match = _RANK.fullmatch(part)
+    return match is not None and (match[1] == NO_VALUE or int(match[1]) < MAX_WORLD)
+
+
+class DamagedRun(UntrustedCatalog):
+    """A run a command names whose row cannot be used (``usable_rows``); the others still read."""
+
+    def __init__(self, root: object, run: str, problem: str) -> None:
+        ProfileFormatError.__init__(self, f"run `{shown(run)}` of the catalog `{root}` cannot be read: {problem}; "
+                                    f"`tfprof check {root}` lists every problem, `tfprof runs {root} --remove "
+                                    f"{shown(run)}` removes it")
+        self.problem = problem
+
+
+def split_rows(runs: pa.Table) -> tuple[list[dict], dict[int, str]]:
+    """The rows of the runs table ``runs`` as dicts, and the problem of each one that may not be
+    used, by its index (``row_problems``; every row of a name listed twice)."""
+    rows = runs.to_pylist()
+    seen: dict[str, str] = {}
+    names: set[str] = set()
+    bad = {k: found[0] for k, row in enumerate(rows) if (found := row_problems(row, seen, names))}
+    counts = Counter(str(row["run"]) for row in rows)
+    for k, row in enumerate(rows):
+        if counts[str(row["run"])] > 1:  # which of them is the run cannot be told
+            bad[k] = f"{RUNS} lists run `{shown(str(row['run']))}` twice"
+    return rows, bad
+
+
+def usable_rows(root: object, runs: pa.Table, wanted: Iterable[str] = ()) -> list[dict]:
+    """The rows of ``runs`` a reader may use: every other one is skipped, unless it is one of
+    ``wanted`` (the runs a command names), which is a ``DamagedRun`` error. A reader of every
+    run (no ``wanted``) is told of those it skips: a ``CatalogWarning`` naming each with its
+    problem; one that names its runs reads as if the others were not there."""
+    rows, bad = split_rows(runs)
+    wanted = set(wanted)
+    for k in bad:
+        if rows[k]["run"] in wanted:
+            raise DamagedRun(root, str(rows[k]["run"]), bad[k])
+    if not wanted:
+        warn_skipped(root, [(str(rows[k]["run"]), problem) for k, problem in bad.items()])
+    return [row for k, row in enumerate(rows) if k not in bad]
+
+
+def usable_table(root: object, runs: pa.Table) -> pa.Table:
+    """The runs table ``runs`` without the rows ``usable_rows`` skips (warned about as it does)."""
+    rows, bad = split_rows(runs)
+    warn_skipped(root, [(str(rows[k]["run"]), problem) for k, problem in bad.items()])
+    return runs.filter(pa.array([k not in bad for k in range(len(rows))], pa.bool_())) if bad else runs
+
+
+def run_row(root: object, rows: list[dict], run: str) -> dict:
+    """The row of run ``run`` among ``rows`` (those a reader may use: ``usable_rows``); an
+    ``OptionError`` naming the runs there are when there is none."""
+    for row in rows:
+        if row["run"] == run:
+            return row
+    names = [r["run"] for r in rows]
+    raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
+
+
+def repair_hint(root: object) -> str:
+    """What to do about a damaged partition of a run of catalog ``root``."""
+    return f"remove the run (`tfprof runs {root} --remove NAME`) and add it again"
+
+
+def warn_skipped(root: object, skipped: list[tuple[str, str]], *, kept: bool = False) -> None:
+    """One ``CatalogWarning`` naming the runs ``skipped`` (each with its problem), if any; with
+    ``kept``, a writer's: the runs are kept as they are, untouched."""
+    if not skipped:
+        return
+    said = "; ".join(f"`{shown(name)}` ({shown(problem.split('; ')[0], 300)})" for name, problem in skipped[:5])
+    more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+    noun = "a run" if len(skipped) == 1 else f"{len(skipped)} runs"
+    what = f"keeps {noun} it cannot read as {'it is' if len(skipped) == 1 else 'they are'}" if kept else \
+        f"skips {noun} it cannot read"
+    warnings.warn(f"the catalog `{root}` {what}: {said}{more}; `tfprof check {root}` lists every problem, "
+                  f"`tfprof runs {root} --remove NAME` removes a run", CatalogWarning, stacklevel=3)
+
+
+def own_files(rows: list[dict], run: str) -> list[str]:
+    """The partition files that the rows named ``run`` list and that are theirs: a path of one
+    of that run's partitions (``_is_partition``, its tags well formed) that no other row lists.
+    Removing or replacing the run deletes these and nothing else: whatever else a damaged row
+    lists is left where it is."""
+    others = {e.get("path") for r in rows if r.get("run") != run for e in r.get("files") or [] if isinstance(e, dict)}
+    out: set[str] = set()
+    for row in rows:
+        if row.get("run") != run:
+            continue
+        tags = dict(row.get("tags") or [])
+        try:
+            check_tags(tags)
+        except OptionError:
+            continue
+        for entry in row.get("files") or []:
+            rel = entry.get("path") if isinstance(entry, dict) else None
+            if _is_partition(rel, entry.get("table") if rel else None, run, tags) and rel not in others:
+                out.add(rel)
+    return sorted(out)
 
 
 def check_runs(root: Path, runs: pa.Table) -> list[dict]:

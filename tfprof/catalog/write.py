@@ -8,6 +8,12 @@ writer deletes. An existing run name is refused unless ``force``; then the old p
 deleted after the new run list is in place. What the catalog holds is checked first
 (``tfprof.catalog.trust``: the run list's names and paths, no links on the way), once before
 the ingest and again under the lock, before any file is changed.
+
+A row of the run list that fails those checks (a damaged or crafted run) never blocks a writer:
+it is kept as it is, with a warning, and nothing it lists is touched; while there is one, files
+no row lists are not cleaned up either (the damaged row may be the one that lost them).
+Removing or replacing such a run deletes only the files that are its own partitions
+(``trust.own_files``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,6 @@ from tfprof.catalog.layout import (
     combined_row,
     is_catalog,
     layout_moves,
-    listed_files,
     locked,
     partition_dir,
     read_runs,
@@ -41,7 +46,7 @@ from tfprof.catalog.layout import (
     write_runs,
 )
 from tfprof.catalog.storage import object_uri
-from tfprof.catalog.trust import check_runs, check_tags, no_links, unlisted_files
+from tfprof.catalog.trust import check_tags, no_links, own_files, split_rows, unlisted_files, warn_skipped
 from tfprof.errors import OptionError, OutputError
 from tfprof.ingest import Progress, iter_inputs
 from tfprof.output import PathLike, input_paths
@@ -132,9 +137,11 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
     clash = inputs.clash(root, directory=True)
     if clash:
         raise OutputError(f"the catalog `{root}` {clash}; choose another directory")
+    for path in inputs.paths + inputs.prefixes:  # the run list keeps them as text
+        _text_path(path)
     _open_catalog(root)
     with locked(root):
-        _plan(root, run, tags, force, read_runs(root))  # refused before the ingest: nothing made yet
+        _plan(root, run, tags, force, read_runs(root), warn=False)  # refused before the ingest: nothing made yet
     staging = root / STAGING
     staging.mkdir(exist_ok=True)
     token = secrets.token_hex(6)
@@ -153,13 +160,18 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
             rows, unlisted, moves = _plan(root, run, tags, force, runs, tuple(ranks))
             # everything is checked: from here on, act
             runs = upgrade_layout(root, rows, moves) or runs  # (its rows now name the new places)
-            old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
+            old = own_files(runs.to_pylist(), run)
             remove_files(root, [f.relative_to(root).as_posix() for f in unlisted])
-            placed = [_place(root, store, run, token, read_manifest(store), source, tags, inputs, rank)
-                      for (store, source), rank in zip(stores, ranks)]
-            row = combined_row(placed)
-            kept = runs.filter(pc.not_equal(runs.column("run"), run))
-            write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
+            placed: list[dict] = []
+            try:
+                for (store, source), rank in zip(stores, ranks):
+                    placed.append(_place(root, store, run, token, read_manifest(store), source, tags, inputs, rank))
+                row = combined_row(placed)
+                kept = runs.filter(pc.not_equal(runs.column("run"), run))
+                write_runs(root, pa.concat_tables([kept, pa.Table.from_pylist([row], RUNS_SCHEMA)]))
+            except BaseException:  # not committed: what was placed goes, the catalog stays as it was
+                remove_files(root, [f["path"] for p in placed for f in p["files"]])
+                raise
             remove_files(root, old)  # the replaced run's files, now listed nowhere
     finally:
         for store, _ in stores:
@@ -169,6 +181,16 @@ def _add(root: Path, run: str, tags: dict[str, str], force: bool, members: list[
         (staging / f"{token}.lock").unlink(missing_ok=True)
         remove_stale_staging(root)
     return row
+
+
+def _text_path(path: Path) -> None:
+    """Refuse an input path that is not UTF-8 text: the run list keeps it as a string."""
+    try:
+        os.path.abspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise OptionError(f"`{shown}`: the file's name is not UTF-8 text, which a catalog's run list keeps; "
+                          "rename it") from None
 
 
 def rank_staged(members: list[tuple[dict, Profile | None]], stores: list[tuple[Path, str]]) -> tuple[list, list]:
@@ -185,20 +207,25 @@ def rank_staged(members: list[tuple[dict, Profile | None]], stores: list[tuple[P
     return [stores[index[src.path]] for src in ranked], [src.rank for src in ranked]
 
 
-def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table, ranks: tuple = (None,)):
+def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Table, ranks: tuple = (None,), *,
+          warn: bool = True):
     """Everything adding run ``run`` will touch, checked, before anything is: the runs table's
-    rows (``check_runs``) and the files they list (an existing run is an ``OutputError``
-    without ``force``), the unlisted files to delete, the moves of the run-only layout, and the
+    rows (``trust.split_rows``: a damaged one is kept as it is, with a warning unless ``warn``
+    is off) and the files the sound ones list (an existing run is an ``OutputError`` without
+    ``force``), the unlisted files to delete, the moves of the run-only layout, and the
     new partitions' directories, ``.staging`` and ``.lock``, none of them reached through a link.
     ``ranks``: the job's ranks the run will hold (None: a run that is no job). Returns (rows,
     the unlisted files, the moves)."""
-    rows = check_runs(root, runs)
+    rows, bad = split_rows(runs)
     if any(r["run"] == run for r in rows) and not force:
         raise OutputError(f"run `{run}` is already in the catalog `{root}`; pass --force to replace it "
                           "(Python: force=True)")
-    listed = listed_files(runs)
+    if warn:
+        warn_skipped(root, [(str(rows[k]["run"]), problem) for k, problem in bad.items()], kept=True)
+    good = [row for k, row in enumerate(rows) if k not in bad]
+    listed = {f["path"] for row in good for f in row["files"]}
     checked: set[Path] = set()
-    for rel in sorted(listed):
+    for rel in sorted(listed | set(own_files(rows, run))):
         no_links(root, rel, checked=checked)
     no_links(root, STAGING, directory=True)
     no_links(root, LOCK)
@@ -206,9 +233,10 @@ def _plan(root: Path, run: str, tags: dict[str, str], force: bool, runs: pa.Tabl
         for rank in ranks:
             no_links(root, partition_dir(root, table, run, tags, rank).relative_to(root).as_posix(), directory=True,
                      checked=checked)
-    moves = layout_moves(root, rows)
+    moves = layout_moves(root, good)
     keep = listed | {new for _old, new in moves}  # a move's target left by an upgrade cut short is kept
-    return rows, unlisted_files(root, keep, list(TABLES)), moves
+    # with a damaged row, an unlisted file may be one it lost: nothing is cleaned up meanwhile
+    return rows, ([] if bad else unlisted_files(root, keep, list(TABLES))), moves
 
 
 def stage_inputs(store: Path, progress: Progress | None, given: dict, profile: Profile | None) -> str:
@@ -266,11 +294,13 @@ def remove_run(catalog: PathLike, run: str) -> None:
     root = require_catalog(catalog)
     with locked(root):
         runs = read_runs(root)
-        rows = check_runs(root, runs)  # every row, though one is removed: a run list that lies is not used
+        rows, _bad = split_rows(runs)  # a damaged run can be removed, and beside one any other
         names = [r["run"] for r in rows]
         if run not in names:
-            raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {', '.join(names) or 'none'}")
-        old = [f["path"] for r in rows if r["run"] == run for f in r["files"]]
+            from tfprof.catalog.trust import shown
+
+            raise OptionError(f"no run `{run}` in the catalog `{root}`; runs: {shown(', '.join(names), 400) or 'none'}")
+        old = own_files(rows, run)  # what a damaged row lists beyond its own partitions stays
         checked: set[Path] = set()
         for rel in old:
             no_links(root, rel, checked=checked)

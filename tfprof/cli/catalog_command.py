@@ -165,7 +165,10 @@ def view_profile(flags: dict, opts, inputs: dict, cmd: str = "scope"):
                               "--runs PATTERN aggregates runs")
         names, how = [flags["run"]], flags["aggregate"]
     else:
-        names, how = match_runs(catalog, flags["runs"]), flags.get("aggregate", "sum")
+        from tfprof.catalog.read import readable_runs
+
+        # a damaged run matched is left out with a warning: it never stops the aggregate of the rest
+        names, how = readable_runs(catalog, match_runs(catalog, flags["runs"])), flags.get("aggregate", "sum")
     from tfprof.api.options import VIEWS
 
     if flags.get("engine") == "spark" and VIEWS[cmd].layout in ("scope", "graph", "groups", "code"):
@@ -183,6 +186,10 @@ def _rank(flags: dict) -> int | None:
         return None
     if not value.isdigit():
         raise OptionError(f"--rank {value}: give a rank number (0, 1, ...)")
+    from tfprof.schema.bounds import INT64_MAX, out_of_range
+
+    if problem := out_of_range("--rank", int(value), 0, INT64_MAX):
+        raise OptionError(problem)
     return int(value)
 
 

@@ -53,9 +53,25 @@ def main(argv: list[str] | None = None) -> int:
         print("Interrupted.", file=sys.stderr)
         return 130
     code = run(args)
+    _exit_now_if_stuck(code)
     if wanted:
         start_server()
     return code
+
+
+def _exit_now_if_stuck(code: int) -> None:
+    """Exit with ``code`` at once when a call to object storage that the command gave up on (a
+    stop, a time limit) still blocks on its thread: the interpreter's exit would wait for it,
+    and pyarrow's S3 shutdown would abort under it (``tfprof.catalog.storage.abandoned``)."""
+    storage = sys.modules.get("tfprof.catalog.storage")
+    if storage is None or not storage.abandoned():
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
 
 
 def _through_server(args: list[str]) -> int | None:

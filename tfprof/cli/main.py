@@ -96,12 +96,39 @@ def _signals() -> Iterator[None]:
 
 
 
+@contextlib.contextmanager
+def _warning_lines() -> Iterator[None]:
+    """tfprof's own warnings (``TfprofWarning``: a catalog's run skipped) as one ``Warning:`` line
+    each on stderr, the same line said once per command; other warnings as Python shows them."""
+    import warnings
+
+    from tfprof.errors import TfprofWarning
+
+    said: set[str] = set()
+    show = warnings.showwarning
+
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, TfprofWarning):
+            return show(message, category, filename, lineno, file, line)
+        text = f"Warning: {printable(str(message))}"
+        if text not in said:
+            said.add(text)
+            print(text, file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TfprofWarning)
+        warnings.showwarning = one_line
+        yield
+
+
 def _invoke(args: list[str], shell_options: list[str]) -> int:
     """Run the command. Not through ``app(...)``: typer's main loop turns KeyboardInterrupt
     into ``Exit(130)`` and, with standalone_mode=False, returns 130 as the command's value, so
     an interrupted command looked like a success (exit status 0, no message). Here the
     interrupt reaches ``main``, and an explicit ``typer.Exit`` gives its own code."""
-    command = typer.main.get_command(app)
+    from tfprof.schema.bounds import bound_command
+
+    command = bound_command(typer.main.get_command(app))  # every integer option within its range
     try:
         with command.make_context("tfprof", list(args), obj={"shell_options": shell_options}) as ctx:
             command.invoke(ctx)
@@ -128,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tune_malloc()  # process-wide: only here, in a process that is tfprof's own
     said: list[str] = []
-    with _signals(), guarded_streams():
+    with _signals(), guarded_streams(), _warning_lines():
         try:
             code = _main(args, said)
             stopping.check()  # a stop that native code swallowed: the command did not end as asked

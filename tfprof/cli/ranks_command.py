@@ -58,9 +58,13 @@ def ranks(
         raise OptionError(f"--table {table}: give one of {', '.join(TABLES)}")
     if (catalog is None) == (not paths) or (catalog is None) != (run is None):
         raise OptionError("give the job's traces, or --catalog DIR --run JOB, not both")
-    # no output over a trace of the job, nor inside a directory of them (or the catalog)
+    # no output over a trace of the job (nor a link to one), nor inside a directory of them (or the catalog)
     given = [str(catalog)] if catalog is not None else paths
     protect = Inputs([Path(m) for p in given for m in (glob.glob(p, recursive=True) if glob.has_magic(p) else [p])], [])
+    if catalog is None:
+        from tfprof.api.ranks import job_paths
+
+        protect = protect + Inputs(job_paths(paths), [])
     if out is not None:
         check_target(out, force=force, inputs=protect, what="--out")
     if catalog is not None:

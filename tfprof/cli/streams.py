@@ -2,9 +2,10 @@
 
 stdout: a write or flush that fails (a full disk, a closed descriptor) raises ``StdoutError``, one
 line and exit code 2, never a success with the output lost; a broken pipe (``| head``) passes as
-it is, and the command ends quietly. stderr: control characters are escaped, so a file name
-holding an escape sequence or a newline cannot reach the terminal raw or split an ``Error:``
-line, and what cannot be written is dropped (the exit code still tells). A progress bar, which
+it is, and the command ends quietly. stderr: a URL's credentials are masked (no secret given in a
+URL is shown) and control characters escaped, so a file name holding an escape sequence or a
+newline cannot reach the terminal raw or split an ``Error:`` line; what cannot be written is
+dropped (the exit code still tells). A progress bar, which
 draws with escape sequences on purpose, writes to ``unguarded(sys.stderr)``.
 """
 
@@ -16,7 +17,7 @@ import os
 import sys
 from collections.abc import Iterator
 
-from tfprof.errors import OutputError, TfprofError, printable
+from tfprof.errors import OutputError, TfprofError, masked, printable
 
 
 class StdoutError(OutputError):
@@ -94,10 +95,11 @@ class _Stderr:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        if text.startswith(("Error:", "Warning:", "Internal error:")):
-            shown = printable(text.removesuffix("\n")) + "\n" * text.endswith("\n")
+        shown = masked(text)  # a URL's credentials: never shown (tfprof.errors.masked)
+        if shown.startswith(("Error:", "Warning:", "Internal error:")):
+            shown = printable(shown.removesuffix("\n")) + "\n" * shown.endswith("\n")
         else:
-            shown = "\n".join(printable(part) for part in text.split("\n"))
+            shown = "\n".join(printable(part) for part in shown.split("\n"))
         with contextlib.suppress(OSError, ValueError, AttributeError):
             self._stream.write(shown)
         return len(text)

@@ -8,6 +8,11 @@ patterns. Each file is one rank. Its rank is, first, what the trace records (Kin
 host (XSpace), the host's place among the job's hosts in name order; else the file's place among
 the job's files in name order. How each rank was found is kept beside it, and two files that
 claim one rank, or a rank beyond the recorded world size, are errors naming both.
+
+Every rank must satisfy ``0 <= rank < world size <= 2**31`` (``MAX_WORLD``: what NCCL, Gloo and
+MPI can number) before anything uses it: a rank of 1000000000 in a file name is an error naming
+the file, never a catalog partition ``rank=1000000000`` that readers would refuse. A file whose
+name is not UTF-8 text is an error naming it too (Parquet, JSON and the web page hold text).
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfprof.errors import InputNotFoundError, OptionError
+from tfprof.errors import InputNotFoundError, OptionError, ProfileFormatError
 
+MAX_WORLD = 2**31  # the most ranks a job may have: ranks are 0 .. MAX_WORLD - 1 (int32, as the collectives number them)
 TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb")
 _RANK_IN_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 
@@ -55,11 +61,27 @@ def job_files(paths: list[str | Path]) -> list[Path]:
             raise InputNotFoundError(f"`{text}` holds no trace file ({', '.join(TRACE_SUFFIXES)}); give the job's "
                                      "per-rank traces")
         found.update(dict.fromkeys(matches))
+    for path in found:
+        _utf8_name(path)
     return sorted(found, key=str)
 
 
+def _utf8_name(path: Path) -> None:
+    """Refuse a path that is not UTF-8 text (``os.fsdecode`` keeps such bytes as surrogates,
+    which no Parquet string, JSON answer or terminal line can hold)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        import os
+
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")  # the bytes that are not UTF-8 as \xff
+        raise InputNotFoundError(f"`{shown}`: the file's name is not UTF-8 text; rename it (a job's trace "
+                                 "names are kept in the catalog and shown in reports)") from None
+
+
 def rank_in_name(path: Path) -> int | None:
-    """The number after ``rank`` in the file's name (the last such), or None."""
+    """The number after ``rank`` in the file's name (the last such), or None; any size (a file
+    name is short): ``assign_ranks`` refuses one beyond ``MAX_WORLD``."""
     found = _RANK_IN_NAME.findall(path.name)
     return int(found[-1]) if found else None
 
@@ -79,10 +101,28 @@ def assign_ranks(files: list[tuple[Path, int | None, int | None, str | None]]) -
     out = [RankSource(rank, path, how, host, world) for (path, _, world, host), (rank, how) in zip(files, ranked)]
     seen: dict[int, Path] = {}
     for src in out:
+        _check_rank(src)
         if src.rank in seen:
             raise OptionError(f"`{seen[src.rank]}` and `{src.path}` are both rank {src.rank} ({src.how}); a job has one "
                               "trace per rank")
         seen[src.rank] = src.path
-        if src.world_size is not None and src.rank >= src.world_size:
-            raise OptionError(f"`{src.path}` is rank {src.rank} of a job of {src.world_size} ranks; the trace is damaged")
     return sorted(out, key=lambda s: s.rank)
+
+
+def _check_rank(src: RankSource) -> None:
+    """Refuse a rank or world size outside ``0 <= rank < world size <= MAX_WORLD``, naming the file."""
+    world = src.world_size
+    if world is not None and not (isinstance(world, int) and 0 < world <= MAX_WORLD):
+        raise ProfileFormatError(f"`{src.path}` records a world size of {_number(world)}; a job has 1 to {MAX_WORLD:,} "
+                                 "ranks: the trace is damaged")
+    if not (isinstance(src.rank, int) and 0 <= src.rank < MAX_WORLD):
+        where = "its file name" if src.how == "file name" else "the trace"
+        raise ProfileFormatError(f"`{src.path}` is rank {_number(src.rank)} ({src.how}); a rank is 0 to "
+                                 f"{MAX_WORLD - 1:,} (fix {where}, or give the job's traces with names rank-0, rank-1, ...)")
+    if world is not None and src.rank >= world:
+        raise OptionError(f"`{src.path}` is rank {src.rank} of a job of {world} ranks; the trace is damaged")
+
+
+def _number(value: object) -> str:
+    text = str(value)
+    return text if len(text) <= 20 else f"{text[:20]}…"

@@ -42,23 +42,28 @@ class Inputs:
 
     def clash(self, target: PathLike, *, directory: bool = False) -> str | None:
         """Why ``target`` would overwrite an input (a phrase naming it), or None. With
-        ``directory``, a target that contains an input clashes too."""
-        t = _resolve(Path(target))
+        ``directory``, a target that contains an input clashes too. Both sides are compared in
+        each of their forms (``_forms``): as written, with the links on the way resolved, and
+        with the link at the end followed, so neither a link to an input nor a link inside an
+        input directory (``job/rank-1.json`` leading to a trace elsewhere) gets written."""
+        targets = _forms(Path(target))
         for p in self.paths:
-            r = _resolve(p)
-            if t == r or _same_file(t, r):
-                return f"is the input `{p}`" if str(p) != str(target) else "is an input of this command"
-            if r.is_dir() and r in t.parents:
-                return f"is inside the input directory `{p}`"
-            if directory and t in r.parents:
-                return f"holds the input `{p}`"
+            for t in targets:
+                for r in _forms(p):
+                    if t == r or _same_file(t, r):
+                        return f"is the input `{p}`" if str(p) != str(target) else "is an input of this command"
+                    if r in t.parents and r.is_dir():
+                        return f"is inside the input directory `{p}`"
+                    if directory and t in r.parents:
+                        return f"holds the input `{p}`"
         for prefix in self.prefixes:
-            r = _resolve(prefix)
-            rest = t.name[len(r.name):] if t.name.startswith(r.name) else None
-            if t.parent == r.parent and rest is not None and (rest in ("", ".index") or _SHARD.fullmatch(rest)):
-                return f"is a file of the input checkpoint `{prefix}`"
-            if directory and t in r.parents:
-                return f"holds the input checkpoint `{prefix}`"
+            for t in targets:
+                for r in _forms(prefix):
+                    rest = t.name[len(r.name):] if t.name.startswith(r.name) else None
+                    if t.parent == r.parent and rest is not None and (rest in ("", ".index") or _SHARD.fullmatch(rest)):
+                        return f"is a file of the input checkpoint `{prefix}`"
+                    if directory and t in r.parents:
+                        return f"holds the input checkpoint `{prefix}`"
         return None
 
 
@@ -96,6 +101,15 @@ def _checkpoint_prefix(path: str) -> str:
         return path[: -len(".index")]
     match = _SHARD.search(path)
     return path[: match.start()] if match else path
+
+
+def _forms(p: Path) -> list[Path]:
+    """``p`` as the file system may reach it: absolute as written (``..`` folded), with the links
+    of its directories resolved (the entry a rename would replace, a link itself), and resolved
+    whole (where a link at its end leads)."""
+    written = Path(os.path.abspath(p))
+    forms = [written, _resolve(written.parent) / written.name, _resolve(p)]
+    return list(dict.fromkeys(forms))
 
 
 def _resolve(p: Path) -> Path:

@@ -250,7 +250,7 @@ def expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] 
 def _job_page(entries: list[Entry]) -> dict[str, Any]:
     import json
 
-    from tfprof.api.ranks import ranks
+    from tfprof.api.ranks import job_members, job_report
     from tfprof.api.shell import export
     from tfprof.errors import TfprofError
 
@@ -258,13 +258,15 @@ def _job_page(entries: list[Entry]) -> dict[str, Any]:
         return {"job": None, "why": "one profile is open: give the server a distributed job's traces, one per rank "
                                     "(tfprof ui traces/ or tfprof ui rank-*.pt.trace.json.gz)"}
     pids = {Path(e.path): e.id for e in entries}
-    try:
-        report = ranks([(Path(e.path), e.profile) for e in entries])
-    except TfprofError as exc:
-        return {"job": None, "why": str(exc).splitlines()[0]}
-    if all(s.how == "file order" for s in report.sources):
+    # ranks that cannot be (two files claiming one, one beyond the job) raise: the request's 400, naming the files
+    members = job_members([(Path(e.path), e.profile) for e in entries])
+    if all(src.how == "file order" for src, _ in members.values()):
         return {"job": None, "why": "these profiles record no rank and their file names carry none (rank-N): they "
                                     "do not look like one job's ranks; tfprof ranks compares them as given"}
+    try:
+        report = job_report(members)
+    except TfprofError as exc:
+        return {"job": None, "why": str(exc).splitlines()[0]}
 
     def rows(frame):
         return json.loads(export(frame, "json"))
