@@ -61,6 +61,13 @@ def fresh(path: Path) -> dict[str, tuple[int, bytes]]:
     return answers(page_client(make_app(Profiles.load([str(path)]))))
 
 
+def served_copy(store: Path, tmp_path: Path):
+    """A copy of ``store`` (``run.tfprof``) and a page client of a UI serving it."""
+    run = tmp_path / "run.tfprof"
+    shutil.copytree(store, run)
+    return run, page_client(make_app(Profiles.load([str(run)])))
+
+
 def replace_store(run: Path, new: Path, how: str) -> None:
     if how == "force":  # `tfprof ingest NEW --out RUN --force`: a new directory swapped in
         ingest_to_store(run, profile_path=new, force=True)
@@ -79,9 +86,7 @@ def replace_store(run: Path, new: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["force", "moved", "in_place"])
 def test_a_replaced_store_is_answered_from_the_new_store_only(stores, tmp_path, how):
     a, b = stores
-    run = tmp_path / "run.tfprof"
-    shutil.copytree(a, run)
-    client = page_client(make_app(Profiles.load([str(run)])))
+    run, client = served_copy(a, tmp_path)
     before = answers(client)  # every cache warm with the first store
     assert all(status == 200 for status, _ in before.values()), before
     replace_store(run, b, how)
@@ -92,9 +97,7 @@ def test_a_replaced_store_is_answered_from_the_new_store_only(stores, tmp_path, 
 
 def test_a_deleted_store_is_410_with_the_reason_and_read_again_once_back(stores, tmp_path):
     a, b = stores
-    run = tmp_path / "run.tfprof"
-    shutil.copytree(a, run)
-    client = page_client(make_app(Profiles.load([str(run)])))
+    run, client = served_copy(a, tmp_path)
     answers(client)
     shutil.rmtree(run)
     for url in [u for u in GETS if u != "/api/profiles"]:
@@ -133,9 +136,7 @@ def test_a_store_replaced_while_a_request_reads_it_gives_the_new_answer(stores, 
     import tfprof.api.memory as memory_api
 
     a, b = stores
-    run = tmp_path / "run.tfprof"
-    shutil.copytree(a, run)
-    client = page_client(make_app(Profiles.load([str(run)])))
+    run, client = served_copy(a, tmp_path)
     real, calls = memory_api.memory_page, []
 
     def swapped_after_reading(*args, **kwargs):
@@ -156,9 +157,7 @@ def test_a_store_that_keeps_changing_is_refused_with_409(stores, tmp_path, monke
     import tfprof.api.memory as memory_api
 
     a, b = stores
-    run = tmp_path / "run.tfprof"
-    shutil.copytree(a, run)
-    client = page_client(make_app(Profiles.load([str(run)])))
+    run, client = served_copy(a, tmp_path)
     real, turn = memory_api.memory_page, []
 
     def always_swapped(*args, **kwargs):

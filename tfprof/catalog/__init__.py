@@ -13,7 +13,7 @@ and ``remote_read`` reads them.
 
 from __future__ import annotations
 
-import importlib
+from tfprof.lazy import lazy_names
 
 # Each public name loads with its module on first use: ``tfprof.catalog.uri`` is read by the
 # command line before it knows whether a command needs polars (tfprof/cli/__init__.py).
@@ -25,9 +25,4 @@ _HOMES = {
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tfprof.catalog' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"tfprof.catalog.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

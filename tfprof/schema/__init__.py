@@ -10,7 +10,7 @@ The names below load with the submodule that holds them, on first use: the metri
 
 from __future__ import annotations
 
-import importlib
+from tfprof.lazy import lazy_names
 
 _HOMES = {
     "METRICS": "metrics",
@@ -24,9 +24,4 @@ _HOMES = {
 
 __all__ = sorted(_HOMES)
 
-
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tfprof.schema' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"tfprof.schema.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)
