@@ -79,6 +79,12 @@ class InputError(TfprofError, ValueError):
 class InputNotFoundError(InputError, FileNotFoundError):
     """An input path does not exist."""
 
+    @classmethod
+    def given_as(cls, path: object, flag: str) -> InputNotFoundError:
+        """The error for input ``path``, given as option ``flag``, that does not exist: the one
+        line the readers and the command line's early check (``cli.app.require_inputs``) share."""
+        return cls(f"`{path}` does not exist (given as {flag}); check the path")
+
 
 class ProfileFormatError(InputError):
     """An input file is damaged or is not of the kind it was passed as."""

@@ -165,7 +165,7 @@ def require_inputs(**inputs) -> None:
             continue
         for path in (str(value).split(",") if name == "run_meta_path" else [str(value)]):
             if path and not glob.has_magic(path) and not os.path.lexists(path):
-                raise InputNotFoundError(f"`{Path(path)}` does not exist (given as {flag}); check the path")
+                raise InputNotFoundError.given_as(Path(path), flag)
 
 
 def load_profile(*, warn: bool = True, **inputs):

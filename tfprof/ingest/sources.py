@@ -55,7 +55,7 @@ def read_bytes(path: str | os.PathLike | bytes | _message.Message, kind: str) ->
         raise InputError(f"a {what} is given as a path, bytes or a protobuf message, not a `{type(path).__name__}`")
     p = Path(path)
     if not p.exists():
-        raise InputNotFoundError(f"`{p}` does not exist (given as {flag}); check the path")
+        raise InputNotFoundError.given_as(p, flag)
     if p.is_dir():
         raise ProfileFormatError(f"`{p}` is a directory, expected a {what} file (given as {flag})")
     try:

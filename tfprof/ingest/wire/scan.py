@@ -163,7 +163,7 @@ def check_file(path: str | os.PathLike) -> Path:
     p = Path(path)
     what, flag = KINDS["profile"]
     if not p.exists():
-        raise InputNotFoundError(f"`{p}` does not exist (given as {flag}); check the path")
+        raise InputNotFoundError.given_as(p, flag)
     if p.is_dir():
         raise ProfileFormatError(f"`{p}` is a directory, expected a {what} file (given as {flag})")
     try:
