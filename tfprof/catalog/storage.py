@@ -37,7 +37,7 @@ from tfprof.catalog.storage_calls import (  # noqa: F401 - also used as storage.
     timed_out,
     timeouts,
 )
-from tfprof.catalog.storage_clients import filesystem, s3_client
+from tfprof.catalog.storage_clients import filesystem, reached, s3_client  # noqa: F401 - reached: storage.*
 from tfprof.catalog.storage_lock import (  # noqa: F401 - also used as storage.*
     LOCK_KEY,
     LOCK_LIMIT,

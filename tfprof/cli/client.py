@@ -53,19 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         print("Interrupted.", file=sys.stderr)
         return 130
     code = run(args)
-    _exit_now_if_stuck(code)
-    if wanted:
+    storage = sys.modules.get("tfprof.catalog.storage")
+    if wanted and (storage is None or not storage.abandoned()):
         start_server()
+    if storage is not None and storage.reached():
+        _exit_now(code)
     return code
 
 
-def _exit_now_if_stuck(code: int) -> None:
-    """Exit with ``code`` at once when a call to object storage that the command gave up on (a
-    stop, a time limit) still blocks on its thread: the interpreter's exit would wait for it,
-    and pyarrow's S3 shutdown would abort under it (``tfprof.catalog.storage.abandoned``)."""
-    storage = sys.modules.get("tfprof.catalog.storage")
-    if storage is None or not storage.abandoned():
-        return
+def _exit_now(code: int) -> None:
+    """Exit with ``code`` at once, streams flushed, when this command reached object storage.
+    pyarrow's S3 client, shut down at the interpreter's exit, can abort the process ("terminate
+    called without an active exception", SIGABRT) after the command succeeded, and a call that
+    the command gave up on (a stop, a time limit) would hold the exit on its thread
+    (``tfprof.catalog.storage.abandoned``). Everything the command wrote is finished by now."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
