@@ -172,8 +172,9 @@ def exposed_comm(events: list[dict]) -> dict[str, tuple[int, int]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def launch_bound(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, int]]:
-    """(step, device) -> (ops with an earlier op on their stream, launch-bound ones, their gap ns)."""
+def launch_bound(events: list[dict], gaps: dict | None = None) -> dict[tuple[int, str], tuple[int, int, int]]:
+    """(step, device) -> (ops with an earlier op on their stream, launch-bound ones, their gap ns);
+    ``gaps``, when given, gets each device's launch-bound gaps as (start, end) intervals."""
     ops = device_ops(events)
     wins = windows(events, ops)
     calls = host_calls(events)
@@ -204,8 +205,42 @@ def launch_bound(events: list[dict]) -> dict[tuple[int, str], tuple[int, int, in
                         and gap_spacing <= MAX_SPACING_NS:
                     acc[1] += 1
                     acc[2] += gap
+                    if gaps is not None:
+                        gaps.setdefault(device, []).append((reach, o["start"]))
             reach = o["end"] if reach is None else max(reach, o["end"])
     return {k: tuple(v) for k, v in out.items()}
+
+
+def _minus(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of the disjoint sorted intervals ``a`` that no interval of ``b`` covers."""
+    out = []
+    for s, e in a:
+        for bs, be in b:
+            if be <= s or bs >= e:
+                continue
+            if bs > s:
+                out.append((s, bs))
+            s = max(s, be)
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def bound_idle(events: list[dict]) -> dict[tuple[int, str], tuple[int, int]]:
+    """(step, device) -> (the device's idle ns, the idle ns inside some stream's launch-bound gap):
+    the gaps with every device operation taken out, cut at the step's window."""
+    gaps: dict = {}
+    found = launch_bound(events, gaps)
+    ops = device_ops(events)
+    wins = windows(events, ops)
+    out = {}
+    for step, device in found:
+        _, ws, we = next(w for w in wins if w[0] == step)
+        busy = merge([(o["start"], o["end"]) for o in ops if o["device"] == device])
+        free = _minus(merge(gaps.get(device, [])), busy)
+        used = sum(max(0, min(e, we) - max(s, ws)) for s, e in busy)
+        out[(step, device)] = (we - ws - used, sum(max(0, min(e, we) - max(s, ws)) for s, e in free))
+    return out
 
 
 def xspace_events(path: str | Path) -> list[dict]:

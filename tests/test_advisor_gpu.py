@@ -255,9 +255,27 @@ def test_launch_queue_rule(tmp_path):
     # device 0: kernel i runs [10i+15, 10i+17): gaps of 8 us, every next call starts after the last kernel ended
     assert got == {"0": (4, 4, 32_000, True), "1": (4, 0, 0, False), "2": (2, 0, 0, False)}
     assert {d: v[:3] for (_, d), v in expect.launch_bound(events).items()} == {d: v[:3] for d, v in got.items()}
+    # one stream: each of its gaps is device idle time; the step (no markers) spans every device's work
+    idle_ns, covered = expect.bound_idle(events)[(0, "0")]
+    assert covered == 32_000 and idle_ns > covered
     assert reports(prof, "LaunchQueueChecker")[0] == (
-        "step 0, device 0: CPU-bound launch queue: 4 of 4 operations (100.00%) waited for their launch, 32us idle "
-        "(median gap 8us, launch spacing 10us)")
+        "step 0, device 0: CPU-bound launch queue: 4 of 4 operations (100.00%) waited for their launch, covering "
+        f"32us of the device's {idle_ns // 1000}us idle time (median gap 8us, launch spacing 10us)")
+
+
+def test_launch_queue_idle_is_the_devices_not_the_streams(tmp_path):
+    """Two streams of one device each wait for their launches at the same time: their gaps add up
+    to twice the device's idle time, which the report must not exceed."""
+    prof, events = load(tmp_path, [
+        *_launched(4, 10, 10, device=0, tid=1, corr=100),
+        *[{**e, "tid": 8, "args": {**e["args"], "stream": 8}} if e.get("cat") == "kernel" else e
+          for e in _launched(4, 10, 10, device=0, tid=2, corr=200)],
+    ])
+    rows = advise(prof, ["LaunchQueueChecker"]).evidence["LaunchQueueChecker"]
+    row = rows.row(0, named=True)
+    want = expect.bound_idle(events)[(0, "0")]
+    assert (row["idle_ns"], row["bound_idle_ns"]) == want
+    assert row["bound_ns"] == 2 * want[1] and want[1] <= want[0]
 
 
 # ------------------------------------------------------------------------------ framework gate
@@ -280,11 +298,15 @@ def test_framework_of_each_kind(tmp_path):
     assert xspace_framework(hlo.with_columns(pl.lit(None, pl.String).alias("args"))) == "unknown"
 
 
-def test_tensorflow_checks_are_skipped_in_one_line(tmp_path):
+def test_tensorflow_checks_are_left_out_or_skipped_in_one_line(tmp_path):
+    """By default a PyTorch trace gets no TensorFlow check at all; asked for by name, one line says why not."""
     prof, _ = load(tmp_path, [gpu("k", 0, 1)])
-    result = advise(prof)
     gated = [c.name for c in CHECKS if c.frameworks]
     assert gated == ["OperationChecker"]
+    default = advise(prof)
+    assert "OperationChecker" not in default.reports and "OperationChecker" not in default.proto.checkers
+    assert "TensorFlow" not in default.text
+    result = advise(prof, ["OperationChecker", "GpuIdleChecker"])
     assert list(result.proto.checkers["OperationChecker"].reports) == [
         "skipped: a check for TensorFlow profiles; this profile is from PyTorch"]
     assert "\nOperationChecker:\nskipped: a check for TensorFlow profiles; this profile is from PyTorch\n\n" in result.text

@@ -80,6 +80,12 @@ def test_launch_queue(result, events):
     got = {(r["step"], r["device"]): (r["ops"], r["bound_ops"], r["bound_ns"]) for r in rows.iter_rows(named=True)}
     assert got == want
     assert all(ops > 1000 for ops, _, _ in want.values())
+    # the report speaks of the device's idle time that launch-bound gaps cover, never more than it idled
+    idle = {(r["step"], r["device"]): (r["idle_ns"], r["bound_idle_ns"]) for r in rows.iter_rows(named=True)}
+    assert idle == expect.bound_idle(events)
+    assert all(0 < covered <= free for free, covered in idle.values())
+    steps_idle = {(r["step"], r["device"]): r["idle_ns"] for r in result.evidence["GpuIdleChecker"].iter_rows(named=True)}
+    assert {k: v[0] for k, v in idle.items()} == {k: steps_idle[k] for k in idle}
 
 
 def test_json_formats_the_numbers(result):

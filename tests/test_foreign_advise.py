@@ -92,8 +92,9 @@ FRAMEWORKS = {"torch_cnn.pt.trace.json": "PyTorch", "torch_transformer.pt.trace.
 
 @pytest.mark.parametrize("name", TORCH + XSPACES)
 def test_tensorflow_advice_only_for_tensorflow_and_gpu_checks_say_no_gpu_events(name):
-    """OperationChecker runs on the TF2 XSpace and says it is skipped in one line elsewhere; every
-    GPU check says "no GPU events" in one line on these CPU captures (docs/ADVISOR.md)."""
+    """OperationChecker runs on the TF2 XSpace and is left out elsewhere (asked for by name, it says
+    it is skipped in one line); every GPU check says "no GPU events" in one line on these CPU
+    captures (docs/ADVISOR.md)."""
     from tfprof.api import advise
     from tfprof.queries.advisor import TRACE_CHECKS
 
@@ -101,8 +102,11 @@ def test_tensorflow_advice_only_for_tensorflow_and_gpu_checks_say_no_gpu_events(
     raw = (FOREIGN / name).read_bytes()
     if name in XSPACES:
         assert (b"StatefulPartitionedCall" in raw) == (FRAMEWORKS[name] is None)
-    sections = _sections(advise(tfprof.load(FOREIGN / name)).text)
+    prof = tfprof.load(FOREIGN / name)
+    sections = _sections(advise(prof).text)
     made_by = FRAMEWORKS[name]
-    assert sections["OperationChecker"] == ([SKIP_LINE.format(made_by)] if made_by else [])
+    assert sections.get("OperationChecker") == (None if made_by else [])
+    asked = _sections(advise(prof, ["OperationChecker"]).text)
+    assert asked["OperationChecker"] == ([SKIP_LINE.format(made_by)] if made_by else [])
     for check in TRACE_CHECKS:
         assert sections[check.name] == ["no GPU events (kernels, copies, memsets): nothing to check on this capture"]

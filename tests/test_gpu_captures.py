@@ -122,7 +122,7 @@ def test_a_jax_capture_is_not_taken_for_tensorflow(jax_prof):
     display name the detail), as TensorFlow names its ops; the metadata plane's `jax_version` says which."""
     assert jax_prof.frame("info")["framework"].to_list() == ["jax"]
     assert not jax_prof.frame("nodes")["name"].str.contains("ThenExecuteCallback").any()
-    proc = cli("advise", str(JAX))
+    proc = cli("advise", str(JAX), "--checkers", "OperationChecker")
     assert proc.returncode == 0, proc.stderr
     assert "OperationChecker:\nskipped: a check for TensorFlow profiles; this profile is from JAX" in proc.stdout
 

@@ -37,8 +37,9 @@ def advise(prof: Profile, checkers: Any = None, *, checker_dir: str | Path | Non
     runs the checkers it names. A checker is a built-in name, the path of a ``.sql`` checker
     file, or the name (file stem) of a checker in ``checker_dir``, whose ``*.sql`` files all
     run. Built-in checkers run in tfprof's order, then SQL checkers (docs/ADVISOR.md). A foreign
-    trace (Kineto, XSpace) also gets the GPU checks by default; a check meant for another
-    framework's profiles (OperationChecker: TensorFlow) prints one line saying it was skipped.
+    trace (Kineto, XSpace) also gets the GPU checks by default. A check meant for another
+    framework's profiles (OperationChecker: TensorFlow) is left out of the default set; asked
+    for by name, it prints one line saying it was skipped.
 
     >>> import tfprof
     >>> advise(tfprof.load(tfprof.sample_path()), {"OperationChecker": {}}).text
@@ -55,7 +56,9 @@ def advise(prof: Profile, checkers: Any = None, *, checker_dir: str | Path | Non
     for check, options in _advice_plan(checkers, checker_dir, prof):
         if check.frameworks is not None:
             made_by = made_by or framework(prof)
-            if made_by not in check.frameworks:  # another framework's advice: say it is skipped
+            if made_by not in check.frameworks and checkers is None:  # another framework's advice
+                continue
+            if made_by not in check.frameworks:  # asked for by name: say it is skipped
                 evidence[check.name] = pl.DataFrame()
                 advice[check.name] = [skipped_report(check.frameworks, made_by)]
                 continue

@@ -16,8 +16,9 @@ def overview(prof: Profile, top: int = TOP) -> dict[str, Any]:
     """``source``, ``facts`` (``tfprof.summarize``'s model facts), ``total_micros`` (the
     execution time of every op, mean over steps as the op view sums it), ``top_ops`` (the
     ``top`` op types by execution time: ``name``, ``micros``, ``share`` of the total, ``count``
-    of nodes) and ``steps`` (``tfprof.steps``' rows: per step and device, its time and
-    utilization).
+    of nodes), ``step_count`` and ``step_window_ns`` (the steps' median window: the op time is
+    summed over threads and devices, so it can exceed a step) and ``steps`` (``tfprof.steps``'
+    rows: per step and device, its time and utilization).
 
     >>> import tfprof
     >>> o = overview(tfprof.load(tfprof.sample_path()))
@@ -39,7 +40,9 @@ def overview(prof: Profile, top: int = TOP) -> dict[str, Any]:
                for r in table.iter_rows(named=True)]
     summary = summarize(prof)
     rows = steps(prof)
+    windows = rows.unique("step").get_column("window_ns").drop_nulls()  # a step's window is the same on every device
     return {"source": summary.source, "facts": summary.facts, "total_micros": total, "top_ops": top_ops,
+            "step_count": windows.len(), "step_window_ns": round(windows.median()) if windows.len() else None,
             "steps": rows.select("step", "device", "window_ns", "utilization").to_dicts()}
 
 

@@ -225,8 +225,8 @@ def demo() -> None:
 
 
 _ADVISE_EPILOG = """\b
-Built-in checkers (tfprof's; all run by default):
-  AcceleratorUtilizationChecker  busy share of each GPU in its last profiled step
+Built-in checkers (tfprof's; all run by default, OperationChecker on TensorFlow's profiles only):
+  AcceleratorUtilizationChecker  busy share of each GPU (a trace: over its profiled steps)
   OperationChecker               unfused batch norm; NHWC convolutions on GPU
   ExpensiveOperationChecker      top op types, graph nodes and code paths by time
   JobChecker                     internal to Google: never reports

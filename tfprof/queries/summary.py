@@ -27,17 +27,17 @@ def summary(prof: Profile) -> pl.DataFrame:
 
 
 def model_facts(prof: Profile) -> dict[str, int]:
-    """Node, op type and step counts, trainable parameters and static float ops."""
-    trainable = totals(prof, -1, op_type="_trainable_variables")
+    """Node, op type and step counts, trainable parameters and static float ops. A foreign
+    trace (Kineto, XSpace) records no trainable variables, so their lines are left out there
+    rather than shown as 0."""
+    from tfprof.queries.advisor.trace import has_trace
+
     nodes = prof.lazy("nodes")
     facts = nodes.select(
         pl.len().alias("nodes"), pl.col("op").n_unique().alias("op_types"), pl.col("float_ops").sum()
     ).collect().row(0, named=True)
-    return {
-        "nodes": facts["nodes"],
-        "op types": facts["op_types"],
-        "steps": prof.row_counts()["steps"],
-        "trainable variables": trainable["nodes"],
-        "trainable parameters": trainable["params"],
-        "float ops (static)": int(facts["float_ops"] or 0),
-    }
+    out = {"nodes": facts["nodes"], "op types": facts["op_types"], "steps": prof.row_counts()["steps"]}
+    if not has_trace(prof):
+        trainable = totals(prof, -1, op_type="_trainable_variables")
+        out |= {"trainable variables": trainable["nodes"], "trainable parameters": trainable["params"]}
+    return out | {"float ops (static)": int(facts["float_ops"] or 0)}

@@ -147,7 +147,8 @@ def queue_reports(rows: pl.DataFrame) -> list[str]:
         spacing = (f" (median gap {ns(r['median_gap_ns'])}, launch spacing {ns(r['median_spacing_ns'])})"
                    if r["bound_ops"] else "")
         out.append(f"{_step(r)}: {verdict}: {r['bound_ops']} of {r['ops']} operations ({pct(r['bound_share'])}) "
-                   f"waited for their launch, {ns(r['bound_ns'])} idle{spacing}")
+                   f"waited for their launch, covering {ns(r['bound_idle_ns'])} of the device's {ns(r['idle_ns'])} "
+                   f"idle time{spacing}")
     return out
 
 

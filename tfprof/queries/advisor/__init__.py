@@ -42,7 +42,8 @@ from tfprof.queries.advisor.pageable_copy import pageable_copy
 from tfprof.queries.options import unknown_value
 
 CHECKS: tuple[Check, ...] = (
-    Check("AcceleratorUtilizationChecker", utilization, "Busy share of each GPU in its last profiled step."),
+    Check("AcceleratorUtilizationChecker", utilization,
+          "Busy share of each GPU in its last profiled step (a foreign trace: over its profiled steps)."),
     Check("OperationChecker", operation_findings, "Ops with a faster alternative (fused batch norm, NCHW on GPU).",
           frameworks=(TENSORFLOW,)),
     Check("ExpensiveOperationChecker", expensive_operations, "The most expensive op types, graph nodes and code paths."),

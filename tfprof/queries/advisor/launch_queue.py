@@ -18,7 +18,12 @@ stream), ``bound_ops`` (launch-bound waits), ``bound_share`` (bound_ops / ops), 
 stream gaps), ``bound_ns`` (the launch-bound ones), ``median_gap_ns`` and
 ``median_spacing_ns`` (of the launch-bound waits: the gap and the host calls' spacing, which
 match when launching is the bottleneck), ``cpu_bound`` (bound_share >= ``CPU_BOUND_SHARE``),
-``example_event`` (the longest launch-bound wait's operation, ``trace_events.event_id``).
+``example_event`` (the longest launch-bound wait's operation, ``trace_events.event_id``),
+``idle_ns`` (the device's idle time in the step, as ``tfprof steps`` and GpuIdleChecker define it)
+and ``bound_idle_ns`` (the part of that idle time inside a launch-bound gap of some stream).
+
+``gap_ns`` and ``bound_ns`` add up each stream's gaps, so on a device of several streams they can
+exceed the step; the report speaks of ``bound_idle_ns`` against ``idle_ns``, which cannot.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.advisor.base import CheckOptions, Evidence
-from tfprof.queries.advisor.trace import device_events, gpu_status, host_calls, step_of, step_windows
+from tfprof.queries.advisor.trace import (
+    cut_at_windows,
+    device_events,
+    gpu_status,
+    host_calls,
+    step_of,
+    step_windows,
+    union,
+)
 
 MAX_SPACING_NS = 50_000  # host calls further apart than this: the host was not busy launching
 CPU_BOUND_SHARE = 0.5  # a step is CPU-bound when at least this share of its operations waited
@@ -35,7 +48,7 @@ CPU_BOUND_SHARE = 0.5  # a step is CPU-bound when at least this share of its ope
 SCHEMA = {
     "step": pl.Int64, "device": pl.String, "ops": pl.Int64, "bound_ops": pl.Int64, "bound_share": pl.Float64,
     "gap_ns": pl.Int64, "bound_ns": pl.Int64, "median_gap_ns": pl.Int64, "median_spacing_ns": pl.Int64,
-    "cpu_bound": pl.Boolean, "example_event": pl.Int64,
+    "cpu_bound": pl.Boolean, "example_event": pl.Int64, "idle_ns": pl.Int64, "bound_idle_ns": pl.Int64,
 }
 
 
@@ -58,6 +71,31 @@ def waits(prof: Profile) -> pl.DataFrame:
     return ops.with_columns(step_of(step_windows(prof, dev), ops["start_ns"]))
 
 
+def _idle(prof: Profile, found: pl.DataFrame) -> pl.DataFrame:
+    """Per (step, device): ``idle_ns`` (the window less the union of the device's operations) and
+    ``bound_idle_ns`` (the idle time inside a launch-bound gap): the union of the operations and
+    the bound gaps, less the operations' union, cut at the step windows."""
+    dev = device_events(prof)
+    windows = step_windows(prof, dev)
+    keep = ["device", "event_id", "name", "start_ns", "end_ns"]
+    gaps = found.filter("bound").select("device", "event_id", pl.lit("gap").alias("name"),
+                                        pl.col("prev_end_ns").alias("start_ns"), pl.col("start_ns").alias("end_ns"))
+    ops = dev.select(keep)
+
+    def busy(events: pl.DataFrame, name: str) -> pl.DataFrame:
+        pieces = cut_at_windows(union(events, ["device"]), windows)
+        return pieces.group_by("device", "w").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias(name))
+
+    both = pl.concat([ops, gaps.select(keep).cast(ops.schema)])
+    grid = dev.select(pl.col("device").unique()).join(
+        windows.with_row_index("w").with_columns(pl.col("w").cast(pl.Int64)), how="cross")
+    rows = (grid.join(busy(ops, "_busy"), on=["device", "w"], how="left")
+            .join(busy(both, "_with_gaps"), on=["device", "w"], how="left")
+            .with_columns(pl.col("_busy", "_with_gaps").fill_null(0)))
+    return rows.select("step", "device", (pl.col("window_ns") - pl.col("_busy")).alias("idle_ns"),
+                       (pl.col("_with_gaps") - pl.col("_busy")).alias("bound_idle_ns"))
+
+
 def queue_frame(prof: Profile) -> pl.DataFrame:
     """The check's rows (module doc)."""
     found = waits(prof)
@@ -74,6 +112,7 @@ def queue_frame(prof: Profile) -> pl.DataFrame:
         pl.col("start_ns").min().alias("_first"),
     ).with_columns((pl.col("bound_ops") / pl.col("ops")).alias("bound_share"))
     rows = rows.with_columns((pl.col("bound_share") >= CPU_BOUND_SHARE).alias("cpu_bound"))
+    rows = rows.join(_idle(prof, found), on=["step", "device"], how="left")
     return rows.sort(pl.col("device").cast(pl.Int64, strict=False), "device", "_first").select(
         list(SCHEMA)).cast(SCHEMA)
 

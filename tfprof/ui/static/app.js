@@ -344,7 +344,8 @@ async function loadOverview() {
   const grid = el("div", "facts");
   const fact = (value, label) => { const d = el("div"); d.append(el("b", null, value), el("span", null, label)); grid.appendChild(d); };
   fact(o.source, "source");
-  fact(Fmt.time(o.total_micros), "execution time per step (all ops)");
+  if (o.step_count) fact(Fmt.time(o.step_window_ns / 1000), o.step_count === 1 ? "the step" : `median of ${o.step_count} steps`);
+  fact(Fmt.time(o.total_micros), "op time per step, summed over threads and devices");
   for (const [k, v] of Object.entries(o.facts)) fact(typeof v === "number" ? v.toLocaleString() : String(v), k);
   facts.appendChild(grid);
 
