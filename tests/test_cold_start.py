@@ -78,6 +78,8 @@ MISSING = [
     ["check", "missing.tfprof"],
     ["sql", "select 1", "missing.tfprof"],
     ["ingest", "missing.pb", "--out", "out.tfprof"],
+    ["ingest", "--catalog", "cat", "--run", "job", "missing-rank-0.json", "missing-rank-1.json"],  # a job's traces
+    ["ranks", "missing-rank-0.json", "missing-rank-1.json"],
     ["diff", "missing_a.pb", "missing_b.pb"],
     ["ui", "missing.tfprof", "--no-browser"],
     ["missing.pb"],  # the interactive shell's inputs

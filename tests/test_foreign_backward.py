@@ -5,6 +5,7 @@ without tfprof's readers."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -106,3 +107,62 @@ def test_backward_ops_without_a_stack_take_their_forward_ops():
     mine = pairs.join(stack, on="node_id").join(stack, left_on="forward_id", right_on="node_id", suffix="_forward")
     assert mine.height == pairs.height
     assert (mine["file"] == mine["file_forward"]).all() and (mine["lineno"] == mine["lineno_forward"]).all()
+
+
+def _op(name: str, tid: int, ts: float, dur: float, seq: int | None = None, **args) -> dict:
+    extra = {"Sequence number": seq} if seq is not None else {}
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+            "args": {**extra, **args}}
+
+
+def _flow(ph: str, flow_id: int, tid: int, ts: float) -> dict:
+    return {"ph": ph, "id": flow_id, "pid": 1, "tid": tid, "ts": ts, "cat": "fwdbwd", "name": "fwdbwd",
+            **({"bp": "e"} if ph == "f" else {})}
+
+
+def _linked_names(events: list[dict]) -> dict[str, str]:
+    """{backward root: the path the trace's own fwdbwd flows give its forward op}, read from the
+    events alone: the innermost op starting at a flow's ``s`` end, with the ops around it on its
+    thread, outermost first; the root is the ``evaluate_function`` op around the ``f`` end."""
+    ops = [e for e in events if e["ph"] == "X"]
+
+    def around(e: dict) -> list[dict]:
+        return sorted((o for o in ops if o["tid"] == e["tid"] and o["ts"] <= e["ts"] <= o["ts"] + o["dur"]),
+                      key=lambda o: (o["ts"], -o["dur"]))
+
+    ends = {(e["id"], e["ph"]): e for e in events if e.get("cat") == "fwdbwd"}
+    out = {}
+    for (flow_id, ph), s in ends.items():
+        if ph != "s":
+            continue
+        forward = [o for o in around(s) if o["ts"] <= s["ts"]]
+        while forward[-1]["ts"] != s["ts"]:
+            forward.pop()
+        root = next(o for o in around(ends[flow_id, "f"]) if o["name"].startswith(EVALUATE))
+        out[root["name"]] = "/".join(o["name"] for o in forward)
+    return out
+
+
+def test_a_backward_op_is_named_after_the_forward_op_its_flow_links_not_the_last_of_its_number(tmp_path):
+    """Several forward ops with one sequence number (an op and the ops that ran after it before the
+    next autograd node was made): the backward op was named after the last of them that started
+    before it, `…/fbgemm::bounds_check_indices/aten::zero__grad/…`; the trace's own fwdbwd flow says
+    which forward op made its node. A root without a flow keeps the number's match."""
+    events = [
+        _op("aten::embedding_bag", 1, 100.0, 50.0, seq=7),  # made the node: the flow starts here
+        _op("fbgemm::bounds_check_indices", 1, 200.0, 40.0, seq=7),
+        _op("aten::zero_", 1, 210.0, 10.0, seq=7),
+        _op("aten::mul", 1, 300.0, 10.0, seq=8),
+        _op(EVALUATE + "EmbeddingBagBackward0", 2, 500.0, 30.0, seq=7, **{"Fwd thread id": 1}),
+        _op("EmbeddingBagBackward0", 2, 501.0, 20.0, seq=7, **{"Fwd thread id": 1}),
+        _op(EVALUATE + "MulBackward0", 2, 600.0, 10.0, seq=8, **{"Fwd thread id": 1}),  # no flow
+        _flow("s", 1, 1, 100.0), _flow("f", 1, 2, 501.0),
+    ]
+    path = tmp_path / "shared_number.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    names = set(pl.from_arrow(foreign.read(path, "kineto")["nodes"])["name"].to_list())
+    (root, forward), = _linked_names(events).items()
+    assert forward == "aten::embedding_bag"
+    assert f"gradients/{forward}_grad/{root}" in names
+    assert not any(n.startswith("gradients/fbgemm::bounds_check_indices/") for n in names)
+    assert f"gradients/aten::mul_grad/{EVALUATE}MulBackward0" in names  # matched by its number

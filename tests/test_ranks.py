@@ -20,7 +20,15 @@ import tfprof
 from tfprof.cli.main import main as cli_main
 from tfprof.errors import OptionError
 from tfprof.ingest.job import assign_ranks, job_files, rank_in_name
-from tfprof.queries.ranks import RankFacts, job_findings, job_frames, op_spread, per_rank_step, rank_summary
+from tfprof.queries.ranks import (
+    IMBALANCE_FLOOR_NS,
+    RankFacts,
+    job_findings,
+    job_frames,
+    op_spread,
+    per_rank_step,
+    rank_summary,
+)
 
 GLOO = FIXTURES / "ranks" / "gloo4"
 NCCL = FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz"
@@ -247,3 +255,50 @@ def test_the_command_line(capsysbinary, tmp_path):
     assert "inside the input directory" in capsysbinary.readouterr().err.decode()
     assert cli_main(["ranks", str(GLOO), "--table", "nodes", "--format", "csv"]) == 2
     assert "--table nodes: give one of ranks, steps, ops, findings" in capsysbinary.readouterr().err.decode()
+
+
+def _two_ranks(ops: dict[str, tuple[tuple[int, int], tuple[int, int]]], step_ns: int = 200_000, steps: int = 1):
+    """A job of two ranks with ``steps`` steps of ``step_ns`` and ``ops`` {name: ((cpu ns of rank 0,
+    of rank 1), (accelerator ns of rank 0, of rank 1))}: its per-step rows, summary and op spread."""
+    facts = {r: RankFacts(
+        pl.DataFrame({"step": list(range(steps)), "device": ["0"] * steps, "window_ns": [step_ns] * steps,
+                      "compute_ns": [step_ns] * steps, "communication_ns": [0] * steps, "memcpy_ns": [0] * steps,
+                      "idle_ns": [0] * steps, "utilization": [1.0] * steps, "collective_ns": [0] * steps}),
+        pl.DataFrame({"name": list(ops), "cpu_ns": [cpu[r] for cpu, _ in ops.values()],
+                      "accelerator_ns": [acc[r] for _, acc in ops.values()]})) for r in (0, 1)}
+    steps_rows, op_rows = job_frames(facts)
+    per = per_rank_step(steps_rows)
+    return per, rank_summary(per), op_spread(op_rows, [0, 1])
+
+
+def test_an_imbalance_stands_above_a_stated_noise_floor():
+    """The measured false finding: an op of 18 µs on one rank and 13 µs on the other (and 5 µs of
+    GPU work on one rank only) was an imbalance, its short steps making 1% of them 2 µs. An
+    imbalance now needs 100 µs of spread per profiled step as well; a large difference still is one."""
+    assert IMBALANCE_FLOOR_NS == 100_000
+    small = {"small": ((18_000, 13_000), (5_000, 0))}
+    large = {"large": ((300_000, 100_000), (0, 0))}  # cv 0.5, 200 µs apart
+    per, summary, spread = _two_ranks({**small, **large})
+    found = job_findings(per, summary, spread)
+    assert found.filter(pl.col("check") == "imbalance").select("name", "metric", "rank", "value_ns").rows() == [
+        ("large", "cpu", 0, 200_000)]
+    for cv in (0.0, 0.25):  # not the coefficient of variation: the floor alone leaves the small one out
+        assert "small" not in job_findings(per, summary, spread, imbalance=cv)["name"].to_list()
+    # the floor is per profiled step: just above it a finding, at it none
+    for steps in (1, 3):
+        for spread_ns, flagged in ((steps * IMBALANCE_FLOOR_NS + 1, True), (steps * IMBALANCE_FLOOR_NS, False)):
+            per, summary, spread = _two_ranks({"op": ((spread_ns, 0), (0, 0))}, steps=steps)
+            assert ("op" in job_findings(per, summary, spread)["name"].to_list()) is flagged, (steps, spread_ns)
+
+
+def test_an_imbalance_line_quotes_the_time_that_differs():
+    """An op with both a CPU and an accelerator row: the sentence quoted the row of the smaller
+    spread (the last one read) whichever had been found."""
+    from tfprof.views.ranks_text import finding_lines
+
+    per, summary, spread = _two_ranks({"op": ((418_000, 13_000), (18_000, 13_000))})
+    found = job_findings(per, summary, spread)
+    assert found.filter(pl.col("check") == "imbalance")["metric"].to_list() == ["cpu"]
+    lines = finding_lines(found, summary, spread, 200_000, "window_ns")
+    assert [line for line in lines if line.startswith("imbalance")] == [
+        f"imbalance: op (cpu time) runs 418us on rank 0 against 13us on rank 1 (cv {202_500 / 215_500:.2f})"]

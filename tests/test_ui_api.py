@@ -261,8 +261,9 @@ def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         token = {TOKEN_HEADER: re.search(r'<meta name="tfprof-token" content="([\w-]{40,})">', page)[1]}
         listed = json.loads(urllib.request.urlopen(urllib.request.Request(url + "api/profiles", headers=token),
-                                                   timeout=30).read())["profiles"]
-        assert [p["path"] for p in listed] == [SAMPLE, MULTISTEP]
+                                                   timeout=30).read())
+        assert [p["path"] for p in listed["profiles"]] == [SAMPLE, MULTISTEP]
+        assert listed["job"] is False  # two profiles opened together: no Ranks page
         q = "select sum(a.range * b.range) from range(100000000) a, range(100000) b"  # hours of work
         runaway = urllib.parse.urlencode({"q": q}).encode()
         with pytest.raises(urllib.error.HTTPError) as stopped:  # --query-timeout 1
@@ -274,10 +275,10 @@ def test_ui_command_prints_the_url_and_stops_on_ctrl_c():
     assert proc.returncode == 130 and err == "Interrupted.\n"
 
 
-@pytest.mark.parametrize("how", ["directory", "catalog"])
+@pytest.mark.parametrize("how", ["directory", "glob", "catalog"])
 def test_ui_command_opens_a_jobs_ranks(how, tmp_path):
-    """``tfprof ui traces/`` and ``tfprof ui --catalog DIR --run JOB`` open a profile per rank,
-    and the Ranks page compares them."""
+    """``tfprof ui traces/``, ``tfprof ui 'traces/rank-*'`` and ``tfprof ui --catalog DIR --run
+    JOB`` open a profile per rank, as one job's, and the Ranks page compares them."""
     import os
     import re
     import signal
@@ -291,7 +292,7 @@ def test_ui_command_opens_a_jobs_ranks(how, tmp_path):
         add_job(tmp_path / "cat", "job", [gloo])
         args = ["--catalog", str(tmp_path / "cat"), "--run", "job"]
     else:
-        args = [str(gloo)]
+        args = [str(gloo / "rank-*.pt.trace.json.gz") if how == "glob" else str(gloo)]
     proc = subprocess.Popen([sys.executable, "-m", "tfprof", "ui", *args, "--port", "0", "--no-browser"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "TFPROF_SERVER": "0"})
     try:
@@ -300,6 +301,9 @@ def test_ui_command_opens_a_jobs_ranks(how, tmp_path):
         url = line.split(" at ")[1].split()[0]
         page = urllib.request.urlopen(url, timeout=30).read().decode()
         token = {TOKEN_HEADER: re.search(r'<meta name="tfprof-token" content="([\w-]{40,})">', page)[1]}
+        listed = json.loads(urllib.request.urlopen(urllib.request.Request(url + "api/profiles", headers=token),
+                                                   timeout=60).read())
+        assert listed["job"] is True and len(listed["profiles"]) == 4
         job = json.loads(urllib.request.urlopen(urllib.request.Request(url + "api/ranks", headers=token), timeout=60).read())
         assert [s["rank"] for s in job["sources"]] == [0, 1, 2, 3]
         assert [r["rank"] for r in job["ranks"] if r["straggler"]] == [2]

@@ -732,6 +732,12 @@ def test_ranks_page_marks_the_straggler_and_opens_its_timeline(browser):
         assert label.endswith("rank-2.pt.trace.json.gz")
     with page_on(browser, SAMPLE) as pg:  # one profile: no Ranks tab
         assert pg.is_hidden("#tabs button[data-tab=ranks]")
+    # two profiles that are no job's ranks (none recorded or named; two jobs' ranks): no Ranks tab either
+    for paths in ((SAMPLE, MULTISTEP), (str(GLOO_JOB / "rank-1.pt.trace.json.gz"),
+                                        str(FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz"))):
+        with page_on(browser, *paths) as pg:
+            assert pg.evaluate("tfprofUI.state.profiles.length") == 2
+            assert pg.is_hidden("#tabs button[data-tab=ranks]")
 
 
 def test_every_page_on_a_gpu_trace(browser, capsysbinary):

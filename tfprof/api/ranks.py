@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from tfprof.errors import OptionError
-from tfprof.ingest.job import RankSource, assign_ranks, job_files
+from tfprof.ingest.job import RankSource, assign_ranks, job_files, looks_like_one_job
 from tfprof.profile import Profile
 
 
@@ -68,9 +68,20 @@ def rank_fact(path: str | Path, prof: Profile | None = None) -> tuple:
     from tfprof.queries.ranks import rank_facts
 
     prof = load(path) if prof is None else prof
-    info = prof.frame("info")
-    get = (lambda c: info[c][0] if c in info.columns and info.height else None)  # noqa: E731 - older stores lack them
-    return Path(path), get("rank"), get("world_size"), get("host"), rank_facts(prof)
+    return Path(path), *_recorded(prof), rank_facts(prof)
+
+
+def _recorded(prof: Profile) -> tuple:
+    """(rank, world size, host) as the profile's ``info`` table records them (None where not)."""
+    info = prof.frame("info")  # (older stores lack the columns)
+    return tuple(info[c][0] if c in info.columns and info.height else None for c in ("rank", "world_size", "host"))
+
+
+def is_one_job(pairs: list[tuple]) -> bool:
+    """Whether loaded profiles ``[(path, Profile), ...]``, not given as one job, say they are
+    one job's ranks (``tfprof.ingest.job.looks_like_one_job``: each records its rank, or each
+    path's name carries one)."""
+    return looks_like_one_job([(Path(path), *_recorded(prof)) for path, prof in pairs])
 
 
 def load_job(paths: list, progress: Callable[[int, int, str], None] | None = None, workers: int | None = None) -> dict:

@@ -71,21 +71,35 @@ INPUT_OPTIONS = {
 }
 
 
-def takes_inputs(path: bool = True):
+JobArgument = Annotated[
+    Optional[list[str]],
+    typer.Argument(metavar="PROFILE...", help="Store directory or ProfileProto file (same as --profile_path); with "
+                   "--catalog also a distributed job's traces, a rank each: their directory, the files (a shell "
+                   "glob) or a glob pattern (quoted).", show_default=False),
+]
+
+
+def takes_inputs(path: bool = True, job: bool = False):
     """Give a command tfprof's input options (and, with ``path``, a positional PROFILE) and
-    pass them to it merged into one ``inputs`` dict, ready for ``load_profile(**inputs)``."""
+    pass them to it merged into one ``inputs`` dict, ready for ``load_profile(**inputs)``. With
+    ``job`` the positional takes several paths too, and the command a ``job`` argument: the
+    paths where they name a job's traces (more than one, or a glob pattern), else None."""
 
     def wrap(fn):
         sig = inspect.signature(fn, eval_str=True)  # typer reads the Annotated options off the signature
-        own = [p for p in sig.parameters.values() if p.name != "inputs"]
+        own = [p for p in sig.parameters.values() if p.name not in ("inputs", "job")]
         kw = inspect.Parameter.KEYWORD_ONLY
-        added = [inspect.Parameter("path", kw, default=None, annotation=PathArgument)] if path else []
+        positional = JobArgument if job else PathArgument
+        added = [inspect.Parameter("path", kw, default=None, annotation=positional)] if path else []
         added += [inspect.Parameter(name, kw, default=None, annotation=a) for name, a in INPUT_OPTIONS.items()]
 
         @functools.wraps(fn)
         def command(*args, **kwargs):
             given = {name: kwargs.pop(name) for name in INPUT_OPTIONS}
-            return fn(*args, inputs=cli_inputs(kwargs.pop("path", None), **given), **kwargs)
+            given_path = kwargs.pop("path", None)
+            if job:
+                kwargs["job"], given_path = job_paths(given_path or [], given)
+            return fn(*args, inputs=cli_inputs(given_path, **given), **kwargs)
 
         command.__signature__ = sig.replace(parameters=own + added)
         return command
@@ -118,6 +132,21 @@ def progress_bar():
 
 
 _SQL_WORDS = ("select", "with", "from", "describe", "show", "summarize", "explain", "pivot", "table")
+
+
+def job_paths(paths: list[str], given: dict) -> tuple[list[str] | None, Path | None]:
+    """(a job's traces, or None; the one profile path, or None) of the positional paths
+    ``paths``: several paths, or one glob pattern, are a job's traces, which go alone (no input
+    option beside them) and must exist (``require_paths``)."""
+    import glob
+
+    if len(paths) <= 1 and not any(glob.has_magic(p) for p in paths):
+        return None, Path(paths[0]) if paths else None
+    if any(v is not None for v in given.values()):
+        raise typer.BadParameter("several PROFILE paths (or a glob pattern) are a job's traces: give them without "
+                                 "--profile_path, --graph_path and the other input options")
+    require_paths(paths)
+    return paths, None
 
 
 def cli_inputs(path, graph_path, run_meta_path, op_log_path, checkpoint_path, profile_path) -> dict:
@@ -166,6 +195,19 @@ def require_inputs(**inputs) -> None:
         for path in (str(value).split(",") if name == "run_meta_path" else [str(value)]):
             if path and not glob.has_magic(path) and not os.path.lexists(path):
                 raise InputNotFoundError.given_as(Path(path), flag)
+
+
+def require_paths(paths: list) -> None:
+    """Each of a job's ``paths`` (its traces: files, directories, glob patterns) that is no glob
+    pattern must exist: the error for one that does not, raised before the readers are imported,
+    as ``require_inputs`` does for one profile (a glob that matches nothing is the job reader's)."""
+    import glob
+
+    from tfprof.errors import InputNotFoundError
+
+    for path in paths:
+        if not glob.has_magic(str(path)) and not os.path.lexists(path):
+            raise InputNotFoundError(f"`{path}` does not exist (one of the job's traces given); check the path")
 
 
 def load_profile(*, warn: bool = True, **inputs):

@@ -42,11 +42,16 @@ Many runs (docs/SCALE.md):
 """
 
 
-def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None, inputs: dict, force: bool) -> None:
-    """``tfprof ingest --catalog DIR --run NAME [--tag k=v] PROFILE``."""
+def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None, inputs: dict, force: bool,
+                   job: list[str] | None = None) -> None:
+    """``tfprof ingest --catalog DIR --run NAME [--tag k=v] PROFILE`` (``job``: a job's traces
+    given as several paths or a glob pattern, ``cli.app.job_paths``)."""
     from tfprof.catalog import add_run
     from tfprof.errors import OptionError
 
+    if catalog is None and job:
+        raise OptionError("several paths, or a glob pattern, are a distributed job's traces (a rank each): they go "
+                          "into a catalog as one run, --catalog DIR --run NAME (--out writes one profile's store)")
     if catalog is None:
         raise typer.BadParameter("give --out DIR (a store) or --catalog DIR --run NAME (a run of a catalog)")
     if not run:
@@ -54,9 +59,11 @@ def add_to_catalog(catalog: Path | None, run: str | None, tags: list[str] | None
     catalog = location(catalog)  # an s3:// or gs:// URI stays one
     given = inputs.get("profile_path")
     if given is not None and _is_job(str(given)) and not any(v for k, v in inputs.items() if k != "profile_path"):
+        job = [given]
+    if job:
         from tfprof.catalog import add_job, run_ranks
 
-        row = add_job(catalog, run, [given], tags=tags, force=force, progress=progress_bar())
+        row = add_job(catalog, run, job, tags=tags, force=force, progress=progress_bar())
         typer.echo(f"added job {run} to {catalog}: {len(run_ranks(row))} ranks ({row['nodes']:,} nodes, "
                    f"{row['steps']:,} steps in all)")
     else:

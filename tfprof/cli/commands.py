@@ -72,9 +72,9 @@ def _root(
 
 
 @app.command()
-@takes_inputs()
+@takes_inputs(job=True)
 def ingest(
-    inputs: dict,
+    inputs: dict, job: list[str] | None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", "-o", help="Store directory to write; an existing store is replaced only with --force."),
@@ -92,16 +92,15 @@ def ingest(
     """
     from tfprof.api import ingest_to_store
 
-    if catalog is not None or out is None:  # a run of a catalog (docs/SCALE.md)
+    if catalog is not None or out is None or job:  # a run of a catalog (docs/SCALE.md), a job's a rank each
         from tfprof.cli.catalog_command import add_to_catalog
-        return add_to_catalog(catalog, run, tag, inputs, force)
+        return add_to_catalog(catalog, run, tag, inputs, force, job)
     dest, counts = ingest_to_store(out, progress=progress_bar(), force=force, inputs=protected(inputs), **inputs)
     typer.echo(f"wrote {dest} ({counts['nodes']:,} nodes, {counts['steps']:,} steps)")
     if counts.get("validation"):  # what the ingest found, said as every command that loads it will
         from tfprof.profile import Profile
 
         warn_if_invalid(Profile.open(dest), {"profile_path": dest})
-
 
 
 @app.command()

@@ -50,6 +50,9 @@ def ranks(
 
       tfprof ranks --catalog runs/ --run job-0412     # a job ingested into a catalog
     """
+    from tfprof.cli.app import require_paths
+
+    require_paths(paths or [])  # a mistyped trace is named before the readers load
     from tfprof.api.ranks import ranks as analyse
     from tfprof.errors import OptionError
     from tfprof.output import Inputs, check_target

@@ -15,7 +15,8 @@ from tfprof.cli.app import app, load_profile
 def ui(
     profiles: Annotated[
         list[Path] | None, typer.Argument(metavar="PROFILE", help="Profiles (files or store directories), or a "
-                                          "directory of a distributed job's traces (a profile per rank).")
+                                          "distributed job's traces (a profile per rank): their directory or a glob "
+                                          "pattern (quoted).")
     ] = None,
     catalog: Annotated[Path | None, typer.Option("--catalog", help="A catalog: with --run, its run's profile (a "
                                                  "job's run: a profile per rank).")] = None,
@@ -52,6 +53,8 @@ def ui(
 
       tfprof ui traces/                                  # a job: a profile per rank, the Ranks page
 
+      tfprof ui traces/rank-*.pt.trace.json.gz           # the same: traces that record (or name) their ranks
+
       tfprof ui --catalog runs/ --run job-0412
     """
     from tfprof.cli.app import require_inputs
@@ -74,14 +77,17 @@ def ui(
         ranks = job_ranks(catalog, run)
         loaded = list(member_profiles(catalog, [(run, r) for r in ranks] if ranks else [(run, None)]))
         labels = [f"{run}/rank-{r}" for r in ranks] if ranks else [run]
+        job = bool(ranks)
     else:
-        from tfprof.ui.profiles import expand_jobs
+        from tfprof.ui.profiles import expand_jobs, given_as_job
 
-        paths, _ = expand_jobs(profiles, None)  # a directory that is not a store: a job's traces, a profile each
+        # a directory that is not a store, or a glob pattern: a job's traces, a profile each
+        paths, _ = expand_jobs(profiles, None)
         loaded = [load_profile(profile_path=p) for p in paths]
         labels = [str(p) for p in paths]
+        job = given_as_job(profiles)
     running = start(loaded, host=host, port=port, labels=labels, query_timeout=query_timeout,
-                    allow_hosts=allow_host or ())
+                    allow_hosts=allow_host or (), job=job)
     print(f"tfprof ui: serving {len(loaded)} profile{'s' if len(loaded) > 1 else ''} at {running.url}  (Ctrl-C stops)",
           flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):

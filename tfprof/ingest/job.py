@@ -7,7 +7,9 @@ patterns. Each file is one rank. Its rank is, first, what the trace records (Kin
 ``rank`` (``rank-3.pt.trace.json``, ``trace_rank03.json``); else, for traces that name their
 host (XSpace), the host's place among the job's hosts in name order; else the file's place among
 the job's files in name order. How each rank was found is kept beside it, and two files that
-claim one rank, or a rank beyond the recorded world size, are errors naming both.
+claim one rank, or a rank beyond the recorded world size, are errors naming both; so are files
+that cannot be one job's: some recording their rank and others none, two recording different
+world sizes, a store (one profile, already ingested) among the traces.
 
 Every rank must satisfy ``0 <= rank < world size <= 2**31`` (``MAX_WORLD``: what NCCL, Gloo and
 MPI can number) before anything uses it: a rank of 1000000000 in a file name is an error naming
@@ -45,12 +47,17 @@ def job_files(paths: list[str | Path]) -> list[Path]:
     """The trace files ``paths`` name (files as given; directories searched for traces below
     them; glob patterns expanded), each once, in name order; an ``InputNotFoundError`` naming
     what matched nothing."""
+    from tfprof.manifest import MANIFEST  # (a store's: no trace of a job)
+
     found: dict[Path, None] = {}
     for item in paths:
         text = str(item)
         if glob.has_magic(text):
             matches = sorted(Path(m) for m in glob.glob(text, recursive=True) if Path(m).is_file())
         elif Path(text).is_dir():
+            if (Path(text) / MANIFEST).exists():
+                raise OptionError(f"`{text}` is a store (one profile, ingested), not a job's traces: give each rank's "
+                                  "trace file, or their directory")
             matches = sorted(p for p in Path(text).rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
         elif Path(text).is_file():
             matches = [Path(text)]
@@ -106,7 +113,45 @@ def assign_ranks(files: list[tuple[Path, int | None, int | None, str | None]]) -
             raise OptionError(f"`{seen[src.rank]}` and `{src.path}` are both rank {src.rank} ({src.how}); a job has one "
                               "trace per rank")
         seen[src.rank] = src.path
+    _one_job(files)
     return sorted(out, key=lambda s: s.rank)
+
+
+def _one_job(files: list[tuple[Path, int | None, int | None, str | None]]) -> None:
+    """Refuse files that cannot be one job's traces: some record their rank and others none (one
+    job's traces are written alike), or two record different world sizes; the error names two."""
+    recorded = [path for path, rank, _, _ in files if rank is not None]
+    if recorded and len(recorded) < len(files):
+        other = next(path for path, rank, _, _ in files if rank is None)
+        raise OptionError(f"`{recorded[0]}` records its rank and `{other}` records none: they are not one job's "
+                          "traces (give the traces of one run, a rank each)")
+    worlds: dict[int, Path] = {}
+    for path, _, world, _ in files:
+        if world is not None:
+            worlds.setdefault(world, path)
+    if len(worlds) > 1:
+        (a, first), (b, second) = list(worlds.items())[:2]
+        raise OptionError(f"`{first}` records a job of {a} ranks and `{second}` one of {b}: they are not one job's "
+                          "traces (give the traces of one run, a rank each)")
+
+
+def looks_like_one_job(files: list[tuple[Path, int | None, int | None, str | None]]) -> bool:
+    """Whether ``files`` (as ``assign_ranks`` takes them), not given as one job (a directory or
+    a glob pattern of its traces), say themselves that they are one: two or more, each recording
+    its rank or each named with one (``rank-3``), the ranks distinct and within one recorded
+    world size. Profiles that happen to be opened together (no rank, or ranks of other jobs) are
+    not."""
+    if len(files) < 2:
+        return False
+    ranks = [rank for _, rank, _, _ in files]
+    if any(rank is not None for rank in ranks):
+        if any(rank is None for rank in ranks):
+            return False
+    else:
+        ranks = [rank_in_name(path) for path, *_ in files]
+    worlds = {world for _, _, world, _ in files if world is not None}
+    return (None not in ranks and len(set(ranks)) == len(ranks) and len(worlds) <= 1
+            and all(0 <= rank < min(worlds, default=MAX_WORLD) for rank in ranks))
 
 
 def _check_rank(src: RankSource) -> None:

@@ -163,7 +163,15 @@ def op_spread(ops: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
         .sort(pl.col("spread_ns"), pl.col("name"), pl.col("metric"), descending=[True, False, False]))
 
 
-FINDING_SCHEMA = {"check": pl.String, "rank": pl.Int64, "name": pl.String, "value_ns": pl.Int64, "share": pl.Float64}
+FINDING_SCHEMA = {"check": pl.String, "rank": pl.Int64, "name": pl.String, "metric": pl.String, "value_ns": pl.Int64,
+                  "share": pl.Float64}
+IMBALANCE_FLOOR_NS = 100_000
+"""The least spread per profiled step (100 µs) an op's time must have to be an ``imbalance``
+finding, however short the steps: below it a difference between ranks is timer and scheduling
+noise (an op of 18 µs on one rank and 13 µs on another is no imbalance)."""
+IMBALANCE_FLOOR_SHARE = 0.01
+"""The least spread an ``imbalance`` finding must have as a share of the median step, per
+profiled step (1%): a difference smaller than that against the step is not worth a finding."""
 
 
 def job_findings(per: pl.DataFrame, summary: pl.DataFrame, spread: pl.DataFrame, *, imbalance: float = 0.25,
@@ -171,22 +179,26 @@ def job_findings(per: pl.DataFrame, summary: pl.DataFrame, spread: pl.DataFrame,
     """The job's findings, one row each: ``straggler`` (a straggler rank; ``value_ns`` its median
     ``late_ns``, ``share`` of the median step), ``imbalance`` (one of the ``top`` ops of the widest
     spread whose coefficient of variation reaches ``imbalance``, collectives aside: they wait for
-    the others; ``value_ns`` the spread, ``share`` the cv; ``rank`` the rank with the most),
-    ``communication_wait`` (the ranks spend a median ``share`` of ``wait_share`` or more of each
-    step in collectives; ``rank``: the one that waits most)."""
+    the others; ``value_ns`` the spread, ``share`` the cv; ``rank`` the rank with the most,
+    ``metric`` the time that differs), ``communication_wait`` (the ranks spend a median ``share``
+    of ``wait_share`` or more of each step in collectives; ``rank``: the one that waits most).
+
+    An imbalance must also stand above the noise: its spread (summed over the profiled steps, as
+    the op times are) must exceed, per step, both ``IMBALANCE_FLOOR_NS`` (100 µs) and
+    ``IMBALANCE_FLOOR_SHARE`` (1%) of the median step."""
     step_median = per["window_ns"].median() or 0
     found = [summary.filter("straggler").select(
         pl.lit("straggler").alias("check"), "rank", pl.lit(None, pl.String).alias("name"),
-        pl.col("late_ns").alias("value_ns"), pl.col("late_share").alias("share"))]
+        pl.lit(None, pl.String).alias("metric"), pl.col("late_ns").alias("value_ns"), pl.col("late_share").alias("share"))]
     steps = per["step"].n_unique()
-    floor = 0.01 * step_median * steps  # 1% of the profiled steps' time: less is noise
+    floor = steps * max(IMBALANCE_FLOOR_NS, IMBALANCE_FLOOR_SHARE * step_median)  # less is noise
     found.append(spread.filter(~pl.col("collective") & (pl.col("cv") >= imbalance) & (pl.col("spread_ns") > floor))
                  .head(top).select(pl.lit("imbalance").alias("check"), pl.col("max_rank").alias("rank"), "name",
-                                   pl.col("spread_ns").alias("value_ns"), pl.col("cv").alias("share")))
+                                   "metric", pl.col("spread_ns").alias("value_ns"), pl.col("cv").alias("share")))
     waits = per.filter(pl.col("window_ns") > 0).with_columns((pl.col("collective_ns") / pl.col("window_ns")).alias("s"))
     median_share = waits["s"].median() if waits.height else None
     if median_share is not None and step_median and median_share >= wait_share:
         most = summary.sort("collective_ns", "rank", descending=[True, False], nulls_last=True).row(0, named=True)
-        found.append(pl.DataFrame({"check": ["communication_wait"], "rank": [most["rank"]], "name": [None],
+        found.append(pl.DataFrame({"check": ["communication_wait"], "rank": [most["rank"]], "name": [None], "metric": [None],
                                    "value_ns": [most["collective_ns"]], "share": [median_share]}, schema=FINDING_SCHEMA))
     return pl.concat([f.cast(FINDING_SCHEMA) for f in found], how="vertical")

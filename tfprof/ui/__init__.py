@@ -74,11 +74,13 @@ def _items(profile_or_paths: Any) -> list[str | Path | Profile]:
 
 def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                 warm: bool = True, labels: list[str] | None = None, *,
-                query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = ()):
+                query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = (),
+                job: bool | None = None):
     """A uvicorn server for the UI over ``items`` (profile paths or loaded profiles), its socket,
     the URL it serves and its API token. ``port`` 0 picks a free port. With ``warm`` the first
     profile's scope view is built before the server answers, so the page's first paint does not
-    wait for it. ``allow_hosts``: more names the server answers to (``guard.host_names``)."""
+    wait for it. ``allow_hosts``: more names the server answers to (``guard.host_names``);
+    ``job``: whether the items were given as one job's traces (``Profiles.load``)."""
     import uvicorn
 
     from tfprof.api.options import Options
@@ -88,7 +90,7 @@ def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST,
     from tfprof.ui.profiles import Profiles
 
     query_timeout = checked_timeout(query_timeout)
-    profiles = Profiles.load(_items(items), labels)
+    profiles = Profiles.load(_items(items), labels, job=job)
     if warm:
         profiles.tree("0", "scope", Options())
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
@@ -107,11 +109,12 @@ def make_server(items: Iterable[str | Path | Profile], host: str = DEFAULT_HOST,
 
 
 def start(profile_or_paths: Any, host: str = DEFAULT_HOST, port: int = 0, labels: list[str] | None = None, *,
-          query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = ()) -> Running:
+          query_timeout: float | None = DEFAULT_QUERY_TIMEOUT, allow_hosts: Iterable[str] = (),
+          job: bool | None = None) -> Running:
     """Serve the UI in a background thread; returns once it answers (``Running.url``). A query
-    stops after ``query_timeout`` seconds (0 or None: no limit)."""
+    stops after ``query_timeout`` seconds (0 or None: no limit); ``job``: as ``make_server``."""
     server, sock, url, token = make_server(_items(profile_or_paths), host, port, labels=labels,
-                                           query_timeout=query_timeout, allow_hosts=allow_hosts)
+                                           query_timeout=query_timeout, allow_hosts=allow_hosts, job=job)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="tfprof-ui")
     thread.start()
     while not server.started and thread.is_alive():

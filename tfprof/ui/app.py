@@ -13,7 +13,8 @@ body; a query is stopped when its client goes away or it passes the time limit
 (``tfprof.ui.jobs``).
 
 =====================================  =========================================================
-``GET /api/profiles``                  the profiles: id, label, path, source, nodes, steps; the views; the
+``GET /api/profiles``                  the profiles: id, label, path, source, nodes, steps; whether they are
+                                       one job's ranks (``Profiles.is_job``: the Ranks page); the views; the
                                        option panel's select fields, order_by values and thresholds
 ``GET /api/view/{id}/{cmd}``           a view (CLI options as parameters): columns, command line,
                                        notes, the top-level rows and ``open`` levels below them
@@ -98,7 +99,8 @@ def _node(call: Call, tree) -> int:
 @endpoint
 def api_profiles(call: Call) -> Response:
     views = [{"name": name, "layout": spec.layout, "help": view_help(spec)} for name, spec in VIEWS.items()]
-    return json_response({"profiles": call.profiles.listing(), "views": views, "options": P.panel_options()})
+    return json_response({"profiles": call.profiles.listing(), "job": call.profiles.is_job(), "views": views,
+                          "options": P.panel_options()})
 
 
 @endpoint

@@ -79,8 +79,10 @@ def read_source(source: Path, loader: Callable[[str], Profile]) -> tuple[Profile
 class Profiles:
     """The server's profiles (module docstring)."""
 
-    def __init__(self, entries: Iterable[Entry], loader: Callable[[str], Profile] | None = None):
+    def __init__(self, entries: Iterable[Entry], loader: Callable[[str], Profile] | None = None,
+                 job_given: bool = False):
         self.entries = {e.id: e for e in entries}
+        self.job_given = job_given  # given as one job's traces (a directory or glob of them, a catalog's job run)
         self.lock = threading.RLock()
         self._views: OrderedDict[tuple, Tree] = OrderedDict()
         self._job: dict[str, Any] | None = None
@@ -90,14 +92,17 @@ class Profiles:
 
     @classmethod
     def load(cls, items: Iterable[str | Path | Profile], labels: list[str] | None = None,
-             loader: Callable[[str], Profile] | None = None) -> Profiles:
+             loader: Callable[[str], Profile] | None = None, job: bool | None = None) -> Profiles:
         """Profiles from paths (loaded with ``loader``, ``tfprof.api.load`` by default) or
         loaded ``Profile`` objects; ``labels``: the paths as the user gave them (the command
-        lines the page shows use them)."""
+        lines the page shows use them); ``job``: whether they were given as one job's traces
+        (None: when each item is a directory of traces or a glob pattern, ``given_as_job``)."""
         if loader is None:
             from tfprof.api import load as loader
         entries = []
-        items, labels = expand_jobs(list(items), labels)
+        items = list(items)
+        job = given_as_job(items) if job is None else job
+        items, labels = expand_jobs(items, labels)
         for k, item in enumerate(items):
             if isinstance(item, Profile):  # followed when it was opened from a store
                 path = str(item.store) if item.store is not None else f"profile{k}"
@@ -110,7 +115,20 @@ class Profiles:
             entries.append(Entry(str(k), Path(path).name, path, prof, source, ident))
         if not entries:
             raise BadRequest("give at least one profile")
-        return cls(entries, loader)
+        return cls(entries, loader, job_given=job and len(entries) > 1)
+
+    def is_job(self) -> bool:
+        """Whether the profiles are one distributed job's ranks, so that the page shows them as
+        such: given as one job, or saying so themselves (``tfprof.ingest.job.looks_like_one_job``:
+        each records its rank, or each file name carries one), not any profiles opened together."""
+        from tfprof.api.ranks import is_one_job
+
+        if self.job_given or len(self.entries) < 2:
+            return self.job_given
+        try:
+            return is_one_job([(e.path, e.profile) for e in self.entries.values()])
+        except (TfprofError, OSError):  # one deleted or damaged since (the listing says so): no job shown
+            return False
 
     def job(self) -> dict[str, Any]:
         """The profiles seen as the ranks of one job (``tfprof.api.ranks``), made once: the report's
@@ -120,7 +138,7 @@ class Profiles:
             for pid in self.entries:
                 self.get(pid)  # each as it is now on disk (a change drops the page)
             if self._job is None:
-                self._job = _job_page(list(self.entries.values()))
+                self._job = _job_page(list(self.entries.values()), self.is_job())
             return self._job
 
     def get(self, pid: str) -> Entry:
@@ -228,16 +246,32 @@ def _default_loader() -> Callable[[str], Profile]:
     return load
 
 
-def expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] | None]:
-    """A directory that is not a store stands for the traces below it (a distributed job's, one
-    per rank: ``tfprof.api.ranks.job_paths``); files, stores and profiles stay as they are."""
-    from tfprof.api.ranks import job_paths
+def _names_traces(item) -> bool:
+    """Whether ``item`` stands for a job's traces: a glob pattern, or a directory that is not a store."""
+    import glob
+
     from tfprof.manifest import MANIFEST
+
+    if isinstance(item, Profile):
+        return False
+    return glob.has_magic(str(item)) or (Path(item).is_dir() and not (Path(item) / MANIFEST).exists())
+
+
+def given_as_job(items: list) -> bool:
+    """Whether ``items`` were given as one job's traces: each a directory of them or a glob pattern."""
+    return bool(items) and all(_names_traces(item) for item in items)
+
+
+def expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] | None]:
+    """A directory that is not a store, or a glob pattern, stands for the traces it names (a
+    distributed job's, one per rank: ``tfprof.api.ranks.job_paths``); files, stores and
+    profiles stay as they are."""
+    from tfprof.api.ranks import job_paths
 
     out, out_labels = [], []
     for k, item in enumerate(items):
         label = labels[k] if labels else None
-        if not isinstance(item, Profile) and Path(item).is_dir() and not (Path(item) / MANIFEST).exists():
+        if _names_traces(item):
             found = job_paths([item])
             out += found
             out_labels += [str(f) for f in found]
@@ -247,7 +281,7 @@ def expand_jobs(items: list, labels: list[str] | None) -> tuple[list, list[str] 
     return out, (out_labels if labels else None)
 
 
-def _job_page(entries: list[Entry]) -> dict[str, Any]:
+def _job_page(entries: list[Entry], is_job: bool) -> dict[str, Any]:
     import json
 
     from tfprof.api.ranks import job_members, job_report
@@ -257,12 +291,12 @@ def _job_page(entries: list[Entry]) -> dict[str, Any]:
     if len(entries) < 2:
         return {"job": None, "why": "one profile is open: give the server a distributed job's traces, one per rank "
                                     "(tfprof ui traces/ or tfprof ui rank-*.pt.trace.json.gz)"}
+    if not is_job:
+        return {"job": None, "why": "these profiles record no rank and their file names carry none (rank-N): they "
+                                    "do not look like one job's ranks; tfprof ranks compares them as given"}
     pids = {Path(e.path): e.id for e in entries}
     # ranks that cannot be (two files claiming one, one beyond the job) raise: the request's 400, naming the files
     members = job_members([(Path(e.path), e.profile) for e in entries])
-    if all(src.how == "file order" for src, _ in members.values()):
-        return {"job": None, "why": "these profiles record no rank and their file names carry none (rank-N): they "
-                                    "do not look like one job's ranks; tfprof ranks compares them as given"}
     try:
         report = job_report(members)
     except TfprofError as exc:

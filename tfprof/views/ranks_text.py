@@ -51,7 +51,7 @@ def finding_lines(findings: pl.DataFrame, summary: pl.DataFrame, spread: pl.Data
     """One sentence per finding (``tfprof.queries.ranks.job_findings``)."""
     lines = []
     by_rank = {r["rank"]: r for r in summary.iter_rows(named=True)}
-    ops = {(r["name"], r["max_rank"]): r for r in spread.iter_rows(named=True)}
+    ops = {(r["name"], r["metric"]): r for r in spread.iter_rows(named=True)}  # an op's cpu and accelerator rows apart
     for f in findings.iter_rows(named=True):
         if f["check"] == "straggler":
             what = ("joins the collectives {t} after the median rank" if basis == "collective_ns"
@@ -59,7 +59,7 @@ def finding_lines(findings: pl.DataFrame, summary: pl.DataFrame, spread: pl.Data
             lines.append(f"straggler: rank {f['rank']} {what.format(t=_t(f['value_ns']))} in a median step "
                          f"({100 * f['share']:.1f}% of the {_t(step_ns)} step); the other ranks wait for it")
         elif f["check"] == "imbalance":
-            op = ops[(f["name"], f["rank"])]
+            op = ops[(f["name"], f["metric"])]
             lines.append(f"imbalance: {f['name']} ({op['metric']} time) runs {_t(op['max_ns'])} on rank {op['max_rank']} "
                          f"against {_t(op['min_ns'])} on rank {op['min_rank']} (cv {f['share']:.2f})")
         else:

@@ -9,7 +9,8 @@ are code frames (``B``/``E`` pairs count as ``X`` spans); ``ProfilerStep#N`` mar
 ops' recorded input shapes give their estimated float_ops (``torch_flops``, per execution);
 ``[memory]`` instants are allocations; ``C`` events are counters; ``s``/``f`` events are flows;
 an op that runs an autograd node (``autograd::engine::evaluate_function: …``, 1.8's ``…Backward<N>``)
-is named after the forward op with its ``Sequence number`` (``paths.backward_scopes``).
+is named after the forward op its ``fwdbwd`` flow links it to, else the one with its ``Sequence number``
+(``paths.backward_scopes``).
 A ``/`` in a name is a character of that name, never a scope level: labels carry ``NAME_SLASH``
 in its place. ``build`` turns that into tables.
 """

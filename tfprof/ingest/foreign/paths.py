@@ -4,7 +4,8 @@ A path is the labels of an event's enclosing ops and scopes, outermost first, an
 joined by ``/``. PyTorch runs the backward pass on its autograd thread, outside every module, so
 its ops would land at the top of the scope view with no tie to the layer they differentiate. Each
 op that runs an autograd node carries the ``Sequence number`` of the forward op that made the node
-(on the forward thread, the same number), and TensorFlow names gradients
+(on the forward thread, the same number, which later forward ops may share; PyTorch 2 also links
+the two with a ``fwdbwd`` flow, which says which of them), and TensorFlow names gradients
 ``gradients/<forward op>_grad/…``: a backward op is renamed that way after its forward op's path,
 so that the scope view groups it under ``gradients/`` mirroring the model, and the code view folds
 it into the forward op's lines as ``(gradient)``, as it does for TensorFlow's own gradients.
@@ -97,29 +98,32 @@ def backward_scopes(ev: pl.DataFrame, parent: np.ndarray, is_op: np.ndarray, lab
                     scope_parent: np.ndarray) -> tuple[np.ndarray, Renamed | None]:
     """(``scope_parent`` with each backward root at the top, those roots renamed
     ``gradients/<forward path>_grad/<label>``). A backward root is an op flagged ``backward``
-    with a ``seq`` and no backward op around it; its forward op is the op of the same process
+    with a ``seq`` and no backward op around it. Its forward op is the one the trace links it to
+    (``linked``: a ``fwdbwd`` flow); for a root without such a link, the op of the same process
     and ``seq``, not backward nor inside one, that started last at or before it (of several
-    starting then, the innermost). Roots without one stay where they are."""
+    starting then, the innermost). Roots without either stay where they are."""
     if "seq" not in ev.columns or ev["seq"].null_count() == len(ev):
         return scope_parent, None
     has_seq = ev["seq"].is_not_null().to_numpy() & is_op
     backward = ev["backward"].fill_null(False).to_numpy() & is_op
     in_backward = nesting.nearest(parent, backward) >= 0
-    roots = np.flatnonzero(backward & has_seq & ~in_backward)
-    forward = np.flatnonzero(has_seq & ~backward & ~in_backward)
+    is_root = backward & has_seq & ~in_backward
+    is_forward = has_seq & ~backward & ~in_backward
+    roots, forward = np.flatnonzero(is_root), np.flatnonzero(is_forward)
     if not len(roots) or not len(forward):
         return scope_parent, None
     process = codes.of(ev["process"])
     start, seq = ev["start_ns"].to_numpy(), ev["seq"].to_numpy()
+    by_flow = linked(ev, parent, is_root, is_forward)
 
     def keyed(rows: np.ndarray) -> pl.DataFrame:
         return pl.DataFrame({"process": process[rows], "seq": seq[rows], "start": start[rows], "row": rows})
 
     candidates = keyed(forward).group_by("process", "seq", "start").agg(pl.col("row").max()).sort("start")
-    match = keyed(roots).sort("start").join_asof(candidates, on="start", by=["process", "seq"],
-                                                 strategy="backward", suffix="_forward",
-                                                 check_sortedness=False)
-    match = match.filter(pl.col("row_forward").is_not_null())
+    match = keyed(roots[~np.isin(roots, by_flow["row"].to_numpy())]).sort("start").join_asof(
+        candidates, on="start", by=["process", "seq"], strategy="backward", suffix="_forward", check_sortedness=False)
+    match = pl.concat([by_flow, match.select("row", "row_forward")]).filter(
+        pl.col("row_forward").is_not_null()).sort("row")
     if match.is_empty():
         return scope_parent, None
     rows, forward_rows = match["row"].to_numpy(), match["row_forward"].to_numpy()
@@ -128,3 +132,47 @@ def backward_scopes(ev: pl.DataFrame, parent: np.ndarray, is_op: np.ndarray, lab
     scope_parent = scope_parent.copy()
     scope_parent[rows] = -1
     return scope_parent, (rows, names)
+
+
+FORWARD_BACKWARD = "fwdbwd"  # the category of Kineto's flows from a forward op to its backward node's op
+
+
+def linked(ev: pl.DataFrame, parent: np.ndarray, is_root: np.ndarray, is_forward: np.ndarray) -> pl.DataFrame:
+    """(``row``: a backward root, ``row_forward``: its forward op) as the trace's ``fwdbwd`` flows
+    link them. PyTorch writes the flow's ``s`` end at the forward op's start on its thread and the
+    ``f`` end at the start of the op named after the autograd node, inside the root. The forward op
+    is the innermost op around the ``s`` end (``parent``) that starts there, is a forward op
+    (``is_forward``) and has the root's ``seq``; the root is the ``f`` end's nearest ``is_root``
+    op. A flow with no start or several, or a root that flows link to different forward ops, links
+    nothing (the root is then matched by its sequence number)."""
+    none = pl.DataFrame(schema={"row": pl.Int64, "row_forward": pl.Int64})
+    if "flow_id" not in ev.columns or "category" not in ev.columns:
+        return none
+    ends = ev.lazy().filter((pl.col("category").cast(pl.String) == FORWARD_BACKWARD)
+                            & pl.col("role").is_in(["flow_start", "flow_end"])).select(
+        pl.col("flow_id").cast(pl.String), pl.col("role").cast(pl.String), "row", "start_ns").collect()
+    if ends.is_empty():
+        return none
+    ends = ends.filter((pl.col("role") == "flow_end") | (pl.len().over("flow_id", "role") == 1))  # one start each
+    flows = ends.filter(pl.col("role") == "flow_start").join(ends.filter(pl.col("role") == "flow_end"),
+                                                              on="flow_id", suffix="_end")
+    if flows.is_empty():
+        return none
+    at_end = parent[flows["row_end"].to_numpy()]
+    root = np.where(at_end >= 0, np.where(is_root[np.maximum(at_end, 0)], at_end,
+                                          nesting.nearest(parent, is_root)[np.maximum(at_end, 0)]), -1)
+    seq = ev["seq"].to_numpy()
+    start = ev["start_ns"].to_numpy()
+    begins = flows["start_ns"].to_numpy()
+    forward = np.full(len(root), -1, dtype=np.int64)
+    here = np.where(root >= 0, parent[flows["row"].to_numpy()], -1)  # walk out from the `s` end, a level a time
+    while (todo := here >= 0).any():
+        at = here[todo]
+        found = is_forward[at] & (start[at] == begins[todo]) & (seq[at] == seq[root[todo]])
+        forward[np.flatnonzero(todo)[found]] = at[found]
+        here[np.flatnonzero(todo)[found]] = -1
+        later = np.flatnonzero(todo)[~found]
+        here[later] = parent[here[later]]
+    pairs = pl.DataFrame({"row": root, "row_forward": forward}).filter((pl.col("row") >= 0)
+                                                                        & (pl.col("row_forward") >= 0))
+    return pairs.unique().filter(pl.len().over("row") == 1).sort("row")

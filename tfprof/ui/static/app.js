@@ -533,7 +533,7 @@ async function init() {
   // the landing tab: the Overview, or the one the address names (`#tree`, `#timeline`, ...)
   const asked = location.hash.slice(1);
   showTab(document.querySelector(`#tabs button[data-tab="${CSS.escape(asked)}"]`) ? asked : state.tab);
-  const { profiles, views, options } = await getJSON("/api/profiles");
+  const { profiles, job, views, options } = await getJSON("/api/profiles");
   ({ select: SELECT, order_by: ORDER, thresholds: MINS } = options);
   for (const m of MINS) DEFAULTS[m] = 0;
   state.opts = { ...DEFAULTS };
@@ -559,7 +559,7 @@ async function init() {
   state.views = views;  // the server's registry: tfprof's four views and any registered there
   for (const v of views) { const b = el("button", null, v.name); b.dataset.cmd = v.name; b.title = v.help; $("views").appendChild(b); }
   markViews();
-  document.querySelector("#tabs button[data-tab=ranks]").hidden = profiles.length < 2;  // a job: several ranks' profiles
+  document.querySelector("#tabs button[data-tab=ranks]").hidden = !job;  // one job's ranks, not any profiles opened together
   for (const s of [$("profile"), $("cmp-a"), $("cmp-b")]) s.replaceChildren(...profiles.map((p) => new Option(`${p.id}: ${p.label}`, p.id)));
   $("cmp-b").value = profiles.length > 1 ? profiles[1].id : profiles[0].id;
   const facts = () => { const p = current(); $("facts").textContent = `${p.source} · ${p.nodes.toLocaleString()} nodes · ${p.steps.length} step${p.steps.length === 1 ? "" : "s"}`; $("facts").title = p.path; };
