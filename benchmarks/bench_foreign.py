@@ -20,6 +20,7 @@ import argparse
 import gzip
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,6 +77,22 @@ def _xspace_scaled(source: Path, copies: int, out: Path) -> int:
             total += len(line.events)
     out.write_bytes(space.SerializeToString())
     return total
+
+
+def scaled_copy(name: str, copies: int, cache: Path | None = None) -> Path:
+    """The fixture ``name`` of tests/fixtures/foreign/ scaled ``copies`` times (Kineto or XSpace by
+    its suffix), written once under ``cache`` (the temp directory's tfprof-bench-foreign by default)
+    and reused; a file appears whole or not at all."""
+    kineto = ".json" in name
+    cache = cache or Path(tempfile.gettempdir()) / "tfprof-bench-foreign"
+    cache.mkdir(exist_ok=True)
+    out = cache / f"{name.split('.')[0]}-x{copies}.{'json' if kineto else 'xplane.pb'}"
+    if not out.exists():
+        print(f"writing {out} ...", file=sys.stderr, flush=True)
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        (_kineto_scaled if kineto else _xspace_scaled)(FIXTURES / name, copies, tmp)
+        tmp.rename(out)
+    return out
 
 
 def _time(path: Path, kind: str, repeat: int) -> float:

@@ -27,6 +27,8 @@ correlation, iterations). XSpace contenders: tfprof ``foreign.read(path, "xspace
 protobuf ``XSpace.FromString`` of the bytes (tfprof.schema.proto.xplane_pb2); XProf's converter
 ``xprof.convert.raw_to_tool_data.xspace_to_tool_data([path], "framework_op_stats",
 {"use_saved_result": False})`` (the C++ XSpace -> OpStats -> tool JSON path, no cache).
+Two more are defined here for ``bench_peers.py``, which runs them as whole processes: XProf's
+``overview_page`` converter and HTA's ``TraceAnalysis`` followed by ``get_temporal_breakdown()``.
 Everything times the file read too. The third-party tools live in ``~/.cache/tfprof-compare/venv``
 (``--venv``), so the project's environment is untouched; a contender whose venv is missing is
 reported as "not installed (run --setup)".
@@ -49,7 +51,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "foreign"
 VENV = Path.home() / ".cache" / "tfprof-compare" / "venv"
 VENV_PACKAGES = ["holistictraceanalysis", "xprof", "orjson", "protobuf"]
 MARK = "@@RESULT "
@@ -115,19 +116,48 @@ def _protobuf(path: str):
     return (lambda: xplane_pb2.XSpace.FromString(Path(path).read_bytes())), False, about
 
 
+def _hta_breakdown(path: str):
+    """HTA as its users start: ``TraceAnalysis`` over a folder (here holding only this trace: one
+    rank), then the temporal breakdown (GPU idle, compute and non-compute time per rank)."""
+    import logging
+
+    from hta.configs.config import logger
+    from hta.trace_analysis import TraceAnalysis
+
+    logger.setLevel(logging.ERROR)
+    folder = _private_folder(path, "hta-")
+    note = []
+
+    def work():
+        analysis = TraceAnalysis(trace_dir=str(folder))
+        try:
+            return analysis.get_temporal_breakdown(visualize=False)
+        except Exception as e:  # on a trace without GPU kernels HTA indexes an empty frame
+            note.append(f"temporal breakdown raised {type(e).__name__}: load only")
+            return analysis
+    versions = f"HTA {_version('holistictraceanalysis')}, pandas {_version('pandas')}"
+    return work, False, lambda: "; ".join([versions, *note])
+
+
+def _private_folder(path: str, prefix: str) -> Path:
+    """A temporary folder (removed at exit) holding only a link to ``path``: xprof treats the file's
+    folder as its session and may write a cache there (ALL_HOSTS.op_stats_v2.pb); HTA reads every
+    trace in the folder it is given."""
+    import atexit
+    import shutil
+
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, True)
+    link = folder / Path(path).name
+    link.symlink_to(Path(path).resolve())
+    return folder
+
+
 def _xprof(tool: str):
     def setup(path: str):
-        import atexit
-        import shutil
-
         from xprof.convert import raw_to_tool_data
 
-        # xprof treats the file's folder as its session and may write a cache (ALL_HOSTS.op_stats_v2.pb)
-        # there: give it a private folder holding a link to the file.
-        session = Path(tempfile.mkdtemp(prefix="xprof-session-"))
-        atexit.register(shutil.rmtree, session, True)
-        link = session / Path(path).name
-        link.symlink_to(Path(path).resolve())
+        link = _private_folder(path, "xprof-session-") / Path(path).name
 
         def work():
             data, _ = raw_to_tool_data.xspace_to_tool_data([str(link)], tool, {"use_saved_result": False})
@@ -157,9 +187,13 @@ CONTENDERS = {
     "tfprof xspace (CLI)": (_tfprof("xspace", False, cli=True), False),
     "protobuf XSpace.FromString": (_protobuf, False),
     "XProf framework_op_stats": (_xprof("framework_op_stats"), True),
+    "XProf overview_page": (_xprof("overview_page"), True),
+    "HTA TraceAnalysis + temporal breakdown": (_hta_breakdown, True),
 }
-KINETO_CONTENDERS = [name for name in CONTENDERS if name.startswith("tfprof kineto") or "json" in name or "HTA" in name]
-XSPACE_CONTENDERS = [name for name in CONTENDERS if name not in KINETO_CONTENDERS]
+PEERS_ONLY = ("XProf overview_page", "HTA TraceAnalysis + temporal breakdown")  # run by bench_peers.py only
+KINETO_CONTENDERS = [name for name in CONTENDERS if name not in PEERS_ONLY
+                     and (name.startswith("tfprof kineto") or "json" in name or "HTA" in name)]
+XSPACE_CONTENDERS = [name for name in CONTENDERS if name not in PEERS_ONLY and name not in KINETO_CONTENDERS]
 
 
 def _status_kb(field: str) -> int:
@@ -194,7 +228,7 @@ def child(name: str, path: str) -> None:
     peak = _status_kb("VmHWM")
     del result
     print(MARK + json.dumps({"seconds": seconds, "base_kb": base, "peak_kb": peak, "peak_reset": peak_reset,
-                             "about": about}),
+                             "about": about() if callable(about) else about}),
           flush=True)
 
 
@@ -283,21 +317,10 @@ def _load() -> str:
 def _scaled_inputs(kind: str, quick: bool, cache: Path) -> list[Path]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT))
-    from bench_foreign import _kineto_scaled, _xspace_scaled
+    from bench_foreign import scaled_copy
 
-    make, specs, suffix = ((_kineto_scaled, KINETO_INPUTS, "json") if kind == "kineto"
-                           else (_xspace_scaled, XSPACE_INPUTS, "xplane.pb"))
-    paths = []
-    for name, full, small in specs:
-        copies = small if quick else full
-        out = cache / f"{name.split('.')[0]}-x{copies}.{suffix}"
-        if not out.exists():
-            print(f"writing {out} ...", file=sys.stderr, flush=True)
-            tmp = out.with_name(out.name + ".tmp")
-            make(FIXTURES / name, copies, tmp)
-            tmp.rename(out)
-        paths.append(out)
-    return paths
+    return [scaled_copy(name, small if quick else full, cache)
+            for name, full, small in (KINETO_INPUTS if kind == "kineto" else XSPACE_INPUTS)]
 
 
 def main(argv: list[str] | None = None) -> int:
