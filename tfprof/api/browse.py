@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tfprof.api.run import run_view
+from tfprof.api.run import options_for, run_view
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries.launched import launched
@@ -234,7 +234,7 @@ class Tree:
 
 def browse(prof: Profile, cmd: str, options: Options | dict | None = None) -> Tree:
     """View ``cmd`` of ``prof`` with ``options`` as a ``Tree`` (module docstring)."""
-    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    opts = options_for(cmd, options)  # over the view's own
     # the GPU work goes beside the rows, not into the report's lines (one line per row)
     result = run_view(prof, cmd, replace(opts, select=tuple(s for s in opts.select if s != "kernels")), full_rows=True)
     layout = result.layout

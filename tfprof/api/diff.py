@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from tfprof import kernels
-from tfprof.api.run import VIEWS, check_step, run_view
+from tfprof.api.run import VIEWS, check_step, options_for, run_view
 from tfprof.errors import OptionError
 from tfprof.profile import Profile
 from tfprof.queries import diff as rules
@@ -133,9 +133,7 @@ def run_diff(
     """View ``cmd`` of ``b`` against ``a`` (module docstring). ``order_by``: one of
     ``tfprof.queries.diff.ORDERS``, optionally ``:FIELD`` (``delta_pct:bytes``); the field
     defaults to ``micros`` when selected, else the first selected."""
-    if cmd not in VIEWS:
-        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
-    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    opts = options_for(cmd, options)  # over the view's own
     if opts.output.kind != "stdout":
         raise OptionError("diff prints its own report: drop `output` (use --format for csv, json or parquet)")
     fields_ = diff_fields(opts.select)

@@ -25,7 +25,7 @@ from tfprof.queries.indexes.means import capture_steps
 from tfprof.queries.launched import launched
 from tfprof.queries.metrics import attach
 from tfprof.queries.options import Options
-from tfprof.queries.spec import BUILTIN, VIEWS, TreeSpec, tree_spec
+from tfprof.queries.spec import BUILTIN, VIEWS, TreeSpec, tree_spec, view_options
 from tfprof.queries.tensor_values import tensor_values
 from tfprof.queries.ticks import dict_in_micros, in_micros, time_scale, whole_micros
 from tfprof.views.columns import decode
@@ -108,6 +108,15 @@ def view(prof: Profile, cmd: str, **options: object) -> pl.DataFrame:
     return view_table(result.layout, result.frame, result.options.select)
 
 
+def options_for(cmd: str, options: Options | dict | None) -> Options:
+    """The options view ``cmd`` runs with: ``options`` (``Options`` or a tfprof option dict) over
+    the view's own (``TreeSpec.defaults``; none for tfprof's four)."""
+    if cmd not in VIEWS:
+        raise OptionError(f"Unknown view `{cmd}`; valid: {', '.join(VIEWS)}")
+    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    return view_options(VIEWS[cmd], opts)
+
+
 def check_step(prof: Profile, step: int) -> None:
     """tfprof's step check (docs/TFPROF_BEHAVIOUR.md, 'Steps and averaging'): a step >= 0 must be one of the profile's
     steps."""
@@ -156,7 +165,7 @@ def run_view(prof: Profile, cmd: str, options: Options | dict | None = None, *, 
 
 
 def _run_view(prof: Profile, cmd: str, options: Options | dict | None, *, full_rows: bool) -> ViewResult:
-    opts = options if isinstance(options, Options) else Options.from_tfprof(options or {})
+    opts = options_for(cmd, options)
     spec = tree_spec(VIEWS[cmd], opts)  # each engine scales its time thresholds to the profile's unit
     scale = time_scale(prof)  # times in ns for a foreign profile, whole µs for tfprof's own
     ns = scale != 1

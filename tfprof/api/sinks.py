@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tfprof.api import view_files
-from tfprof.api.run import VIEWS, ViewResult
+from tfprof.api.run import VIEWS, ViewResult, options_for
 from tfprof.errors import OptionError, OutputError
 from tfprof.output import Inputs, check_target, write_files
 from tfprof.profile import Profile
@@ -61,7 +61,9 @@ def check_output(
     """Reject, before any work, an -output that the view cannot write (tfprof prints these
     messages and writes nothing; we raise them), and a target that may not be written: in a
     missing directory, existing (without ``force``), or an input (``inputs``, and ``prof``'s
-    own; never, whatever ``force`` says)."""
+    own; never, whatever ``force`` says). ``opts`` go over the view's own, as the view runs."""
+    if cmd in VIEWS:
+        opts = options_for(cmd, opts)
     sink = SINKS[opts.output.kind]
     if sink.check is not None:
         sink.check(cmd, opts)

@@ -28,7 +28,7 @@ from tfprof.errors import OptionError
 from tfprof.output import PathLike, input_paths
 from tfprof.profile import Profile
 from tfprof.queries.indexes.means import STEP_METRICS, step_numbers
-from tfprof.queries.ticks import TIME_METRICS, time_scale
+from tfprof.queries.ticks import is_time, time_scale
 from tfprof.schema import TABLES
 
 AGGREGATES = ("sum", "mean", "max")
@@ -97,7 +97,7 @@ def aggregate_profile(catalog: PathLike, names: list[str], how: str = "sum") -> 
     prof.inputs = input_paths(profile_path=catalog)
     # times in the finest unit of the runs: ns when any has exact times (a foreign profile's), else whole µs
     scale = max(scales)
-    numbers = [m.with_columns(pl.col(c) * (scale // s) for c in TIME_METRICS) if s != scale else m
+    numbers = [m.with_columns(pl.col(c) * (scale // s) for c in m.columns if is_time(c)) if s != scale else m
                for m, s in zip(numbers, scales, strict=True)]
     means = _aggregate(pl.concat(numbers), union, how, len(members))
     prof.memo(("index", "step_means"), lambda: {"metrics": means})  # what every view reads for step -1

@@ -366,7 +366,7 @@ def _run_view(cmd: str, prof, opts, fmt: str = "text", *, force: bool = False, i
     if fmt != "text" and kind in ("stdout", "file"):
         from tfprof.api.shell import view_table
 
-        emit(view_table(result.layout, result.frame, opts.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
+        emit(view_table(result.layout, result.frame, result.options.select), fmt, Path(opts.output.outfile) if kind == "file" else None,
               out_hint="give --output file:outfile=FILE", force=force, inputs=prof.inputs + inputs)
     else:
         emit_output(prof, result, echo=lambda text: typer.echo(text, nl=False), force=force, inputs=inputs)

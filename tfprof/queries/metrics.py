@@ -35,14 +35,18 @@ def node_frame(prof: Profile, step: int = -1, extras: tuple[str, ...] = ()) -> p
 
 def with_samples(prof: Profile, nodes: pl.DataFrame, spec) -> pl.DataFrame:
     """``nodes`` (a ``node_frame``, every node in node-id order) with a column per sample of
-    ``spec`` (``TreeSpec.samples``): the node's self value in that step."""
+    ``spec`` (``TreeSpec.samples``): the node's self value in that step (a registered metric's
+    computed from that step's node frame)."""
     if not spec.samples:
         return nodes
     from tfprof.queries.spec import sample_name
 
-    columns = tuple(dict.fromkeys(c for c, _ in spec.samples))
+    made = {m.column for m in computed()}
+    columns = tuple(dict.fromkeys(c for c, _ in spec.samples if c not in made))
     steps = sorted({s for _, s in spec.samples})
-    values = prof.memo(("step_samples", columns, tuple(steps)), lambda: step_samples(prof, columns, steps))
+    values = prof.memo(("step_samples", columns, tuple(steps)),
+                       lambda: step_samples(prof, columns, steps)) if columns else {}
+    values = {**values, **{(c, s): node_frame(prof, s)[c].to_numpy() for c, s in spec.samples if c in made}}
     return nodes.with_columns(pl.Series(sample_name(c, s), values[c, s]) for c, s in spec.samples)
 
 

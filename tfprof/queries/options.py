@@ -169,6 +169,10 @@ class Options:
     # ours: the min_* options of registered metrics (``MORE_THRESHOLDS``), as (option, value)
     # pairs; read them as attributes (``opts.min_flops_per_byte``) like tfprof's own
     more_thresholds: tuple[tuple[str, int], ...] = ()
+    # ours: the names of the options the user gave (``from_tfprof`` keeps them), whatever their
+    # values; None where unknown (built directly): then those that differ from the defaults
+    # (``explicit``). Not part of equality: the same values are the same options.
+    given: frozenset[str] | None = field(default=None, compare=False, repr=False)
 
     def __getattr__(self, name: str) -> Any:
         if name in MORE_THRESHOLDS:
@@ -210,6 +214,24 @@ class Options:
             object.__setattr__(self, "output", Output.parse(self.output))
 
     @property
+    def explicit(self) -> frozenset[str]:
+        """The options the user gave: ``given``, or where that is unknown those whose values
+        differ from the defaults."""
+        if self.given is not None:
+            return self.given
+        default = Options()
+        return frozenset({*(n for n in _field_options() if getattr(self, n) != getattr(default, n)),
+                          *(n for n, _ in self.more_thresholds)})
+
+    def under(self, defaults: Mapping[str, Any]) -> Options:
+        """These options over ``defaults`` (tfprof's option names, e.g. a view's own): each
+        option the user did not give (``explicit``) takes its value from ``defaults``, and counts
+        as given from then on (the same defaults again change nothing)."""
+        mine = self.explicit
+        taken = {k: v for k, v in defaults.items() if ("output" if k == "dump_to_file" else k) not in mine}
+        return self.from_tfprof(taken, base=self) if taken else self
+
+    @property
     def unknown_select(self) -> tuple[str, ...]:
         """The ``select`` names that are no field of tfprof's (shown as unknown, otherwise ignored)."""
         return tuple(s for s in self.select if s not in SELECT_FIELDS)
@@ -221,7 +243,8 @@ class Options:
         """Options from a tfprof option dict (the Python API's, or a golden case's).
 
         Keys missing from ``options`` keep ``base``'s values (the CLI defaults by default).
-        ``dump_to_file`` is honoured as tfprof does: it becomes ``file:outfile=...``.
+        ``dump_to_file`` is honoured as tfprof does: it becomes ``file:outfile=...``. The
+        options given are ``options``' keys and those ``base`` had (``explicit``).
         """
         known = set(option_names())
         values: dict[str, Any] = {}
@@ -241,7 +264,9 @@ class Options:
             if key == "output" and isinstance(value, str):
                 value = Output.parse(value)
             values[key] = value
-        return replace(base or cls(), **values, more_thresholds=tuple(more.items()))
+        given = (base.explicit if base is not None else frozenset()) | {
+            "output" if k == "dump_to_file" else k for k in options}
+        return replace(base or cls(), **values, more_thresholds=tuple(more.items()), given=given)
 
     def with_(self, **changes: Any) -> Options:
         """A copy with some options changed (validated)."""
@@ -251,6 +276,8 @@ class Options:
         """The tfprof option dict for these options (what ProfileOptionBuilder().build() returns)."""
         out: dict[str, Any] = {}
         for f in fields(self):
+            if f.name == "given":
+                continue
             if f.name == "more_thresholds":  # its options, by name, where set (a registered metric's)
                 out.update(self.more_thresholds)
                 continue
@@ -263,9 +290,14 @@ class Options:
         return out
 
 
+def _field_options() -> tuple[str, ...]:
+    """tfprof's options: the fields of ``Options`` that are options."""
+    return tuple(f.name for f in fields(Options) if f.name not in ("more_thresholds", "given"))
+
+
 def option_names() -> tuple[str, ...]:
     """Every option's name: tfprof's, then the registered metrics' thresholds."""
-    return (*(f.name for f in fields(Options) if f.name != "more_thresholds"), *MORE_THRESHOLDS)
+    return (*_field_options(), *MORE_THRESHOLDS)
 
 
 def unknown_value(what: str, value: str, valid: Iterable[str]) -> str:

@@ -25,6 +25,7 @@ from tfprof.queries.forest import subtree_sums
 from tfprof.queries.indexes.code_trie import GRADIENT_SUFFIX, forward_names, static_trie
 from tfprof.queries.options import Options
 from tfprof.queries.spec import as_spec
+from tfprof.queries.ticks import NS, is_time, time_scale
 from tfprof.schema.metrics import derived, exported
 
 # select value -> the member column tfprof puts in sample value[1] (Samples::Add): the metrics
@@ -51,13 +52,16 @@ class PprofData:
     """A pprof profile as tables: ``strings`` (the string table so far, index = position),
     ``samples`` (key, location_ids leaf first, count, value, label_key, label_str; in key
     order), ``functions`` (id, name, filename, start_line; key order) and ``locations`` (id,
-    function_id, line; key order). ``select`` is the sampled attribute."""
+    function_id, line; key order). ``select`` is the sampled attribute; ``unit``, where set,
+    the unit of its values in place of tfprof's (``nanoseconds``: a time of a foreign profile,
+    whose values are ns, ``tfprof.queries.ticks``)."""
 
     select: str
     strings: list[str]
     samples: pl.DataFrame
     functions: pl.DataFrame
     locations: pl.DataFrame
+    unit: str = ""
 
 
 def _levels(parent: np.ndarray) -> np.ndarray:
@@ -228,7 +232,9 @@ def pprof_data(prof: Profile, opts: Options, frame: pl.DataFrame) -> PprofData:
     loc_out = locations.sort(loc_key).select(
         pl.col("loc_id").alias("id"), pl.col("fun_id").alias("function_id"), pl.col("caller_line").alias("line")
     )
-    return PprofData(select=select, strings=table.to_list(), samples=samples, functions=fun_out, locations=loc_out)
+    unit = "nanoseconds" if is_time(metric) and time_scale(prof) == NS else ""
+    return PprofData(select=select, strings=table.to_list(), samples=samples, functions=fun_out, locations=loc_out,
+                     unit=unit)
 
 
 def _stacks(calls: pl.DataFrame, shown: pl.DataFrame) -> pl.DataFrame:

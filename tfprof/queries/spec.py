@@ -13,6 +13,11 @@ A view answers four questions, and a spec states each answer once:
   ``max_depth``), which rows print (``show``, ``hide``, ``thresholds``).
 * **order** — the columns siblings sort by (``order``), ties kept in layout order.
 
+A registered view may carry its own options (``defaults``, by tfprof's option names: a view of
+trainable variables accounts ``_trainable_variables`` and sorts by ``params``); the user's
+options go over them, and each option the user did not give keeps the view's value
+(``Options.under``).
+
 Executors read a spec and nothing else of the options: the numba engine
 (``tfprof.queries.scope``/``graph``/``code``/``op``, over ``tfprof.queries.forest``) and the
 reference backend (``tfprof.queries.reference``, polars and DuckDB SQL), which tests hold
@@ -22,8 +27,11 @@ short cut, the list ``[".*"]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
+from tfprof.errors import OptionError
 from tfprof.queries.options import Options, full_match_any
 from tfprof.schema.metrics import METRIC_LIST, derived
 
@@ -66,6 +74,11 @@ class TreeSpec:
     root_op_type: str | None = None  # the op type printed for the root (scope and graph trees)
     doc: str | None = None  # what the rows are, for the report's doc block (a view tfprof lacks)
     help: str | None = None  # one line on what the view shows (command help, the UI's tab)
+    # the view's own options, by tfprof's names ({"account_type_regexes": [...], "order_by":
+    # "params"}): what it shows where the user does not say otherwise; kept as (name, value) pairs
+    defaults: Mapping[str, Any] | tuple[tuple[str, Any], ...] = ()
+    # what the options make of the view (``tree_spec``; a registered view sets its own in
+    # ``defaults``, not here)
     step: int = -1
     account: tuple[str, ...] | None = None
     start: tuple[str, ...] | None = None  # () starts nowhere in a tree, at the top in a list
@@ -85,8 +98,37 @@ class TreeSpec:
     # as built; an engine scales the spec to its profile's unit
     time_scale: int = 1
 
+    def __post_init__(self) -> None:
+        pairs = self.defaults.items() if isinstance(self.defaults, Mapping) else self.defaults
+        object.__setattr__(self, "defaults", tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in pairs))
+
     def with_options(self, opts: Options) -> TreeSpec:
         return tree_spec(self, opts)
+
+
+# the fields ``tree_spec`` sets from the options
+_FROM_OPTIONS = ("step", "account", "start", "trim", "max_depth", "show", "hide", "thresholds", "order",
+                 "displayed_only")
+
+
+def view_options(view: TreeSpec, opts: Options) -> Options:
+    """``opts`` over ``view``'s own options (``defaults``): what the view runs with."""
+    if view.options is None:  # a registered view, not yet under options: its own are its defaults
+        blank = {f.name: f.default for f in fields(TreeSpec)}
+        own = [n for n in _FROM_OPTIONS if getattr(view, n) != blank[n]]
+        if own:  # the options would replace them
+            raise OptionError(f"view `{view.name}`: its own options go in `defaults` by tfprof's names "
+                              f"(e.g. account_type_regexes, order_by), not in `{own[0]}`")
+    if not view.defaults:
+        return opts
+    names = dict(view.defaults)
+    for bad in ("output", "dump_to_file"):
+        if bad in names:
+            raise OptionError(f"view `{view.name}`: `{bad}` is no default of a view (where it goes is the user's)")
+    try:
+        return opts.under(names)
+    except OptionError as exc:
+        raise OptionError(f"view `{view.name}`'s defaults: {exc}") from None
 
 
 def _matches(name: str, regexes: tuple[str, ...]) -> bool:
@@ -114,7 +156,9 @@ def _regexes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 
 
 def tree_spec(view: TreeSpec, opts: Options) -> TreeSpec:
-    """``view`` (a registered spec, read for its name, layout, key and root type) under ``opts``."""
+    """``view`` (a registered spec, read for its name, layout, key, root type and own options)
+    under ``opts`` (over the view's own: ``view_options``; the spec's ``options``)."""
+    opts = view_options(view, opts)
     layout = view.layout
     if layout == "groups":
         limits, order_of = GROUP_THRESHOLDS, GROUP_ORDER
@@ -165,12 +209,18 @@ VIEWS: dict[str, TreeSpec] = dict(BUILTIN)
 
 
 def view_help(spec: TreeSpec) -> str:
-    """The one line a shell shows for a view: its ``help``, or what its layout does."""
+    """The one line a shell shows for a view: its ``help``, or what its layout does; then the
+    view's own options, where it has some."""
     if spec.help:
-        return spec.help
-    if spec.layout == "groups":
-        return f"Statistics aggregated per value of the node column `{spec.group_key}`."
-    return f"Nodes as the {spec.layout} view organises them."
+        text = spec.help
+    elif spec.layout == "groups":
+        text = f"Statistics aggregated per value of the node column `{spec.group_key}`."
+    else:
+        text = f"Nodes as the {spec.layout} view organises them."
+    if not spec.defaults:
+        return text
+    own = ", ".join(f"{k} {','.join(v) if isinstance(v, tuple) else v}" for k, v in spec.defaults)
+    return f"{text} Its own options: {own}."
 
 
 def as_spec(name: str, spec: TreeSpec | Options, prof=None) -> TreeSpec:

@@ -8,6 +8,10 @@ many short ops is a fifth of the total. So where a profile's ``execs`` carry exa
 µs) and the engines add those up as they add µs; what leaves the core is turned back into µs
 here: exact (a float) for tables, whole µs for protos, and formatted from the ns for text.
 A spec's time thresholds, given in µs, are scaled to the ticks once (``scaled_spec``).
+
+Which columns are times is the metric registry's word (``tfprof.schema.metrics``): every metric
+of kind ``time``, tfprof's and any registered one, whose computed values are in the ticks of
+the time columns they are computed from.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tfprof.schema.metrics import metric_list
+
 if TYPE_CHECKING:
     from tfprof.profile import Profile
 
 NS = 1000  # ticks per µs when the metrics are in ns
-TIME_METRICS = ("exec_micros", "accelerator_exec_micros", "cpu_exec_micros")
-TIME_COLUMNS = (*TIME_METRICS, *("total_" + c for c in TIME_METRICS))
 
 
 def time_scale(prof: Profile) -> int:
@@ -38,9 +42,14 @@ def _scale(prof: Profile) -> int:
     return NS if exact.null_count < len(exact) else 1
 
 
+def time_metrics() -> tuple[str, ...]:
+    """The self columns of the metrics of kind ``time`` registered now (tfprof's first)."""
+    return tuple(m.column for m in metric_list() if m.kind == "time")
+
+
 def is_time(column: str) -> bool:
     """Whether frame column ``column`` is a time metric (self, total or a step sample of one)."""
-    return column.split("@")[0] in TIME_COLUMNS
+    return column.split("@")[0].removeprefix("total_") in time_metrics()
 
 
 def scaled_spec(spec, scale: int):

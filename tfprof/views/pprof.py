@@ -40,6 +40,7 @@ def pprof_message(data) -> pprof_pb2.Profile:
 
     # a registered metric's: its kind's unit and its doc
     unit, comment = SAMPLE_TYPES.get(data.select) or (BY_SELECT[data.select].unit, BY_SELECT[data.select].doc)
+    unit = data.unit or unit  # a foreign profile's times: ns
     profile = pprof_pb2.Profile()
     profile.sample_type.add(type=intern("count"), unit=intern("count"))
     profile.sample_type.add(type=intern(data.select), unit=intern(unit))
