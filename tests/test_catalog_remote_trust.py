@@ -71,6 +71,16 @@ def test_credentials_in_a_catalog_uri_are_refused_and_never_shown(uri, capsys, t
         assert SECRET not in str(caught.value) and KEY_ID not in str(caught.value)
 
 
+def test_debug_tracebacks_are_masked_too(capsys):
+    """``--debug`` shows the traceback instead of the one line, written through the same guarded
+    stderr: the credentials stay masked there as well (a user pastes tracebacks into issues)."""
+    for args in (["--debug", "runs", CREDENTIAL_URIS[0]], ["--debug", "check", CREDENTIAL_URIS[4]]):
+        assert main(args) == 2
+        out, err = capsys.readouterr()
+        assert err.startswith("Traceback") and "OptionError" in err and "***" in err, err
+        assert SECRET not in out + err and KEY_ID not in out + err, err
+
+
 def test_masking_hides_secrets_in_any_message_and_leaves_the_rest():
     """The one masking function, as every error's text and the command line's stderr use it."""
     for text in CREDENTIAL_URIS + [f'Could not connect to the endpoint URL: "http://u:{SECRET}@10.0.0.1/b/k"',

@@ -194,7 +194,7 @@ def _main(args: list[str], said: list[str]) -> int:
         return 2
     except TfprofError as exc:
         if debug:
-            raise
+            return _traceback(2)
         print(f"Error: {exc}", file=sys.stderr)
         return 2
     except typer.Abort:  # a prompt's EOF
@@ -202,7 +202,7 @@ def _main(args: list[str], said: list[str]) -> int:
         return 130
     except typer.TyperException as exc:  # typer's (vendored click) usage errors
         if debug:
-            raise
+            return _traceback(2)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         print(f"Error: {printable(message)}", file=sys.stderr)
         return 2
@@ -218,7 +218,7 @@ def _main(args: list[str], said: list[str]) -> int:
         # SystemError with the stop inside: it is the stop, not a bug
         stopping.check()
         if debug:
-            raise
+            return _traceback(1)
         damage = _damaged_store()
         if damage is not None:
             print(f"Error: {damage}", file=sys.stderr)
@@ -227,6 +227,15 @@ def _main(args: list[str], said: list[str]) -> int:
               file=sys.stderr)
         return 1
 
+
+
+def _traceback(code: int) -> int:
+    """``--debug``: the traceback of the error being handled, on stderr while it is still the
+    guarded stream (``tfprof.cli.streams``: credentials in a URL masked), then ``code``."""
+    import traceback
+
+    print(traceback.format_exc(), end="", file=sys.stderr)
+    return code
 
 
 def _damaged_store() -> TfprofError | None:
