@@ -19,7 +19,8 @@ body; a query is stopped when its client goes away or it passes the time limit
 ``GET /api/view/{id}/{cmd}``           a view (CLI options as parameters): columns, command line,
                                        notes, the top-level rows and ``open`` levels below them
 ``GET /api/children/{id}/{cmd}``       ``node``'s children, ``offset``/``limit`` (same options)
-``GET /api/search/{id}/{cmd}``         rows whose name contains ``q``, with their ancestors
+``GET /api/search/{id}/{cmd}``         rows whose name, or the name of a kernel their node launched,
+                                       contains ``q``, with their ancestors (``tfprof.ui.search``)
 ``GET /api/flame/{id}/{cmd}``          ``metric`` boxes of ``node``'s subtree (-1: all)
 ``GET /api/advice/{id}``               each checker's reports and evidence, the nodes they name
 ``GET /api/overview/{id}``             the landing page: facts, the op types by time, each step
@@ -56,6 +57,7 @@ from tfprof.ui import params as P
 from tfprof.ui.endpoints import Call, columns_response, endpoint, error_response, export_rows, json_response
 from tfprof.ui.pages import api_advice, api_memory, api_overview, api_ranks, api_steps
 from tfprof.ui.profiles import Profiles, check_view
+from tfprof.ui.search import search
 
 # The page's files: request name -> (package file, media type).
 STATIC = {
@@ -149,14 +151,12 @@ def api_subtree(call: Call) -> Response:
 
 @endpoint
 def api_search(call: Call) -> Response:
-    _, tree = _tree(call)
+    entry, tree = _tree(call)
     q = P.text(call.params, "q")
     if not q:
         raise P.BadRequest("`q` is empty: give part of a name")
     limit = P.integer(call.params, "limit", 50, 1, 500)
-    hits, total = tree.search(q, limit)
-    return json_response({"q": q, "total": total, "hits": [{"i": i, "path": tree.ancestors(i)} for i in hits],
-                  "rows": tree.rows(hits)})
+    return json_response(search(entry.profile, tree, q, limit))  # names, and the kernels their nodes launched
 
 
 @endpoint

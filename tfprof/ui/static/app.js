@@ -119,11 +119,13 @@ async function search(text) {
   try {
     const found = await getJSON(ui.tree.url("search", `q=${encodeURIComponent(text)}`));
     const items = found.rows.map((r, k) => {
-      const d = el("div", null, r.name);
+      const d = el("div", "hit");
+      d.appendChild(nameEl("span", null, r.name));
+      if (r.kernel) d.appendChild(nameEl("span", "kernel", `launched ${r.kernel}`));  // found by a kernel's name
       d.addEventListener("click", () => ui.tree.reveal(r.i, found.hits[k].path));
       return d;
     });
-    if (!items.length) items.push(el("div", "more", `no node name contains “${text}” in this view`));
+    if (!items.length) items.push(el("div", "more", `no node name, nor kernel its node launched, contains “${text}” in this view`));
     else if (found.total > found.rows.length) items.push(el("div", "more", `${found.total - found.rows.length} more matches`));
     hits.replaceChildren(...items); hits.classList.add("on");
     const best = Math.max(0, found.rows.findIndex((r) => r.name === text)); // an exact name first
@@ -193,8 +195,10 @@ function timelineFacts(d) {
 function table(columns, rows, link, labels) {
   const t = el("table", "grid"), head = el("tr");
   // right-aligned: numbers, and numbers already formatted (the advisor's `1.23ms`, `46.19%`, `--`)
-  const amount = (v) => v === null || typeof v === "number" || (typeof v === "string" && /^(--|-?\d[\d.,]*(us|ms|sec|B|KB|MB|GB|%)?)$/.test(v));
+  const amount = (v) => v === null || typeof v === "number" || (typeof v === "string" && /^(--|-?\d[\d.,]*(us|ms|sec|B|KB|MB|GB|TB|k|M|G|T|%)?)$/.test(v));
   const numeric = columns.map((c) => rows.length > 0 && rows.every((r) => amount(r[c])));
+  // a column of long names gives way to the others (app.css, td.name): its names cut in the middle
+  const names = columns.map((c, j) => !numeric[j] && rows.some((r) => typeof r[c] === "string" && r[c].length > 24));
   columns.forEach((c, j) => {
     const th = el("th", numeric[j] ? "r" : null, labels ? labels[j] : c);
     th.title = c;  // the column's name in JSON and SQL
@@ -207,9 +211,11 @@ function table(columns, rows, link, labels) {
       const v = r[c], td = el("td", numeric[j] ? "r" : null);
       const text = v === null ? "NULL" : typeof v === "number" && !Number.isInteger(v) ? v.toPrecision(6) : typeof v === "object" ? JSON.stringify(v) : String(v);
       if (link && link[k] && v === link[k].name) {
-        const a = el("a", null, text); a.title = `show in the ${link[k].view} view`;
+        const a = nameEl("a", null, text); a.title = `${text}: show in the ${link[k].view} view`;
         a.addEventListener("click", () => reveal(link[k].view, link[k].name));
-        td.appendChild(a);
+        td.appendChild(a); td.classList.toggle("name", names[j]);
+      } else if (!numeric[j] && typeof v === "string") {  // a name: cut in the middle, its leaf kept
+        td.appendChild(nameEl("span", null, text)); td.classList.toggle("name", names[j]);
       } else td.textContent = text;
       td.title = text;
       tr.appendChild(td);
@@ -304,7 +310,8 @@ async function loadChanges(a, b, steps) {
     if (state.cmpMode === "flame") ui.diffFlame.set(tree); else mergedTree(tree);
   }
   const d = await getJSON(`/api/diff/${a}/${b}/${state.cmd}`, `${compareQuery(steps && steps[0])}&limit=12${extra}`);
-  const column = d.value_columns[0], field = d.fields[0];
+  // the field the rows are ordered by (the diff's: time when selected), shown and named in the caption
+  const field = d.order.field, column = d.value_columns[d.fields.indexOf(field)];
   const kind = column.includes("micros") ? "time" : column.includes("bytes") ? "memory" : "number";
   const fmt = (v) => (v === null || v === undefined ? "–" : Fmt.value(kind, Math.abs(v)));
   const t = el("table", "grid"), head = el("tr");
@@ -315,8 +322,8 @@ async function loadChanges(a, b, steps) {
     const mark = el("td", "mark", row.significant ? "*" : "");
     mark.title = row.significant ? "outside the noise band (Welch's t-test, α = 0.001)" : "";
     const pct = v.delta_pct === null ? "new" : `${v.delta_pct > 0 ? "+" : ""}${v.delta_pct.toFixed(1)}%`;
-    const name = el("td"), link = el("a", null, row.name);
-    link.title = "select it in both trees";
+    const name = el("td", "name"), link = nameEl("a", null, row.name);
+    link.title = `${row.path}: select it in both trees`;
     link.addEventListener("click", () => Promise.all([revealIn(ui.left, row.name), revealIn(ui.right, row.name)]).catch(showError));
     name.appendChild(link);
     tr.append(mark, name, el("td", null, row.status), el("td", "r", fmt(v.a)), el("td", "r", fmt(v.b)),
@@ -355,7 +362,7 @@ async function loadOverview() {
   for (const r of o.top_ops) {
     const row = el("div", "oprow");
     const bar = el("div", "bar"); bar.style.width = `${(100 * r.micros) / most}%`;
-    const nm = el("span", "nm", r.name); nm.title = `${r.name}: ${r.count} node${r.count === 1 ? "" : "s"}`;
+    const nm = nameEl("span", "nm", r.name); nm.title = `${r.name}: ${r.count} node${r.count === 1 ? "" : "s"}`;
     row.append(nm, bar, el("span", "val", Fmt.time(r.micros)), el("span", "val", `${(100 * r.share).toFixed(1)}%`));
     row.dataset.op = r.name;
     row.addEventListener("click", () => openOp());
@@ -469,7 +476,7 @@ async function loadMemory() {
   for (const r of m.ops) {
     const row = el("div", "oprow"), bar = el("div", "bar");
     bar.style.width = `${(100 * r.bytes) / most}%`; bar.style.background = "#3a8fd6";
-    const nm = el("span", "nm", r.name); nm.title = r.name;
+    const nm = nameEl("span", "nm", r.name);
     row.append(nm, bar, el("span", "val", Fmt.memory(r.bytes)), el("span", "val", `${r.events} ev`));
     row.addEventListener("click", () => reveal("scope", r.name).catch(showError));
     ops.appendChild(row);

@@ -2,11 +2,20 @@
 "use strict";
 
 const Fmt = {
-  // tfprof's FormatTime / FormatMemory / FormatNumber (docs/TFPROF_BEHAVIOUR.md, 'Number formats').
+  // tfprof's FormatTime / FormatMemory / FormatNumber (docs/TFPROF_BEHAVIOUR.md, 'Number formats'),
+  // with larger units where tfprof's stop: bytes go on to GB and TB (decimal, as tfprof's KB and
+  // MB), counts take SI's k, M, G, T (tfprof's k, m, b: its `m`, a million, reads as milli).
   // A fractional time is a foreign profile's exact one: its whole us are rounded, never truncated.
   time(us) { const w = Number.isInteger(us) ? us : Math.round(us); return w < 1e3 ? `${w}us` : w < 1e6 ? `${(us / 1e3).toFixed(2)}ms` : `${(us / 1e6).toFixed(2)}sec`; },
-  memory(b) { return b < 1e3 ? `${Math.trunc(b)}B` : b < 1e6 ? `${(b / 1e3).toFixed(2)}KB` : `${(b / 1e6).toFixed(2)}MB`; },
-  number(n) { return n < 1e3 ? `${Math.trunc(n)}` : n < 1e6 ? `${(n / 1e3).toFixed(2)}k` : n < 1e9 ? `${(n / 1e6).toFixed(2)}m` : `${(n / 1e9).toFixed(2)}b`; },
+  memory(b) { return Fmt.scaled(b, ["B", "KB", "MB", "GB", "TB"]); },
+  number(n) { return Fmt.scaled(n, ["", "k", "M", "G", "T"]); },
+  scaled(v, units) {
+    // v under 1000 as a whole number, else two decimals of the largest unit (steps of 1000) it reaches
+    const a = Math.abs(v);
+    let k = 0;
+    while (k < units.length - 1 && a >= 1000 ** (k + 1)) k++;
+    return k ? `${(v / 1000 ** k).toFixed(2)}${units[k]}` : `${Math.trunc(v)}${units[0]}`;
+  },
   ratio(r) { return Number(r).toFixed(2); },  // a ratio metric (ours): two decimals, as the report prints it
   value(kind, v) { return (Fmt[kind] || Fmt.number)(v); },
 };
@@ -21,6 +30,30 @@ function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
   if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function leafAt(name) {
+  // where a name's last path segment starts: after its last `/` outside <...>, (...) and [...]
+  // (a kernel signature's template arguments hold slashes of their own); 0 when it has none
+  let depth = 0;
+  for (let k = name.length - 2; k > 0; k--) {
+    const c = name[k];
+    if (c === ">" || c === ")" || c === "]") depth++;
+    else if ((c === "<" || c === "(" || c === "[") && depth > 0) depth--;
+    else if (c === "/" && depth === 0) return k;
+  }
+  return 0;
+}
+
+function nameEl(tag, cls, name) {
+  // `name` cut in the middle where it does not fit, its leaf (the last path segment) kept: the
+  // page draws the head (ellipsised) and the leaf from data attributes (app.css, .mid); the
+  // element's text is the whole name, for copying and for tests, and so is its tooltip
+  const e = el(tag, cls ? `${cls} mid` : "mid"), k = leafAt(name);
+  e.dataset.head = name.slice(0, k); e.dataset.leaf = name.slice(k);
+  e.title = name;
+  e.appendChild(el("span", "full", name));
   return e;
 }
 
@@ -204,7 +237,7 @@ class TreeTable {
       d.classList.add("kernel");
       const name = el("div", "tt-name");
       name.style.paddingLeft = `${6 + item.level * 16 + 16}px`;
-      const nm = el("span", "nm", `[${k.kind}] ${k.name}`);
+      const nm = nameEl("span", "nm", `[${k.kind}] ${k.name}`);
       nm.title = `${k.name}\n${k.kind}: ${Fmt.time(k.micros)}, ${k.runs} run${k.runs === 1 ? "" : "s"}`;
       name.append(nm, el("span", "n", `${k.runs}×`));
       d.appendChild(name);
@@ -225,8 +258,7 @@ class TreeTable {
     const opens = r.children || (r.kernels && r.kernels.length);
     const tw = el("span", "tw", opens ? (item.open && (item.kids || !r.children) ? "▼" : "▶") : "");
     tw.addEventListener("click", (e) => { e.stopPropagation(); this.toggle(item); });
-    const nm = el("span", "nm", r.name);
-    nm.title = r.name;
+    const nm = nameEl("span", "nm", r.name);
     name.append(tw, nm);
     if (r.children) name.appendChild(el("span", "n", `${r.children}`));
     d.appendChild(name);
@@ -323,4 +355,4 @@ class TreeTable {
   rows() { return this.visible.filter((n) => n.row).map((n) => n.row); }
 }
 
-window.Fmt = Fmt; window.TreeTable = TreeTable; window.getJSON = getJSON; window.download = download; window.el = el;
+window.Fmt = Fmt; window.TreeTable = TreeTable; window.getJSON = getJSON; window.download = download; window.el = el; window.nameEl = nameEl;
