@@ -317,7 +317,7 @@ def plain(table: pa.Table) -> pa.Table:
 
 # Columns a ProfileProto has no field for (ExecProfile's AllocationRecord holds time and bytes only):
 # equal tables across a ProfileProto compare without them.
-NOT_IN_PROFILE_PROTO = {"allocations": ("allocator", "bytes_in_use")}
+NOT_IN_PROFILE_PROTO = {"allocations": ("allocator", "bytes_in_use", "bytes_reserved")}
 
 
 def proto_comparable(table: pa.Table, name: str) -> pa.Table:

@@ -15,8 +15,11 @@ def memory(prof: Profile) -> pl.DataFrame:
     and last allocation event), ``start_bytes``, ``peak_bytes`` (first reached ``peak_micros``
     after the start; the start included), ``end_bytes``, ``allocated``, ``freed``, ``exact`` (the
     levels are the allocator's own where the trace records them, else a running sum from the
-    capture's first event), ``relative`` (such a sum below 0) and ``damage`` (what cannot be
-    true: levels below 0 or beyond 1 PiB, whose numbers are null; null where nothing is wrong).
+    capture's first event), ``relative`` (such a sum below 0), ``damage`` (what cannot be
+    true: levels below 0 or beyond 1 PiB, whose numbers are null; null where nothing is wrong),
+    ``source`` (``recorded``, ``events`` or ``per-node``: an estimate from a tfprof profile's
+    node memory records, ``tfprof.schema.memory_levels``) and ``reserved_bytes`` (the most the
+    allocator had reserved in the step, where the trace records it; else null).
 
     >>> import tfprof
     >>> rows = memory(tfprof.load(tfprof.sample_path("torch")))
@@ -60,7 +63,8 @@ def peak_ops(prof: Profile, step: int, allocator: str, top: int = 10) -> pl.Data
 
 def curve(prof: Profile, step: int, allocator: str) -> pl.DataFrame:
     """The level of ``allocator`` in ``step`` after each µs that had events: ``time_micros``
-    (since the step's first event), ``bytes`` (the events' sum), ``in_use``."""
+    (since the step's first event), ``bytes`` (the events' sum), ``in_use``, ``reserved`` (null
+    where the trace records none)."""
     from tfprof.queries.memory_time import memory_curve
 
     return memory_curve(prof, step, allocator)
@@ -73,7 +77,8 @@ def memory_report(prof: Profile, step: int | None = None, allocator: str | None 
 
     rows = memory(prof)
     if rows.height == 0:
-        return "no allocation events in this profile: its source records none (or it was captured without memory)\n"
+        return ("no memory data in this profile: no allocation events and no node memory records "
+                "(it was captured without memory)\n")
     row = pick(rows, step, allocator)
     return render_memory(rows, row, peak_ops(prof, row["step"], row["allocator"], top))
 
@@ -84,13 +89,17 @@ def memory_page(prof: Profile, step: int | None, allocator: str | None, top: int
     (``shown``: ``step`` and ``allocator``, by default the highest peak), its curve (at most
     ``points`` points: beyond that each of ``points // 2`` equal slices of time keeps its lowest
     and highest level, so the peak is always drawn; null where the level is beyond 1 PiB), the
-    ops at its peak, and ``damage``: a sentence when the shown row's levels cannot be true
-    (``memory``'s ``damage``), else None."""
+    ops at its peak, ``damage``: a sentence when the shown row's levels cannot be true
+    (``memory``'s ``damage``), else None, and ``reserved_curve``: the allocator's reserved bytes
+    where the trace records them (Kineto's ``Total Reserved``), a point where they change (else
+    empty)."""
     rows = memory(prof)
     if rows.height == 0:
-        return {"rows": [], "shown": None, "curve": [], "ops": [], "damage": None}
+        return {"rows": [], "shown": None, "curve": [], "ops": [], "damage": None, "reserved_curve": []}
     row = pick(rows, step, allocator)
     line = curve(prof, row["step"], row["allocator"])
+    reserved = line.filter(pl.col("reserved").is_not_null()).filter(
+        pl.col("reserved").ne_missing(pl.col("reserved").shift(1))).select("time_micros", "reserved").rows()
     if line.height > points:
         end = max(int(line["time_micros"].max()), 1)
         line = (line.with_columns((pl.col("time_micros") * (points // 2) // (end + 1)).alias("_slice"))
@@ -101,7 +110,7 @@ def memory_page(prof: Profile, step: int | None, allocator: str | None, top: int
     return {"rows": rows.to_dicts(), "shown": row,
             "curve": line.select("time_micros", "in_use").rows(),
             "ops": peak_ops(prof, row["step"], row["allocator"], top).to_dicts(),
-            "damage": damage_note(row)}
+            "damage": damage_note(row), "reserved_curve": reserved}
 
 
 def damage_note(row: dict) -> str | None:

@@ -27,8 +27,11 @@ def memory(
     the most when the peak came.
 
     The levels are the allocator's own where the trace records them (PyTorch's `Total
-    Allocated`, XSpace's `bytes_allocated`); elsewhere a running sum of the allocation events
-    from the capture's first (marked *). `--format csv|json|parquet` gives the per-step rows.
+    Allocated`, XSpace's `bytes_allocated`, a tfprof profile's GPU `allocator_bytes_in_use`, as
+    tfprof's timeline draws it); elsewhere a running sum of the allocation events from the
+    capture's first (marked *); on a device of a tfprof profile with neither (a CPU), an estimate
+    from its ops' peak and residual bytes (marked ~). PyTorch's `Total Reserved` is shown beside
+    them. `--format csv|json|parquet` gives the per-step rows.
 
     Examples:
 

@@ -94,7 +94,7 @@ def tables_from_message(prof: tfprof_log_pb2.ProfileProto) -> dict[str, pa.Table
                     mem = m.output_memory[slot]
                     add("output_memory", nid, step, seq, slot, mem.bytes, mem.ptr)
             for a in e.allocations:
-                add("allocations", nid, step, a.alloc_micros, a.alloc_bytes, None, None)  # no allocator recorded
+                add("allocations", nid, step, a.alloc_micros, a.alloc_bytes, None, None, None)  # no allocator recorded
     cols["steps"]["step"] = sorted(prof.steps)
     return finish(
         {name: conform(name, c) for name, c in cols.items()},

@@ -302,7 +302,7 @@ class RawProfile:
             if "GPU" in m.allocator_name:
                 gpu_allocators += 1
                 rec["allocator_bytes_in_use"] = max(rec["allocator_bytes_in_use"], m.allocator_bytes_in_use)
-                st.allocations.extend((r.alloc_micros, r.alloc_bytes, m.allocator_name, None) for r in m.allocation_records)
+                st.allocations.extend((r.alloc_micros, r.alloc_bytes, m.allocator_name, None, None) for r in m.allocation_records)
         if gpu_allocators > 1:
             self.warnings.append(f"found {gpu_allocators} gpu allocator for 1 node")
         outputs: dict[int, tuple[int, int]] = {}

@@ -7,7 +7,14 @@ curve: ``exact``. Elsewhere (a RunMetadata's or a ProfileProto's records) the cu
 running sum of the events' bytes from the capture's first event: memory allocated before the
 capture is not in it (``exact`` false). Events of one allocator at the same µs are one point
 (their bytes summed, the largest recorded level kept). An event without an allocator (a
-ProfileProto) counts on its node's device. Levels that cannot be true (below 0 where recorded,
+ProfileProto) counts on its node's device.
+
+A profile of tfprof's own also has its node executions' memory records, per device
+(``tfprof.schema.memory_levels.node_events``): a device whose records sample the GPU allocators'
+bytes in use takes those samples as its levels (real tfprof's timeline and its peak), in place of
+the allocation events of its nodes; a device with neither samples nor allocation events (a CPU)
+takes the per-node estimate. A foreign profile's records are made of its events, so only its
+events count. Levels that cannot be true (below 0 where recorded,
 beyond 1 PiB, sums int64 cannot hold) are marked per step, never shown as if true
 (``tfprof.schema.memory_levels``).
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from tfprof.profile import Profile
+from tfprof.queries.ticks import time_scale
 from tfprof.schema import memory_levels
 
 
@@ -33,15 +41,39 @@ def _events(prof: Profile) -> pl.DataFrame:
 def _read_events(prof: Profile) -> pl.DataFrame:
     alloc = prof.lazy("allocations")
     names = alloc.collect_schema().names()  # a store written before allocators were kept has neither column
-    alloc = alloc.with_columns(
-        *(() if "allocator" in names else (pl.lit(None, pl.String).alias("allocator"),)),
-        *(() if "bytes_in_use" in names else (pl.lit(None, pl.Int64).alias("bytes_in_use"),)))
+    alloc = alloc.with_columns(*(pl.lit(None, kind).alias(c) for c, kind in (
+        ("allocator", pl.String), ("bytes_in_use", pl.Int64), ("bytes_reserved", pl.Int64)) if c not in names))
     nodes = prof.lazy("nodes").select("node_id", pl.col("name").cast(pl.String),
                                       pl.col("canonical_device").cast(pl.String).alias("_device"))
-    return (alloc.join(nodes, on="node_id", how="left")
-            .select(pl.coalesce(pl.col("allocator").cast(pl.String), "_device", pl.lit("")).alias("allocator"),
-                    "step", pl.col("alloc_micros").alias("time_micros"), pl.col("alloc_bytes").alias("bytes"),
-                    "bytes_in_use", "node_id", "name")
+    events = (alloc.join(nodes, on="node_id", how="left")
+              .select(pl.coalesce(pl.col("allocator").cast(pl.String), "_device", pl.lit("")).alias("allocator"),
+                      "step", pl.col("alloc_micros").alias("time_micros"), pl.col("alloc_bytes").alias("bytes"),
+                      "bytes_in_use", "bytes_reserved", "node_id", "name", pl.lit("events").alias("source"),
+                      pl.col("_device").fill_null(""))
+              .collect())
+    if time_scale(prof) != 1 or not prof.row_counts().get("memory", 0):
+        return events.drop("_device")  # a foreign profile: its memory records are made of these events
+    records = _node_records(prof, nodes)
+    made = memory_levels.node_events(records)
+    sampled = made.filter(pl.col("source") == "recorded")["allocator"].unique().to_list()
+    events = events.filter(~pl.col("_device").is_in(sampled)).drop("_device")
+    # the per-node estimate only where no allocation event is (its devices' own or their allocators')
+    covered = set(events["allocator"].unique()) | set(
+        records.filter(pl.col("node_id").is_in(events["node_id"].unique()))["allocator"].unique())
+    made = made.filter((pl.col("source") == "recorded") | ~pl.col("allocator").is_in(list(covered)))
+    return pl.concat([events, made.with_columns(pl.lit(None, pl.Int64).alias("bytes_reserved"))
+                      .select(events.columns).cast(events.schema)])
+
+
+def _node_records(prof: Profile, nodes: pl.LazyFrame) -> pl.DataFrame:
+    """The memory records of ``prof``'s node executions with their device and start (a node's
+    first execution in a step starts at its ``all_start_micros``; a later one's start is unknown)."""
+    starts = prof.lazy("node_steps").select("node_id", "step", pl.lit(0, pl.Int32).alias("seq"),
+                                            pl.col("all_start_micros").alias("start_micros"))
+    return (prof.lazy("memory").join(nodes, on="node_id", how="left")
+            .join(starts, on=["node_id", "step", "seq"], how="left")
+            .select(pl.col("_device").fill_null("").alias("allocator"), "step", "node_id", "name", "start_micros",
+                    "memory_micros", "peak_bytes", "residual_bytes", "allocator_bytes_in_use")
             .collect())
 
 
@@ -66,9 +98,10 @@ def memory_steps(prof: Profile) -> pl.DataFrame:
 
 def memory_curve(prof: Profile, step: int, allocator: str) -> pl.DataFrame:
     """The points of one step on one allocator: ``time_micros`` (since the step's first event),
-    ``bytes``, ``in_use``."""
+    ``bytes``, ``in_use``, ``reserved`` (null where not recorded)."""
     points = memory_points(prof).filter((pl.col("step") == step) & (pl.col("allocator") == allocator))
-    return points.select((pl.col("time_micros") - pl.col("time_micros").min()).alias("time_micros"), "bytes", "in_use")
+    return points.select((pl.col("time_micros") - pl.col("time_micros").min()).alias("time_micros"), "bytes", "in_use",
+                         "reserved")
 
 
 def at_peak(prof: Profile, step: int, allocator: str, top: int = 10) -> pl.DataFrame:

@@ -223,6 +223,8 @@ ALLOCATIONS = _table(
        "XSpace's `allocator_name`); null where the source names none (a ProfileProto)", nullable=True),
     _f("bytes_in_use", pa.int64(), "what the allocator held after the event, where the source records it "
        "(Kineto's `Total Allocated`, XSpace's `bytes_allocated`); null elsewhere", unit="bytes", nullable=True),
+    _f("bytes_reserved", pa.int64(), "what the allocator had reserved (cached) after the event, where the source "
+       "records it (Kineto's `Total Reserved`); null elsewhere", unit="bytes", nullable=True),
 )
 
 CODE_FRAMES = _table(

@@ -16,23 +16,34 @@ def _size(b: int | None) -> str:
 
 
 def _mark(r: dict) -> str:
-    return ("" if r["exact"] else " *") + (" !" if r.get("damage") else "")
+    estimate = " ~" if r.get("source") == "per-node" else " *"
+    return ("" if r["exact"] else estimate) + (" !" if r.get("damage") else "")
 
 
 def render_memory(rows: pl.DataFrame, row: dict, ops: pl.DataFrame) -> str:
     """The steps table of ``rows`` (``tfprof.api.memory.memory``), then ``ops`` at the peak of
     ``row``'s step on its allocator."""
-    table = [("allocator", "step", "events", "start", "peak", "peak at", "end", "allocated", "freed")]
+    # (a CPU allocator's reserved bytes are 0 in PyTorch's traces: the column only where some are not)
+    reserved = "reserved_bytes" in rows.columns and bool((rows["reserved_bytes"].fill_null(0) > 0).any())
+    table = [("allocator", "step", "events", "start", "peak", "peak at", "end", "allocated", "freed")
+             + (("reserved",) if reserved else ())]
     for r in rows.iter_rows(named=True):
         table.append((r["allocator"] + _mark(r), str(r["step"]), f"{r['events']:,}",
                       _size(r["start_bytes"]), _size(r["peak_bytes"]),
                       "?" if r["peak_micros"] is None else "+" + fmt_time(r["peak_micros"]),
-                      _size(r["end_bytes"]), _size(r["allocated"]), _size(r["freed"])))
+                      _size(r["end_bytes"]), _size(r["allocated"]), _size(r["freed"]))
+                     + ((("-" if r["reserved_bytes"] is None else _size(r["reserved_bytes"])),) if reserved else ()))
     out = ["memory in use per allocator and step (peak at: time after the step's first allocation event)\n",
            aligned(table)]
-    if not rows["exact"].all():
+    estimated = rows["source"] == "per-node" if "source" in rows.columns else pl.Series([False] * rows.height)
+    if (~rows["exact"] & ~estimated).any():
         out.append("* the trace does not record this allocator's level: a running sum of its events from the "
                    "capture's first one (memory allocated before the capture is not counted)\n")
+    if estimated.any():
+        out.append("~ no allocator level or allocation events on this device: an estimate from its ops' memory "
+                   "records (each holds its peak bytes while it runs, then its residual bytes to the step's end)\n")
+    if reserved:
+        out.append("reserved: the most the allocator had reserved (cached) in the step, as the trace records it\n")
     if "relative" in rows.columns and rows["relative"].any():
         out.append("  it goes below 0 where the capture freed memory allocated before it: those levels are "
                    "relative to the capture's start\n")

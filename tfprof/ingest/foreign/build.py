@@ -30,14 +30,14 @@ EVENT_COLUMNS = {
     "phase": pl.String, "start_ns": pl.Int64, "dur_ns": pl.Int64, "args": pl.String, "role": pl.String,
     "label": pl.String, "op_type": pl.String, "device": pl.String, "accelerator": pl.Boolean,
     "step_num": pl.Int64, "mem_bytes": pl.Int64, "flow_id": pl.String, "correlation": pl.Int64,
-    "allocator": pl.String, "in_use": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean, "copy_direction": pl.String,
+    "allocator": pl.String, "in_use": pl.Int64, "reserved": pl.Int64, "seq": pl.Int64, "backward": pl.Boolean, "copy_direction": pl.String,
     "own_op": pl.Boolean,
 }
 """The columns a reader gives (nulls where a column means nothing for an event). ``correlation``:
 for a GPU event (``accelerator``) and for the host runtime call that launched it, the id that
 joins the two (Kineto's ``correlation`` arg, XSpace's ``correlation_id`` stat); null otherwise.
 ``allocator`` and ``in_use``: for a memory instant, its allocator and the bytes that allocator
-held after it (``memory``). ``seq`` and ``backward``: an op's autograd sequence number and whether
+held after it (``memory``); ``reserved``: what it had reserved then, where the trace says (Kineto). ``seq`` and ``backward``: an op's autograd sequence number and whether
 it runs a backward node (``paths.backward_scopes``). ``copy_direction``: for a GPU event that is a
 copy whose name does not say its direction, the direction its args say (an MTIA `dma_request`'s
 ``HOST_TO_DEVICE``; ``gpu.kind``). ``own_op``: for a GPU event, that it is the execution of an op of
@@ -45,11 +45,11 @@ its own, its ``label`` (an XLA kernel: the HLO instruction it ran), not of the o
 A reader may leave out the columns of ``OPTIONAL_COLUMNS``: they are
 then null."""
 
-OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "seq", "backward", "copy_direction", "own_op")
+OPTIONAL_COLUMNS = ("correlation", "allocator", "in_use", "reserved", "seq", "backward", "copy_direction", "own_op")
 """The columns of ``EVENT_COLUMNS`` a reader need not give (a capture without GPU events,
 allocators or autograd has no use for them)."""
 
-ABSENT_COLUMNS = ("copy_direction", "own_op")
+ABSENT_COLUMNS = ("copy_direction", "own_op", "reserved")
 """Of ``OPTIONAL_COLUMNS``, those that stay left out when a reader leaves them out, where the
 others become columns of nulls: one event in thousands at most has one, and a column of nulls
 (a text view per event) would cost tens of MB on a large trace. ``gpu.events`` reads them as null."""

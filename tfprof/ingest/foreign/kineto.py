@@ -289,7 +289,7 @@ def _classify(ev: pl.DataFrame, side: pa.Table, base: int) -> pl.DataFrame:
           if len(where["_dma"]) else ()),  # (only MTIA's copies: build.ABSENT_COLUMNS)
         *_on_rows(ev, side, where["_memory"], _bytes=_arg("Bytes"), mem_bytes=_whole(_arg("Bytes")),
                   _total=_arg("Total Allocated"),
-                  in_use=_whole(_arg("Total Allocated")),
+                  in_use=_whole(_arg("Total Allocated")), reserved=_whole(_arg("Total Reserved")),
                   allocator=memory.kineto_allocator(_arg("Device Type"), _arg("Device Id")),
                   **{f"_{series}": _arg(series).cast(pl.Float64, strict=False) for series in _TOTALS}),
         *_on_rows(ev, side, where["_launched"], correlation=_whole(_arg("correlation"))),

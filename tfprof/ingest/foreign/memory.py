@@ -55,10 +55,12 @@ def scattered(found: pl.DataFrame, rows: np.ndarray, height: int) -> list[pl.Ser
 
 
 def instants(ev: pl.DataFrame, op_parent: np.ndarray) -> pl.DataFrame:
-    """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``) with
-    ``owner``: the row of the op execution around each, -1 for none."""
+    """The ``memory`` events of ``ev`` (``row``, ``event_id``, ``start_ns``, ``mem_bytes``,
+    ``allocator``, ``in_use``, ``reserved``: null where the reader gives none) with ``owner``: the
+    row of the op execution around each, -1 for none."""
     rows = np.flatnonzero((ev["role"] == "memory").to_numpy())
-    return ev.select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use")[rows].with_columns(
+    reserved = pl.col("reserved") if "reserved" in ev.columns else pl.lit(None, pl.Int64).alias("reserved")
+    return ev.select("row", "event_id", "start_ns", "mem_bytes", "allocator", "in_use", reserved)[rows].with_columns(
         pl.Series("owner", op_parent[rows], dtype=pl.Int64))
 
 
@@ -74,7 +76,8 @@ def tables(mem: pl.DataFrame, us) -> dict[str, pa.Table]:
         pl.when(pl.col("owner") >= 0).then(pl.col("owner")).otherwise(-1 - pl.col("step")).alias("_record"),
         pl.col("allocator").fill_null(""))
     allocations = mem.select("node_id", "step", alloc_micros=us(pl.col("start_ns")), alloc_bytes="mem_bytes",
-                             allocator=pl.col("allocator").replace("", None), bytes_in_use="in_use")
+                             allocator=pl.col("allocator").replace("", None), bytes_in_use="in_use",
+                             bytes_reserved="reserved")
     record = ["_record", "node_id", "step"]
     per_allocator = _per_allocator(mem)
     accelerator = pl.col("allocator").str.contains(ACCELERATOR_ALLOCATOR)

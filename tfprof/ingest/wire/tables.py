@@ -177,7 +177,8 @@ def batch_tables(out: tuple, index, a: int, b: int, devs: pa.Array, path: Path) 
         i64(o_omem[0, :]), i64(o_omem[1, :]), i32(o_omem[2, :]), i32(o_omem[3, :]), i64(o_omem[4, :]),
         pa.array(o_omem[5, :].view(np.uint64), pa.uint64())])
     t["allocations"] = _table("allocations", [i64(o_alloc[c, :]) for c in range(4)] + [  # a ProfileProto has no
-        pa.nulls(o_alloc.shape[1], pa.dictionary(pa.int32(), pa.string())), pa.nulls(o_alloc.shape[1], pa.int64())])
+        pa.nulls(o_alloc.shape[1], pa.dictionary(pa.int32(), pa.string())), pa.nulls(o_alloc.shape[1], pa.int64()),
+        pa.nulls(o_alloc.shape[1], pa.int64())])
     t["code_frames"] = _table("code_frames", [
         i64(o_frames[0, :]), i32(o_frames[1, :]), code_strings(0), i32(o_frames[2, :]), code_strings(1),
         code_strings(2), i32(o_frames[3, :])])
