@@ -149,3 +149,27 @@ def test_runs_aggregated_on_spark_from_the_command_line(members, capsys):
                  "--show_name_regexes", "(unclosed"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "show_name_regexes" in err
+
+
+def test_an_entry_script_run_without_its_venv_on_path_works(members, tmp_path):
+    """A venv's `tfprof` run by its path, the venv not activated: Spark's Python workers must run
+    that interpreter, not the first `python3` on PATH (here one that has nothing installed)."""
+    import os
+    import subprocess
+    import sys
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python3", "python"):
+        (fake / name).write_text("#!/bin/sh\necho 'not the venv' >&2; exit 1\n")
+        (fake / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
+    env.update(PATH=f"{fake}:/usr/bin:/bin", TFPROF_SERVER="0")
+    args = ["scope", "--catalog", str(members), "--runs", "n-*", "--aggregate", "sum", "--max_depth", "3",
+            "--show_name_regexes", ".*", "--engine"]
+    local = subprocess.run([sys.executable, "-m", "tfprof", *args, "local"], capture_output=True, text=True, env=env,
+                           timeout=600)
+    remote = subprocess.run([sys.executable, "-m", "tfprof", *args, "spark"], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    assert remote.stdout == local.stdout and local.returncode == 0

@@ -13,7 +13,8 @@ are computed here, by polars, from the run's tables. Recursive CTEs (``scope_tre
 ``path_keys``) need Spark 4.1 or later.
 
 The session is ``local[*]`` unless ``--master URL`` names a cluster, or ``SPARK_REMOTE`` a Spark
-Connect server (then ``SparkSession.builder.remote``). It is made once per process.
+Connect server (then ``SparkSession.builder.remote``). It is made once per process. A local
+session's Python workers run the interpreter running tfprof (``PYSPARK_PYTHON``, unless set).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -48,6 +50,11 @@ def session(master: str | None = None):
     remote = os.environ.get("SPARK_REMOTE")
     key = remote or master or "local[*]"
     if key not in _SESSIONS:
+        if key.startswith("local") and not remote:
+            # the Python workers of a local session run this interpreter, whose environment has
+            # tfprof, not the first `python3` on PATH (an entry script run without activating its
+            # venv found none there); a cluster's workers take the cluster's own setting
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder.appName("tfprof")
         if remote:
             builder = builder.remote(remote)
