@@ -288,12 +288,45 @@ def xspace_events(path: str | Path) -> list[dict]:
     return out + marks
 
 
-def breakdown(events: list[dict]) -> dict[tuple[int, str], tuple[int, ...]]:
+def peer_windows(events: list[dict], ops: list[dict], window: str) -> list[tuple[int, int, int]]:
+    """(step, start, end) under ``tfprof steps --window``: ``next`` as ``windows``; ``marker``,
+    each marker's own span (earliest start to latest end of the step's markers); ``kernels``, the
+    span of the device events whose launch call starts in the step's ``next`` window (all device
+    events by their own start when no launch call is in the trace)."""
+    wins = windows(events, ops)
+    if window == "marker" and wins:
+        spans: dict[int, list[int]] = {}
+        for e in events:
+            name = str(e.get("name", ""))
+            if e.get("ph") == "X" and name.startswith(STEP) and not str(e.get("cat", "")).startswith("gpu_"):
+                n, start = int(name[len(STEP):]), _ns(e["ts"])
+                lo, hi = spans.get(n, [start, start])
+                spans[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+        return [(step, start, spans[step][1]) if step in spans else (step, start, end) for step, start, end in wins]
+    if window == "kernels" and wins:
+        calls = host_calls(events)
+        launched = [(o, calls[o["corr"]]["start"]) for o in ops if o["corr"] is not None and o["corr"] in calls]
+        by_step: dict[int, list[int]] = {}
+        for o, at in launched or [(o, o["start"]) for o in ops]:
+            lo, hi = by_step.get(step_at(wins, at), [o["start"], o["end"]])
+            by_step[step_at(wins, at)] = [min(lo, o["start"]), max(hi, o["end"])]
+        return sorted(((s, lo, hi) for s, (lo, hi) in by_step.items()), key=lambda w: (w[1], w[0]))
+    return wins
+
+
+def breakdown(events: list[dict], window: str = "next", drop_last_step: bool = False,
+              total: bool = False) -> dict[tuple[int | None, str], tuple[int, ...]]:
     """(step, device) -> (window, compute, exposed communication, copies and memsets, idle,
     communication in all, communication hidden by compute), ns: each part the busy time of a
-    union of intervals cut at the window (``tfprof steps``, docs/FOREIGN.md)."""
+    union of intervals cut at the window (``tfprof steps``, docs/FOREIGN.md); the peers'
+    windows, the last step left out (of two or more) and a whole-trace row (step None: first
+    window's start to last one's end) as its options ask."""
     ops = device_ops(events)
-    wins = windows(events, ops)
+    wins = peer_windows(events, ops, window)
+    if drop_last_step and len(wins) > 1:
+        wins = wins[:-1]
+    if total and wins:
+        wins = wins + [(None, min(w[1] for w in wins), max(w[2] for w in wins))]
 
     def comm(o: dict) -> bool:
         return o["kind"] == "kernel" and ("nccl" in o["name"].lower() or "rccl" in o["name"].lower())
@@ -309,4 +342,42 @@ def breakdown(events: list[dict]) -> dict[tuple[int, str], tuple[int, ...]]:
         for step, ws, we in wins:
             c, cc, a, m = (busy(x, ws, we) for x in (compute, with_comm, mine, [o for o in mine if comm(o)]))
             out[(step, device)] = (we - ws, c, cc - c, a - cc, we - ws - a, m, m - (cc - c))
+    return out
+
+
+UNLINKED_DEVICE = (*DEVICE, "mtia_ccp_events")  # MTIA's device events, which carry no correlation id here
+OPS = ("cpu_op", "operator", "Operator")  # the categories of PyTorch's ops
+
+
+def unlinked(events: list[dict], wins: list[tuple[int | None, int, int]]) -> dict[tuple[int | None, str], tuple[int, ...]]:
+    """(step, device) -> busy ns in the window of the device events linked to no op, per reason:
+    (no correlation id, no launch call carries it, its launch call is inside no op on its thread)."""
+    calls = host_calls([e for e in events if e.get("cat") not in UNLINKED_DEVICE])
+    ops: dict = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in OPS:
+            ops[(e["pid"], e["tid"])].append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0))))
+    per: dict = defaultdict(lambda: ([], [], []))
+    devices = set()
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in UNLINKED_DEVICE:
+            continue
+        a = e.get("args") or {}
+        device, start = str(a.get("device", e["pid"])), _ns(e["ts"])
+        devices.add(device)
+        corr, interval = a.get("correlation"), (start, start + _ns(e.get("dur", 0)))
+        if corr is None:
+            per[device][0].append(interval)
+        elif int(corr) not in calls:
+            per[device][1].append(interval)
+        else:
+            call = calls[int(corr)]
+            end = call["start"] + call["dur"]
+            if not any(s <= call["start"] and end <= e_ for s, e_ in ops[call["thread"]]):
+                per[device][2].append(interval)
+    out = {}
+    for device in devices:
+        for step, ws, we in wins:
+            out[(step, device)] = tuple(sum(max(0, min(e, we) - max(s, ws)) for s, e in merge(x))
+                                        for x in per[device])
     return out

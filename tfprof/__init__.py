@@ -176,12 +176,16 @@ def overview(prof: Profile):
     return run(prof)
 
 
-def steps(prof: Profile):
+def steps(prof: Profile, window: str = "next", drop_last_step: bool = False, total: bool = False,
+          unlinked: bool = False):
     """Where each step's time goes on each accelerator: one row per (step, device) with the step's
-    time and its compute, communication, copy and idle parts (``tfprof.api.breakdown.steps``)."""
+    time and its compute, communication, copy and idle parts; the peers' step windows
+    (``window="marker"``: the marker's own span, ``"kernels"``: HTA's and XProf's GPU step), HTA's
+    ``drop_last_step``, a whole-trace row (``total``) and the unlinked GPU time per reason on
+    request (``tfprof.api.breakdown.steps``)."""
     from tfprof.api.breakdown import steps as run
 
-    return run(prof)
+    return run(prof, window, drop_last_step, total, unlinked)
 
 
 def ranks(job, *, threshold: float = 0.05, workers: int | None = None):

@@ -14,10 +14,14 @@ from tfprof.ui.endpoints import Call, endpoint, export_rows, json_response
 
 @endpoint
 def api_steps(call: Call) -> Response:
-    """Each step's time per GPU in parts (``tfprof steps``): the rows in ns, and the report's text."""
-    from tfprof.api.breakdown import steps, steps_report
+    """Each step's time per GPU in parts (``tfprof steps``): the rows in ns, and the report's text;
+    ``window`` (next, marker, kernels), ``drop_last_step``, ``total`` and ``unlinked`` (0 or 1) as
+    the command's options."""
+    from tfprof.api.breakdown import WINDOWS, steps, steps_report
 
-    rows = steps(call.profiles.get(call.path["pid"]).profile)
+    window = P.choice(call.params, "window", WINDOWS, "next")
+    flags = [P.choice(call.params, name, ("0", "1"), "0") == "1" for name in ("drop_last_step", "total", "unlinked")]
+    rows = steps(call.profiles.get(call.path["pid"]).profile, window, *flags)
     return json_response({"rows": json.loads(export_rows(rows, "json")), "text": steps_report(rows)})
 
 

@@ -15,7 +15,13 @@ of a Kineto or XSpace trace, whole columns at a time:
   step before; the last step to the later of its marker's end
   and the end of the last device event starting in it. Without markers the whole capture is
   step 0, from the first device event's start to the last one's end. ``step_of`` puts a time in
-  its window (before the first marker: the first step, as the ingest does for ops).
+  its window (before the first marker: the first step, as the ingest does for ops). Two peers'
+  windows on request (``window``): ``marker``, the marker's own span (the host's step, as the
+  trace draws it: from the marker's start to its end; the last step too), and ``kernels``, the
+  span of the device events the step launched (HTA's temporal breakdown, XProf's GPU step time:
+  from the first one's start to the last one's end, an event in the
+  step of its launch call's start; events whose launch call is not in the trace shape no window
+  unless no event has one). Such windows can leave gaps between steps or overlap.
 * ``union`` and ``covered``: the busy intervals of a set of events (overlaps merged) and, for
   any time, how much busy time lies before it; the busy time in [a, b] is ``covered(b) -
   covered(a)``. Both are a sort, a running max and an as-of join: no loop over events.
@@ -28,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from tfprof.errors import OptionError
 from tfprof.profile import Profile
 
 FOREIGN_KINDS = ("kineto", "xspace")  # Profile.source of a foreign trace (tfprof.ingest.foreign.KINDS)
@@ -132,23 +139,54 @@ def named_events(prof: Profile, names: tuple[str, ...]) -> pl.DataFrame:
     ).collect()
 
 
-def step_windows(prof: Profile, device: pl.DataFrame) -> pl.DataFrame:
-    """``step``, ``window_start_ns``, ``window_end_ns``, ``window_ns`` in time order (module doc)."""
+WINDOWS = ("next", "marker", "kernels")
+"""A step's window: from its marker to the next (ours), its marker's own span, the span of the
+device events it launched (HTA's and XProf's GPU step) (module doc)."""
+
+_WINDOW_SCHEMA = {"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64}
+
+
+def step_windows(prof: Profile, device: pl.DataFrame, window: str = "next") -> pl.DataFrame:
+    """``step``, ``window_start_ns``, ``window_end_ns``, ``window_ns`` in time order (module doc);
+    ``device`` is ``device_events``' rows (for ``kernels``: with their ``correlation``)."""
+    check_window(window)
     marks = prof.memo("gpu_step_marks", lambda: _step_marks(prof))  # each GPU check asks for the windows
     if marks.height == 0:
         if device.height == 0:
-            return pl.DataFrame(schema={"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64,
-                                        "window_ns": pl.Int64})
+            return pl.DataFrame(schema=_WINDOW_SCHEMA)
         marks = pl.DataFrame({"step": [0], "window_start_ns": [device["start_ns"].min()],
                               "_mark_end": [device["end_ns"].max()]})
     last_start = marks["window_start_ns"][-1]
     tail = device.filter(pl.col("start_ns") >= last_start)["end_ns"].max()
     last_end = max(marks["_mark_end"][-1], tail if tail is not None else last_start)
-    return marks.with_columns(
-        pl.col("window_start_ns").shift(-1).fill_null(last_end).alias("window_end_ns")
-    ).select("step", "window_start_ns", "window_end_ns",
-             (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(
-        {"step": pl.Int64, "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64})
+    end = pl.col("_mark_end") if window == "marker" else pl.col("window_start_ns").shift(-1).fill_null(last_end)
+    windows = marks.with_columns(end.alias("window_end_ns")).select(
+        "step", "window_start_ns", "window_end_ns",
+        (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(_WINDOW_SCHEMA)
+    return _kernel_windows(prof, device, windows) if window == "kernels" else windows
+
+
+def check_window(window: str) -> None:
+    """Raise ``OptionError`` unless ``window`` is one of ``WINDOWS``."""
+    if window not in WINDOWS:
+        raise OptionError(f"--window {window}: give one of {', '.join(WINDOWS)}")
+
+
+def _kernel_windows(prof: Profile, device: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Each step's ``kernels`` window: the span of the device events whose launch call starts in
+    its marker-to-marker window (all device events by their own start when none has a launch
+    call in the trace); a step with none has no window."""
+    if device.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema=_WINDOW_SCHEMA)
+    calls = host_calls(prof).select("correlation", "call_start_ns")
+    launched = device.select("correlation", "start_ns", "end_ns").join(calls, on="correlation", how="inner")
+    if launched.height == 0:
+        launched = device.select("start_ns", "end_ns", pl.col("start_ns").alias("call_start_ns"))
+    spans = launched.with_columns(step_of(windows, launched["call_start_ns"])).group_by("step").agg(
+        pl.col("start_ns").min().alias("window_start_ns"), pl.col("end_ns").max().alias("window_end_ns"))
+    return spans.sort("window_start_ns", "step").select(
+        "step", "window_start_ns", "window_end_ns",
+        (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns")).cast(_WINDOW_SCHEMA)
 
 
 def _step_marks(prof: Profile) -> pl.DataFrame:
