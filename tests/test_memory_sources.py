@@ -16,6 +16,7 @@ from pathlib import Path
 
 from conftest import FIXTURES
 from foreign_expect import load_trace_events
+from test_memory_time import running_peak
 
 import tfprof
 from tfprof.api.memory import memory, memory_page, memory_report
@@ -69,15 +70,7 @@ def _estimate(path: Path) -> dict[tuple[str, int], int]:
                 start = min(execs.all_start_micros, m.memory_micros) if seq == 0 else m.memory_micros
                 deltas[(node.canonical_device, step)][start] += m.peak_bytes
                 deltas[(node.canonical_device, step)][m.memory_micros] += m.residual_bytes - m.peak_bytes
-    peaks = {}
-    for key, by_time in deltas.items():
-        level = peak = 0
-        for t in sorted(by_time):
-            level += by_time[t]
-            peak = max(peak, level)
-        if any(by_time.values()):
-            peaks[key] = peak
-    return peaks
+    return {key: running_peak(by_time) for key, by_time in deltas.items() if any(by_time.values())}
 
 
 def test_a_cpu_profile_peaks_at_its_per_node_estimate(capsys):

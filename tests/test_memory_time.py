@@ -49,18 +49,21 @@ def test_a_trace_with_levels_peaks_at_its_largest_total_allocated():
     assert rows["peak_bytes"].max() == max(e["args"]["Total Allocated"] for e in events)
 
 
+def running_peak(deltas: dict[int, int]) -> int:
+    """The highest level the changes ``{time: bytes}`` reach, summed in time order from 0."""
+    level = peak = 0
+    for t in sorted(deltas):
+        level += deltas[t]
+        peak = max(peak, level)
+    return peak
+
+
 def test_a_trace_without_levels_peaks_at_its_running_sums_largest():
     by_time: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for e in _memory_events(RESNET):
         us = round(round(e["ts"] * 1000) / 1000)  # whole µs, as tfprof keeps times
         by_time[_allocator(e["args"])][us] += e["args"]["Bytes"]
-    want = {}
-    for allocator, deltas in by_time.items():
-        level = peak = 0
-        for t in sorted(deltas):
-            level += deltas[t]
-            peak = max(peak, level)
-        want[allocator] = peak
+    want = {allocator: running_peak(deltas) for allocator, deltas in by_time.items()}
     rows = memory(tfprof.load(RESNET))
     assert not rows["exact"].any()
     assert dict(rows.select("allocator", "peak_bytes").rows()) == want
