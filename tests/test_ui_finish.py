@@ -210,3 +210,27 @@ def test_search_finds_the_op_that_launched_a_kernel(browser):
         assert len(hits) == len(expected) and all(h.startswith("launched ") and text in h for h in hits)
         assert int(pg.get_attribute(".tt-row.sel", "data-i")) == expected[0]
         shot(pg, "search_by_kernel")
+
+
+TORCH_CUDA = str(FIXTURES / "foreign" / "torch_cuda_cnn.pt.trace.json.gz")
+
+
+def test_memory_page_says_reserved_and_estimated(browser):
+    """PyTorch's reserved bytes are drawn beside the allocated level and named with their peak
+    (the page's own figure, /api/memory's); a tfprof profile without allocation events shows the
+    per-node estimate, said to be one."""
+    from tfprof.api.memory import memory_page
+
+    reserved = memory_page(tfprof.load(TORCH_CUDA), None, None, 10)["shown"]["reserved_bytes"]
+    assert reserved and reserved > 0
+    with page_on(browser, TORCH_CUDA, str(tfprof.sample_path())) as pg:
+        pg.click("#tabs button[data-tab=memory]")
+        settle(pg)
+        assert pg.locator(".memchart .reserved").count() == 1
+        said = pg.inner_text("#memory")
+        assert f"reserved by the caching allocator: up to {fmt(pg, 'memory', reserved)}" in said
+        shot(pg, "memory_reserved")
+        pg.select_option("#profile", "1")
+        settle(pg)
+        assert "~ estimated" in pg.inner_text("#memory") and pg.locator(".memchart .reserved").count() == 0
+        shot(pg, "memory_estimated")

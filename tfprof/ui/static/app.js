@@ -461,7 +461,9 @@ async function loadMemory() {
   }
   sel.addEventListener("change", () => { state.memoryPick = sel.value; refresh(); });
   pick.append(el("span", null, "show"), sel);
-  if (!s.exact) pick.appendChild(el("small", null, "the trace does not record this allocator's level: a running sum of its events from the capture's first"));
+  if (s.source === "per-node") pick.appendChild(el("small", null, "~ estimated: no allocation events; each op holds its peak bytes while it runs and its residual bytes after"));
+  else if (!s.exact) pick.appendChild(el("small", null, "the trace does not record this allocator's level: a running sum of its events from the capture's first"));
+  if (s.reserved_bytes) pick.appendChild(el("small", null, `reserved by the caching allocator: up to ${Fmt.memory(s.reserved_bytes)} (dashed)`));
   if (m.damage) card.appendChild(el("div", "card warn", m.damage));
   const onTimeline = el("a", "to-timeline", "the peak on the timeline →");
   onTimeline.title = `step ${s.step}'s timeline, zoomed to the moment of the peak`;
@@ -469,7 +471,7 @@ async function loadMemory() {
   pick.appendChild(onTimeline);
   card.appendChild(pick);
   // (a level beyond 1 PiB is null: damaged, not drawn)
-  if (s.peak_bytes !== null) card.appendChild(memoryChart(m.curve.filter((p) => p[1] !== null), s));
+  if (s.peak_bytes !== null) card.appendChild(memoryChart(m.curve.filter((p) => p[1] !== null), s, s.reserved_bytes ? m.reserved_curve || [] : []));
   const ops = el("div", "card");
   ops.appendChild(el("h3", null, `Allocated when the peak came (${Fmt.memory(s.peak_bytes)}, +${Fmt.time(s.peak_micros)}), net of what each op freed by then`));
   const most = Math.max(...m.ops.map((r) => r.bytes), 0) || 1;
@@ -485,17 +487,23 @@ async function loadMemory() {
   $("memory").replaceChildren(card, ops);
 }
 
-function memoryChart(points, s) {
+function memoryChart(points, s, reserved = []) {
   const NS = $("svg-ns").content.firstElementChild.namespaceURI, W = 1000, H = 240, L = 70, B = 20;  // SVG's, from the page
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`); svg.setAttribute("preserveAspectRatio", "none"); svg.classList.add("memchart");
   const tmax = Math.max(...points.map((p) => p[0]), 1), lo = Math.min(0, ...points.map((p) => p[1]));
-  const hi = Math.max(...points.map((p) => p[1]), 1);
+  const hi = Math.max(...points.map((p) => p[1]), ...reserved.map((p) => p[1]), 1);
   const x = (t) => L + ((W - L - 10) * t) / tmax, y = (v) => H - B - ((H - B - 10) * (v - lo)) / (hi - lo || 1);
   let d = `M${x(0)},${y(lo)}`, prev = lo;
   for (const [t, v] of points) { d += ` L${x(t)},${y(prev)} L${x(t)},${y(v)}`; prev = v; }
   d += ` L${x(tmax)},${y(prev)} L${x(tmax)},${y(lo)} Z`;
   const path = document.createElementNS(NS, "path"); path.setAttribute("d", d); path.classList.add("line");
+  if (reserved.length) {  // the caching allocator's reserved bytes: a step line behind the allocated area
+    let r = `M${x(0)},${y(reserved[0][1])}`, last = reserved[0][1];
+    for (const [t, v] of reserved) { r += ` L${x(Math.min(t, tmax))},${y(last)} L${x(Math.min(t, tmax))},${y(v)}`; last = v; }
+    const line = document.createElementNS(NS, "path"); line.setAttribute("d", r + ` L${x(tmax)},${y(last)}`); line.classList.add("reserved");
+    svg.appendChild(line);
+  }
   const axis = document.createElementNS(NS, "line");
   axis.setAttribute("x1", L); axis.setAttribute("x2", W); axis.setAttribute("y1", H - B); axis.setAttribute("y2", H - B); axis.classList.add("axis");
   const label = (tx, ty, text, anchor = "start") => { const e = document.createElementNS(NS, "text"); e.setAttribute("x", tx); e.setAttribute("y", ty); e.setAttribute("text-anchor", anchor); e.textContent = text; return e; };
