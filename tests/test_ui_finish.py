@@ -234,3 +234,28 @@ def test_memory_page_says_reserved_and_estimated(browser):
         settle(pg)
         assert "~ estimated" in pg.inner_text("#memory") and pg.locator(".memchart .reserved").count() == 0
         shot(pg, "memory_estimated")
+
+
+def test_timeline_keys_zoom_and_pan(browser):
+    """W/S zoom around the middle, A/D and the arrows pan a tenth of the view, 0 fits the step;
+    a key typed into the search field moves nothing."""
+    with page_on(browser, RESNET) as pg:
+        pg.click("#tabs button[data-tab=timeline]")
+        settle(pg)
+        view = lambda: pg.evaluate("[tfprofUI.ui.timeline.t0, tfprofUI.ui.timeline.t1]")  # noqa: E731
+        t0, t1 = view()
+        pg.keyboard.press("w")
+        z0, z1 = view()
+        assert abs((z1 - z0) - 0.8 * (t1 - t0)) < 1e-6 * (t1 - t0) and abs((z0 + z1) - (t0 + t1)) < 1e-6 * (t1 - t0)
+        pg.keyboard.press("d")
+        d0, d1 = view()
+        assert abs(d0 - (z0 + (z1 - z0) / 10)) < 1e-6 * (t1 - t0) and abs((d1 - d0) - (z1 - z0)) < 1e-6 * (t1 - t0)
+        pg.keyboard.press("ArrowLeft")
+        assert abs(view()[0] - z0) < 1e-6 * (t1 - t0)
+        pg.keyboard.press("s")
+        pg.keyboard.press("0")
+        assert view() == [t0, t1]
+        pg.click("#tl-search")
+        pg.keyboard.press("w")
+        assert view() == [t0, t1]
+        shot(pg, "timeline_keys")

@@ -19,6 +19,7 @@ class Timeline {
     canvas.addEventListener("mousemove", (e) => this.move(e));
     canvas.addEventListener("mouseleave", () => { this.tip.style.display = "none"; this.setFocus(-1); });
     canvas.addEventListener("dblclick", () => this.reset());
+    window.addEventListener("keydown", (e) => this.key(e));
     new ResizeObserver(() => this.draw()).observe(canvas);
   }
 
@@ -127,6 +128,26 @@ class Timeline {
     const k = Math.exp(e.deltaY * 0.0018);
     const width = Math.min(this.end * 1.5, Math.max(0.0005, (this.t1 - this.t0) * k));
     this.t0 = at - f * width; this.t1 = this.t0 + width;
+    this.draw();
+  }
+
+  key(e) {
+    // the keys of Perfetto and chrome://tracing: W/S zoom in and out around the middle, A/D (and
+    // the left and right arrows) pan by a tenth of the view, up and down scroll the lanes, 0 fits
+    // the step; not while typing in a field, nor with the timeline hidden
+    if (!this.data || this.canvas.offsetParent === null || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (e.target && /^(INPUT|SELECT|TEXTAREA)$/.test(e.target.tagName)) return;
+    const width = this.t1 - this.t0, mid = this.t0 + width / 2;
+    const zoomTo = (f) => { const w = Math.min(this.end * 1.5, Math.max(0.0005, width * f)); this.t0 = mid - w / 2; this.t1 = mid + w / 2; };
+    const k = e.key.length === 1 ? e.key.toLowerCase() : e.key;
+    if (k === "w") zoomTo(0.8);
+    else if (k === "s") zoomTo(1.25);
+    else if (k === "a" || k === "ArrowLeft") { this.t0 -= width / 10; this.t1 -= width / 10; }
+    else if (k === "d" || k === "ArrowRight") { this.t0 += width / 10; this.t1 += width / 10; }
+    else if (k === "ArrowUp" || k === "ArrowDown") { e.preventDefault(); this.scroll((k === "ArrowUp" ? -3 : 3) * this.LANE); return; }
+    else if (k === "0") { this.reset(); return; }
+    else return;
+    e.preventDefault();
     this.draw();
   }
 
