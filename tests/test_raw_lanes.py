@@ -101,3 +101,24 @@ def test_a_step_window_holds_only_its_time():
     slices = ev.filter(ev["phase"].cast(str) == "X")
     assert len(t["ts"]) == slices.height and min(t["ts"]) >= -(lo - int(slices["start_ns"].min())) / 1000
     assert any(name == "ProfilerStep#2" for name in t["names"]) and "ProfilerStep#3" not in t["names"]
+
+
+DDP = FIXTURES / "foreign" / "kineto_ddp_nccl_step5.pt.trace.json.gz"
+
+
+def test_gpu_streams_are_named_by_the_traces_gpu_labels_after_the_host_threads():
+    """A GPU stream's track is named as the trace labels its process (`process_labels`: `GPU 0`),
+    not after the host process's name, and the host's threads (a negative thread id among them)
+    come before the device's streams."""
+    with gzip.open(DDP, "rb") as f:
+        source = json.loads(f.read())["traceEvents"]
+    gpu_label = {e["pid"]: e["args"]["labels"] for e in source
+                 if e.get("ph") == "M" and e.get("name") == "process_labels" and e["args"]["labels"].startswith("GPU")}
+    stream_pids = {e["pid"] for e in source if e.get("ph") == "X" and e.get("cat") == "kernel"}
+    assert stream_pids and stream_pids <= gpu_label.keys()
+    prof = tfprof.load(DDP)
+    t = step_timeline(prof, prof.frame("steps")["step"][0])
+    tracks = [lane["label"] for lane in t["lanes"] if lane["label"]]
+    devices = [label for label in tracks if label.split(" · ")[0] in set(gpu_label.values())]
+    assert devices and tracks[-len(devices):] == devices  # the streams last
+    assert not any(label.startswith("python") and "stream" in label for label in tracks)

@@ -58,8 +58,16 @@ def step_lanes(prof: Profile, step: int) -> dict[str, Any]:
     lo, hi = step_window(prof, step)
     spans = (prof.lazy("trace_events").filter(in_window(lo, hi) & (pl.col("phase").cast(pl.String) == "X"))
              .select("event_id", "process", "thread", "category", "name", "start_ns", "duration_ns", "node_id").collect())
-    tracks = (spans.group_by("process", "thread").agg(pl.col("start_ns").min(), pl.col("event_id").min())
-              .sort("start_ns", "event_id").with_row_index("tn"))
+    # a track of device events (a GPU stream) is named after its device, as the trace's own
+    # labels name it ("GPU 0"), not after the host process; the host's threads come first
+    device = (prof.lazy("kernels").select("event_id", pl.col("device").cast(pl.String)).collect()
+              .with_columns(pl.concat_str(pl.lit("GPU "), pl.col("device").str.extract(r"(?i)gpu:(\d+)$", 1))
+                            .fill_null(pl.col("device")).alias("device")))
+    tracks = (spans.join(device, on="event_id", how="left")
+              .group_by("process", "thread").agg(pl.col("start_ns").min(), pl.col("event_id").min(),
+                                                 pl.col("device").drop_nulls().first())
+              .sort(pl.col("device").is_not_null(), "device", "start_ns", "event_id", nulls_last=False)
+              .with_row_index("tn"))
     spans = (spans.join(tracks.select("process", "thread", "tn"), on=["process", "thread"], how="left")
              .with_columns((pl.col("start_ns") + pl.col("duration_ns")).alias("end_ns"))
              .sort("tn", "start_ns", "end_ns", "event_id", descending=[False, False, True, False]))
@@ -81,8 +89,8 @@ def step_lanes(prof: Profile, step: int) -> dict[str, Any]:
              .select("from_event", "to_event").collect()
              .join(spans.select(pl.col("event_id").alias("from_event"), pl.col("k").alias("a")), on="from_event")
              .join(spans.select(pl.col("event_id").alias("to_event"), pl.col("k").alias("b")), on="to_event"))
-    labels = tracks.select(pl.concat_str(pl.col("process").cast(pl.String).fill_null(""), pl.lit(" · "),
-                                         pl.col("thread").cast(pl.String).fill_null(""))).to_series().to_list()
+    labels = tracks.select(pl.concat_str(pl.coalesce("device", pl.col("process").cast(pl.String)).fill_null(""),
+                                         pl.lit(" · "), pl.col("thread").cast(pl.String).fill_null(""))).to_series().to_list()
     return {
         "step": step,
         "origin_ns": lo,
