@@ -65,15 +65,21 @@ def host_calls(events: list[dict]) -> dict[int, dict]:
     return out
 
 
-def windows(events: list[dict], ops: list[dict]) -> list[tuple[int, int, int]]:
-    """(step, start, end) in time order."""
-    marks: dict[int, list[int]] = {}
+def marker_spans(events: list[dict]) -> dict[int, list[int]]:
+    """step -> [earliest start, latest end] of its host-side ``ProfilerStep#N`` markers."""
+    spans: dict[int, list[int]] = {}
     for e in events:
         name = str(e.get("name", ""))
         if e.get("ph") == "X" and name.startswith(STEP) and not str(e.get("cat", "")).startswith("gpu_"):
             n, start = int(name[len(STEP):]), _ns(e["ts"])
-            lo, hi = marks.get(n, [start, start])
-            marks[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+            lo, hi = spans.get(n, [start, start])
+            spans[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+    return spans
+
+
+def windows(events: list[dict], ops: list[dict]) -> list[tuple[int, int, int]]:
+    """(step, start, end) in time order."""
+    marks = marker_spans(events)
     starts = [_ns(e["ts"]) for e in events  # spans and instants: what trace_events keeps
               if e.get("ph") in ("X", "i", "I") and not str(e.get("name", "")).startswith(STEP)]
     marks = {n: span for n, span in marks.items() if any(span[0] <= t <= span[1] for t in starts)}
@@ -295,13 +301,7 @@ def peer_windows(events: list[dict], ops: list[dict], window: str) -> list[tuple
     events by their own start when no launch call is in the trace)."""
     wins = windows(events, ops)
     if window == "marker" and wins:
-        spans: dict[int, list[int]] = {}
-        for e in events:
-            name = str(e.get("name", ""))
-            if e.get("ph") == "X" and name.startswith(STEP) and not str(e.get("cat", "")).startswith("gpu_"):
-                n, start = int(name[len(STEP):]), _ns(e["ts"])
-                lo, hi = spans.get(n, [start, start])
-                spans[n] = [min(lo, start), max(hi, start + _ns(e["dur"]))]
+        spans = marker_spans(events)
         return [(step, start, spans[step][1]) if step in spans else (step, start, end) for step, start, end in wins]
     if window == "kernels" and wins:
         calls = host_calls(events)

@@ -79,13 +79,13 @@ def breakdown(prof: Profile, window: str = "next", drop_last_step: bool = False,
     compute = pl.col("kind") == "compute"
     communication = pl.col("kind") == "communication"
     parts = {
-        "_compute": _busy(events.filter(compute), windows),
-        "_with_comm": _busy(events.filter(compute | communication), windows),
-        "_all": _busy(events, windows),
-        "communication_total_ns": _busy(events.filter(communication), windows),
+        "_compute": busy_time(events.filter(compute), windows),
+        "_with_comm": busy_time(events.filter(compute | communication), windows),
+        "_all": busy_time(events, windows),
+        "communication_total_ns": busy_time(events.filter(communication), windows),
     }
     if "reason" in events.columns:
-        parts.update({c: _busy(events.filter(pl.col("reason") == r), windows) for c, r in UNLINKED.items()})
+        parts.update({c: busy_time(events.filter(pl.col("reason") == r), windows) for c, r in UNLINKED.items()})
     grid = events.select(pl.col("device").unique()).join(windows.with_row_index("w").with_columns(
         pl.col("w").cast(pl.Int64)), how="cross")
     for name, busy in parts.items():
@@ -106,8 +106,9 @@ def breakdown(prof: Profile, window: str = "next", drop_last_step: bool = False,
     return rows.select(list(schema)).cast(schema)
 
 
-def _busy(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
-    """Per (device, window row ``w``), the length of the union of ``events`` inside the window."""
+def busy_time(events: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per (device, window row ``w``), the length of the union of ``events`` inside the window:
+    ``busy_ns`` (a row only where some event runs)."""
     if events.height == 0:
         return pl.DataFrame(schema={"device": pl.String, "w": pl.Int64, "busy_ns": pl.Int64})
     numbered = windows.with_row_index("w").with_columns(pl.col("w").cast(pl.Int64))

@@ -32,15 +32,7 @@ import polars as pl
 
 from tfprof.profile import Profile
 from tfprof.queries.advisor.base import CheckOptions, Evidence
-from tfprof.queries.advisor.trace import (
-    cut_at_windows,
-    device_events,
-    gpu_status,
-    host_calls,
-    step_of,
-    step_windows,
-    union,
-)
+from tfprof.queries.advisor.trace import device_events, gpu_status, host_calls, step_of, step_windows
 
 MAX_SPACING_NS = 50_000  # host calls further apart than this: the host was not busy launching
 CPU_BOUND_SHARE = 0.5  # a step is CPU-bound when at least this share of its operations waited
@@ -75,22 +67,19 @@ def _idle(prof: Profile, found: pl.DataFrame) -> pl.DataFrame:
     """Per (step, device): ``idle_ns`` (the window less the union of the device's operations) and
     ``bound_idle_ns`` (the idle time inside a launch-bound gap): the union of the operations and
     the bound gaps, less the operations' union, cut at the step windows."""
+    from tfprof.queries.breakdown import busy_time  # (breakdown reads this package's trace module)
+
     dev = device_events(prof)
     windows = step_windows(prof, dev)
     keep = ["device", "event_id", "name", "start_ns", "end_ns"]
     gaps = found.filter("bound").select("device", "event_id", pl.lit("gap").alias("name"),
                                         pl.col("prev_end_ns").alias("start_ns"), pl.col("start_ns").alias("end_ns"))
     ops = dev.select(keep)
-
-    def busy(events: pl.DataFrame, name: str) -> pl.DataFrame:
-        pieces = cut_at_windows(union(events, ["device"]), windows)
-        return pieces.group_by("device", "w").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias(name))
-
     both = pl.concat([ops, gaps.select(keep).cast(ops.schema)])
     grid = dev.select(pl.col("device").unique()).join(
         windows.with_row_index("w").with_columns(pl.col("w").cast(pl.Int64)), how="cross")
-    rows = (grid.join(busy(ops, "_busy"), on=["device", "w"], how="left")
-            .join(busy(both, "_with_gaps"), on=["device", "w"], how="left")
+    rows = (grid.join(busy_time(ops, windows).rename({"busy_ns": "_busy"}), on=["device", "w"], how="left")
+            .join(busy_time(both, windows).rename({"busy_ns": "_with_gaps"}), on=["device", "w"], how="left")
             .with_columns(pl.col("_busy", "_with_gaps").fill_null(0)))
     return rows.select("step", "device", (pl.col("window_ns") - pl.col("_busy")).alias("idle_ns"),
                        (pl.col("_with_gaps") - pl.col("_busy")).alias("bound_idle_ns"))
