@@ -55,7 +55,7 @@ def _region() -> str:
 
 
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # the stores holding an S3 filesystem
-_REACHED: list[str] = []  # the schemes this process has made a client for
+_REACHED: set[str] = set()  # the schemes this process has made a client for
 
 
 def reached() -> bool:
@@ -87,7 +87,7 @@ def filesystem(store):
     from pyarrow import fs
 
     connect, read = timeouts()
-    _REACHED.append(store.scheme)
+    _REACHED.add(store.scheme)
     if store.scheme == "gs":
         return fs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=connect + read), **_gcs_emulator())
     endpoint = _endpoint()
@@ -111,6 +111,6 @@ def s3_client(uri: str):
     except ImportError:
         raise MissingDependencyError(f"writing the catalog `{uri}` needs boto3: pip install 'tfprof[s3]'") from None
     connect, read = timeouts()
-    _REACHED.append("s3")
+    _REACHED.add("s3")
     config = Config(retries={"max_attempts": ATTEMPTS, "mode": "standard"}, connect_timeout=connect, read_timeout=read)
     return boto3.client("s3", endpoint_url=_endpoint(), region_name=_region(), config=config)
